@@ -1,0 +1,5 @@
+// The kvrouter WebAssembly core: one module, one exported memory.
+// Each kernel lives in its own file; this entry only re-exports them.
+// The ABI (exports, layouts, ownership) is documented in docs/core-abi.md.
+export { abiVersion } from './abi';
+export { liveBytes } from './alloc';

@@ -1,0 +1,171 @@
+import { alloc, release } from './alloc';
+
+// Open-addressing hash map from u64 keys to u32 values, in memory the core
+// allocates and frees itself (alloc.ts), so it never touches the garbage
+// collector and gives its memory back when it shrinks.
+//
+// Layout: a power-of-two table of 16-byte entries
+//   +0  key   u64
+//   +8  value u32   (MAP_EMPTY marks a free slot, so every key, 0 included, is storable)
+//   +12 pad   u32
+// Linear probing with backward-shift deletion: no tombstones, so lookups of
+// absent keys stay short however much the map churns.
+//
+// Iterating callers must not insert or delete while they walk the slots: both
+// may resize the table.
+
+export const MAP_EMPTY: u32 = 0xffffffff;
+const MIN_CAPACITY: u32 = 16;
+
+@unmanaged
+export class U64Map {
+  table: usize;
+  mask: u32;
+  size: u32;
+}
+
+// Multiplicative (Fibonacci) hashing: keys are often already hashes, but
+// composite keys (node << 32 | worker) are not, so always mix.
+@inline
+function home(key: u64, mask: u32): u32 {
+  return (<u32>((key * 0x9e3779b97f4a7c15) >> 32)) & mask;
+}
+
+@inline
+function entry(table: usize, slot: u32): usize {
+  return table + (<usize>slot << 4);
+}
+
+@inline
+function tableBytes(capacity: u32): usize {
+  return <usize>capacity << 4;
+}
+
+function allocTable(capacity: u32): usize {
+  const bytes = tableBytes(capacity);
+  const table = alloc(bytes);
+  memory.fill(table, 0xff, bytes);
+  return table;
+}
+
+export function mapCreate(capacity: u32): U64Map {
+  let cap = MIN_CAPACITY;
+  while (cap < capacity) cap <<= 1;
+  const m = changetype<U64Map>(alloc(offsetof<U64Map>()));
+  m.table = allocTable(cap);
+  m.mask = cap - 1;
+  m.size = 0;
+  return m;
+}
+
+export function mapDestroy(m: U64Map): void {
+  release(m.table, tableBytes(m.mask + 1));
+  release(changetype<usize>(m), offsetof<U64Map>());
+}
+
+/** Removes every entry and returns the table to its minimum size. */
+export function mapClear(m: U64Map): void {
+  release(m.table, tableBytes(m.mask + 1));
+  m.table = allocTable(MIN_CAPACITY);
+  m.mask = MIN_CAPACITY - 1;
+  m.size = 0;
+}
+
+export function mapGet(m: U64Map, key: u64): u32 {
+  const table = m.table;
+  const mask = m.mask;
+  let slot = home(key, mask);
+  while (true) {
+    const e = entry(table, slot);
+    const value = load<u32>(e, 8);
+    if (value == MAP_EMPTY) return MAP_EMPTY;
+    if (load<u64>(e) == key) return value;
+    slot = (slot + 1) & mask;
+  }
+}
+
+/** Inserts or overwrites; value must not be MAP_EMPTY. */
+export function mapSet(m: U64Map, key: u64, value: u32): void {
+  if ((m.size + 1) * 4 > (m.mask + 1) * 3) rehash(m, (m.mask + 1) << 1);
+  const table = m.table;
+  const mask = m.mask;
+  let slot = home(key, mask);
+  while (true) {
+    const e = entry(table, slot);
+    const current = load<u32>(e, 8);
+    if (current == MAP_EMPTY) {
+      store<u64>(e, key);
+      store<u32>(e, value, 8);
+      m.size++;
+      return;
+    }
+    if (load<u64>(e) == key) {
+      store<u32>(e, value, 8);
+      return;
+    }
+    slot = (slot + 1) & mask;
+  }
+}
+
+/** Removes key; returns its value, or MAP_EMPTY when absent. */
+export function mapDelete(m: U64Map, key: u64): u32 {
+  const table = m.table;
+  const mask = m.mask;
+  let hole = home(key, mask);
+  while (true) {
+    const e = entry(table, hole);
+    const value = load<u32>(e, 8);
+    if (value == MAP_EMPTY) return MAP_EMPTY;
+    if (load<u64>(e) == key) break;
+    hole = (hole + 1) & mask;
+  }
+  const removed = load<u32>(entry(table, hole), 8);
+  // Backward shift: pull later members of the probe run into the hole when
+  // their home slot does not lie cyclically in (hole, probe].
+  let probe = hole;
+  while (true) {
+    probe = (probe + 1) & mask;
+    const p = entry(table, probe);
+    if (load<u32>(p, 8) == MAP_EMPTY) break;
+    const h = home(load<u64>(p), mask);
+    const stays = hole <= probe ? (h > hole && h <= probe) : (h > hole || h <= probe);
+    if (!stays) {
+      const q = entry(table, hole);
+      store<u64>(q, load<u64>(p));
+      store<u32>(q, load<u32>(p, 8), 8);
+      hole = probe;
+    }
+  }
+  store<u32>(entry(table, hole), MAP_EMPTY, 8);
+  m.size--;
+  const capacity = mask + 1;
+  if (capacity > MIN_CAPACITY && m.size * 8 < capacity) rehash(m, capacity >> 1);
+  return removed;
+}
+
+export function mapCapacity(m: U64Map): u32 {
+  return m.mask + 1;
+}
+
+/** The value in a slot (MAP_EMPTY when free); for iteration by slot. */
+export function mapSlotValue(m: U64Map, slot: u32): u32 {
+  return load<u32>(entry(m.table, slot), 8);
+}
+
+export function mapSlotKey(m: U64Map, slot: u32): u64 {
+  return load<u64>(entry(m.table, slot));
+}
+
+function rehash(m: U64Map, capacity: u32): void {
+  const old = m.table;
+  const oldCapacity = m.mask + 1;
+  m.table = allocTable(capacity);
+  m.mask = capacity - 1;
+  m.size = 0;
+  for (let slot: u32 = 0; slot < oldCapacity; slot++) {
+    const e = entry(old, slot);
+    const value = load<u32>(e, 8);
+    if (value != MAP_EMPTY) mapSet(m, load<u64>(e), value);
+  }
+  release(old, tableBytes(oldCapacity));
+}

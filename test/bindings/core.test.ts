@@ -1,0 +1,33 @@
+import { describe, expect, it } from 'vitest';
+import { CORE_ABI_VERSION, Core } from '../../bindings/core.js';
+
+describe('Core', () => {
+  it('loads the wasm module and checks its ABI version', () => {
+    const core = new Core();
+    expect(core.exports.abiVersion()).toBe(CORE_ABI_VERSION);
+    expect(core.memoryBytes).toBeGreaterThan(0);
+  });
+
+  it('gives each Core its own memory', () => {
+    const a = new Core();
+    const b = new Core();
+    a.u8(1024, 4).set([1, 2, 3, 4]);
+    expect([...b.u8(1024, 4)]).toEqual([0, 0, 0, 0]);
+    expect([...a.u8(1024, 4)]).toEqual([1, 2, 3, 4]);
+  });
+
+  it('bumps the generation when memory grows and old views detach', () => {
+    const core = new Core();
+    const before = core.generation;
+    const view = core.u8(0, 16);
+    core.exports.memory.grow(1);
+    expect(view.byteLength).toBe(0);
+    expect(core.generation).toBe(before + 1);
+  });
+
+  it('lets a kernel be claimed once per Core', () => {
+    const core = new Core();
+    core.claim('index');
+    expect(() => core.claim('index')).toThrow(/already holds/);
+  });
+});
