@@ -3,3 +3,14 @@
 // The ABI (exports, layouts, ownership) is documented in docs/core-abi.md.
 export { abiVersion } from './abi';
 export { liveBytes } from './alloc';
+export {
+  lanesCreateHeap,
+  lanesDestroyHeap,
+  lanesPush,
+  lanesUpdate,
+  lanesRemove,
+  lanesPeek,
+  lanesPop,
+  lanesSize,
+  lanesHeapOf,
+} from './lane-heap';
