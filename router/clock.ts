@@ -1,6 +1,7 @@
 // Time for the engine. router/ never reads the wall clock or sleeps: the live
 // server gives it a RealClock, replay and tests a VirtualClock, and both drive
 // the same code.
+import { MinHeap } from './min-heap.js';
 
 export interface Timer {
   cancel(): void;
@@ -42,7 +43,7 @@ interface Pending {
 export class VirtualClock implements Clock {
   private time: number;
   private seq = 0;
-  private readonly heap: Pending[] = [];
+  private readonly timers = new MinHeap<Pending>((a, b) => a.at < b.at || (a.at === b.at && a.seq < b.seq));
 
   constructor(start = 0) {
     this.time = start;
@@ -54,20 +55,20 @@ export class VirtualClock implements Clock {
 
   at(at: number, fn: () => void): Timer {
     const entry: Pending = { at: Math.max(at, this.time), seq: this.seq++, fn, cancelled: false };
-    this.push(entry);
+    this.timers.push(entry);
     return { cancel: () => void (entry.cancelled = true) };
   }
 
   /** Time of the next live timer, or undefined when none is pending. */
   nextAt(): number | undefined {
     this.dropCancelled();
-    return this.heap[0]?.at;
+    return this.timers.peek()?.at;
   }
 
   /** Runs the next due timer, moving time to it; false when none is pending. */
   step(): boolean {
     this.dropCancelled();
-    const next = this.pop();
+    const next = this.timers.pop();
     if (!next) return false;
     this.time = next.at;
     next.fn();
@@ -92,44 +93,6 @@ export class VirtualClock implements Clock {
   }
 
   private dropCancelled(): void {
-    while (this.heap.length > 0 && this.heap[0]!.cancelled) this.pop();
-  }
-
-  private less(a: Pending, b: Pending): boolean {
-    return a.at < b.at || (a.at === b.at && a.seq < b.seq);
-  }
-
-  private push(entry: Pending): void {
-    const h = this.heap;
-    h.push(entry);
-    let i = h.length - 1;
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if (!this.less(h[i]!, h[parent]!)) break;
-      [h[i], h[parent]] = [h[parent]!, h[i]!];
-      i = parent;
-    }
-  }
-
-  private pop(): Pending | undefined {
-    const h = this.heap;
-    if (h.length === 0) return undefined;
-    const top = h[0]!;
-    const last = h.pop()!;
-    if (h.length > 0) {
-      h[0] = last;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < h.length && this.less(h[l]!, h[m]!)) m = l;
-        if (r < h.length && this.less(h[r]!, h[m]!)) m = r;
-        if (m === i) break;
-        [h[i], h[m]] = [h[m]!, h[i]!];
-        i = m;
-      }
-    }
-    return top;
+    while (this.timers.peek()?.cancelled) this.timers.pop();
   }
 }

@@ -1,0 +1,157 @@
+// The scheduler's seams: what it is given (policy classes, requests, a
+// placement that knows the workers), and what plugins give it (a request
+// classifier, optionally installing a dispatch gate).
+import type { WorkerKey } from '../../bindings/workers.js';
+import type { RouterError } from '../errors.js';
+import type { WorkerInputMask, WorkerRows } from '../worker-inputs.js';
+
+/** Any one threshold set makes a worker busy for the class. */
+export interface BusyThresholds {
+  /** Active prefill tokens above this many. */
+  prefillTokens?: number;
+  /** Active prefill tokens above this fraction of the worker's max batched tokens. */
+  prefillFraction?: number;
+  /** Active decode blocks above this fraction of the worker's KV blocks. */
+  decodeFraction?: number;
+}
+
+export type QueuePolicy = 'fcfs' | 'wspt';
+
+export interface PolicyClass {
+  name: string;
+  /** DRR weight, in uncached prompt tokens per round. */
+  quantum: number;
+  queuePolicy: QueuePolicy;
+  /** null: the class never finds a worker busy and never queues on capacity. */
+  busy: BusyThresholds | null;
+  /** Per live worker; null is unlimited, 0 means the class never queues. */
+  queueLimit: { requests: number | null; tokens: number | null };
+  /** Queue deadline after arrival; null for none. */
+  sloMs: number | null;
+}
+
+/** What the scheduler needs to know about a request. */
+export interface SchedRequest {
+  id: string;
+  promptTokens: number;
+  sessionId: string | null;
+  /** The last turn of its session (agent programs end with it). */
+  sessionFinal: boolean;
+  /** Class named by the client (header); unknown names fall back to the default. */
+  policyClass: string | null;
+  /** Priority jump, in the class policy's key units (fcfs: ms of arrival). */
+  priority: number;
+  /** Strict-priority tier; higher is served first. */
+  tier: number;
+  /** Exact worker (and rank) the client pinned. */
+  pin: WorkerKey | null;
+  /** The caller's set of allowed workers; null allows every worker. */
+  allowedWorkers: readonly WorkerKey[] | null;
+}
+
+export type CapacityVerdict =
+  /** Some eligible worker is not busy for the class. */
+  | 'free'
+  /** Every eligible worker is busy for the class. */
+  | 'busy'
+  /** No worker is eligible at all (none alive, pinned worker gone, empty allowed set). */
+  | 'none';
+
+export interface Admission {
+  worker: WorkerKey;
+  /** Overlap blocks and cached tokens on the chosen worker. */
+  overlapBlocks: number;
+  cachedTokens: number;
+}
+
+/** The scheduler's view of the workers of its partition; implemented by router/partition.ts. */
+export interface Placement<R extends SchedRequest = SchedRequest> {
+  liveWorkers(): number;
+  /** Best cached prefix, in tokens, over the eligible workers. */
+  cachedTokens(request: R, allowed: readonly WorkerKey[] | null): number;
+  /** Rows of the declared groups for the eligible workers (overloaded ones included). */
+  rows(request: R, allowed: readonly WorkerKey[] | null, inputs: WorkerInputMask): WorkerRows;
+  capacity(request: R, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null): CapacityVerdict;
+  /** Selects a worker (honouring a soft target when eligible and not busy) and books it in the ledger. */
+  admit(
+    request: R,
+    allowed: readonly WorkerKey[] | null,
+    busy: BusyThresholds | null,
+    target: WorkerKey | null,
+    exclude: readonly WorkerKey[],
+  ): Admission | RouterError;
+  /** Ledger: the request produced its first token. */
+  firstToken(requestId: string): void;
+  /** Ledger: the request ended (completed, failed or aborted after dispatch). */
+  release(requestId: string): void;
+}
+
+/** A queued head as plugins see it. */
+export interface QueuedHead<R extends SchedRequest = SchedRequest> {
+  readonly request: R;
+  readonly policyClass: string;
+  /** The lane it waits in: 'shared', 'session:<keyed hash>' or 'named:<name>'. */
+  readonly lane: string;
+  readonly allowedWorkers: readonly WorkerKey[] | null;
+  readonly cachedTokens: number;
+  readonly cost: number;
+  readonly arrival: number;
+  readonly deadline: number;
+}
+
+export type GateVerdict = { go: true; target?: WorkerKey } | { go: false; until?: number };
+
+/**
+ * A dispatch gate answers, per queue head and before the capacity check,
+ * whether it may go now. check is a read; dispatched commits.
+ */
+export interface DispatchGate<R extends SchedRequest = SchedRequest> {
+  check(head: QueuedHead<R>, now: number): GateVerdict;
+  /** Runs exactly once per request, when it leaves the queue (or at Sent for ungated requests). Returns whether the gate's ledger changed. */
+  dispatched(head: QueuedHead<R>, worker: WorkerKey): boolean;
+}
+
+/** Handed to a classifier that installs a gate. */
+export interface GateHandle {
+  /** Asks the scheduler to ask the gate again about every held head. */
+  recheck(): void;
+  now(): number;
+}
+
+export interface ClassifyRequest<R extends SchedRequest = SchedRequest> {
+  readonly request: R;
+  readonly now: number;
+  /** Best cached prefix over eligible workers, in tokens. */
+  readonly cachedTokens: number;
+  /** max(1, prompt tokens - cached tokens). */
+  readonly defaultCost: number;
+}
+
+export type ClassifyResult =
+  | {
+      reject?: undefined;
+      policyClass?: string;
+      lane?: string;
+      allowedWorkers?: readonly WorkerKey[];
+      cost?: number;
+      deadline?: number;
+    }
+  | { reject: { message: string; status?: number } };
+
+export type ClassifierEvent =
+  | { type: 'sent'; requestId: string; worker: WorkerKey }
+  | { type: 'firstToken'; requestId: string }
+  | { type: 'completed'; requestId: string }
+  | { type: 'aborted'; requestId: string; worker: WorkerKey | null };
+
+export interface RequestClassifier<R extends SchedRequest = SchedRequest> {
+  readonly name: string;
+  /** Worker-input groups classify reads; NONE (the default) builds nothing. */
+  readonly inputs?: WorkerInputMask;
+  /** Returns at once with overrides or a rejection; it never parks a request. */
+  classify(request: ClassifyRequest<R>, workers: WorkerRows): ClassifyResult;
+  /** Called once when the scheduler starts; a classifier that holds requests returns its gate. */
+  installGate?(handle: GateHandle): DispatchGate<R> | undefined;
+  /** Lifecycle callbacks. Returns true when the event changed state held heads depend on. */
+  onEvent?(event: ClassifierEvent): boolean | void;
+}
