@@ -14,3 +14,12 @@ export {
   lanesSize,
   lanesHeapOf,
 } from './lane-heap';
+export {
+  hashReserveInput,
+  hashReserveBlocks,
+  hashLocalPtr,
+  hashSequencePtr,
+  hashBlocks,
+  hashChain,
+  hashXxh3,
+} from './block-hash';
