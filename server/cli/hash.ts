@@ -1,0 +1,95 @@
+// `kvrouter hash`: prints the KV block hashes the router computes for token
+// ids, one per line in decimal, to compare with an engine's KV events or with
+// another router's hashes.
+import { readFileSync } from 'node:fs';
+import type { Command } from 'commander';
+import { BlockHasher, DEFAULT_SEED, seedFor } from '../../bindings/block-hasher.js';
+
+/** Exit code for input the user got wrong (commander's own parse errors included). */
+const BAD_INPUT = 2;
+
+interface HashOptions {
+  blockSize: string;
+  chained?: boolean;
+  lora?: string;
+  salt?: string;
+  seed: string;
+  tokensFile?: string;
+}
+
+/** Thrown for input the user can fix; reported without a stack trace. */
+class BadInput extends Error {}
+
+/** A decimal or 0x-hex integer in [min, max]. */
+function parseInteger(text: string, name: string, min: bigint, max: bigint): bigint {
+  const value = /^(\d+|0x[0-9a-f]+)$/i.test(text) ? BigInt(text) : -1n;
+  if (value < min || value > max) throw new BadInput(`${name} must be an integer in [${min}, ${max}], got '${text}'`);
+  return value;
+}
+
+function argumentTokens(args: string[]): number[] {
+  return args.map((text, i) => {
+    if (!/^\d+$/.test(text)) throw new BadInput(`tokens[${i}] must be a non-negative integer, got '${text}'`);
+    return Number(text);
+  });
+}
+
+function fileTokens(file: string): unknown[] {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new BadInput(`cannot read --tokens-file ${file}: ${(err as Error).message}`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (err) {
+    throw new BadInput(`--tokens-file ${file} is not valid JSON: ${(err as Error).message}`);
+  }
+  if (!Array.isArray(parsed)) throw new BadInput(`--tokens-file ${file} must hold a JSON array of token ids`);
+  return parsed;
+}
+
+function blockHashes(args: string[], options: HashOptions): BigUint64Array {
+  if (args.length > 0 && options.tokensFile !== undefined) {
+    throw new BadInput('give token ids either as arguments or with --tokens-file, not both');
+  }
+  if (args.length === 0 && options.tokensFile === undefined) {
+    throw new BadInput('no tokens: give token ids as arguments or with --tokens-file');
+  }
+  const tokens = options.tokensFile === undefined ? argumentTokens(args) : fileTokens(options.tokensFile);
+  const blockSize = Number(parseInteger(options.blockSize, '--block-size', 1n, 0xffffffffn));
+  const base = parseInteger(options.seed, '--seed', 0n, 0xffffffffffffffffn);
+  const seed = seedFor({ seed: base, lora: options.lora, salt: options.salt });
+  const hasher = new BlockHasher();
+  // Elements of a tokens file are checked here (a RangeError/TypeError naming tokens[i]).
+  const local = hasher.localHashes(tokens as ArrayLike<number>, blockSize, seed);
+  return options.chained ? hasher.sequenceHashes(local, seed) : local;
+}
+
+export function registerHash(program: Command): void {
+  program
+    .command('hash')
+    .description('print the KV block hash of each complete block of token ids (XXH3-64, decimal, one per line)')
+    .argument('[tokens...]', 'token ids (u32)')
+    .requiredOption('--block-size <n>', 'tokens per KV block')
+    .option('--chained', 'print chained sequence hashes instead of local block hashes')
+    .option('--lora <name>', 'LoRA adapter name, mixed into the seed')
+    .option('--salt <salt>', 'cache salt, mixed into the seed')
+    .option('--seed <n>', 'base seed (u64, decimal or 0x hex)', String(DEFAULT_SEED))
+    .option('--tokens-file <file>', 'read token ids from a JSON array instead of the arguments')
+    .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : BAD_INPUT))
+    .action(function (this: Command, args: string[], options: HashOptions) {
+      let hashes: BigUint64Array;
+      try {
+        hashes = blockHashes(args, options);
+      } catch (err) {
+        if (err instanceof BadInput || err instanceof RangeError || err instanceof TypeError) {
+          this.error(`error: ${err.message}`, { exitCode: BAD_INPUT, code: 'kvrouter.badInput' });
+        }
+        throw err;
+      }
+      if (hashes.length > 0) process.stdout.write(hashes.join('\n') + '\n');
+    });
+}
