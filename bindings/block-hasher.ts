@@ -22,7 +22,8 @@ import {
 
 export { DEFAULT_SEED, MAX_TOKENS, seedFor, type SeedOptions } from './reference/hash-inputs.js';
 
-interface HashExports {
+/** The core's hash* exports (assembly/block-hash.ts). */
+export interface HashExports {
   hashReserveInput(bytes: number): number;
   hashReserveBlocks(count: number): number;
   hashLocalPtr(): number;

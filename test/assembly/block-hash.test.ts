@@ -1,18 +1,9 @@
 // The block-hash kernel's raw exports: counts beyond its buffers are clamped,
 // never read or written out of bounds, and its buffers are reused.
 import { describe, expect, it } from 'vitest';
+import type { HashExports } from '../../bindings/block-hasher.js';
 import { Core } from '../../bindings/core.js';
 import { BlockHasher as TwinBlockHasher } from '../../bindings/reference/block-hasher.js';
-
-interface HashExports {
-  hashReserveInput(bytes: number): number;
-  hashReserveBlocks(count: number): number;
-  hashLocalPtr(): number;
-  hashSequencePtr(): number;
-  hashBlocks(tokenCount: number, blockSize: number, seed: bigint): number;
-  hashChain(count: number, seed: bigint): void;
-  hashXxh3(len: number, seed: bigint): bigint;
-}
 
 const twin = new TwinBlockHasher();
 
