@@ -69,6 +69,7 @@ export interface KvListenerStats {
   /** Batches whose worker the resolver could not name. */
   unresolved: number;
   receiveErrors: number;
+  /** Exceptions from onBatch/onStale (or the message handler), caught and reported to onError. */
   callbackErrors: number;
   replay: { completed: number; failed: number; malformedFrames: number; foreignBatches: number };
   workers: KvWorkerStats[];
@@ -87,7 +88,9 @@ interface ReplayJob {
 }
 
 export class ZmqKvListener {
-  private readonly sub = new Subscriber({ linger: 0 });
+  // A deep receive queue (vLLM's send-side default) so a busy event loop loses
+  // nothing to the high-water mark; a loss would still surface as a gap.
+  private readonly sub = new Subscriber({ linger: 0, receiveHighWaterMark: 100_000 });
   private readonly topic: Uint8Array;
   private readonly workers = new Map<string, WorkerState>();
   private readonly replayJobs: ReplayJob[] = [];
@@ -111,7 +114,7 @@ export class ZmqKvListener {
     this.topic = new TextEncoder().encode(options.topic ?? '');
     this.loop = new ReceiveLoop(
       () => this.sub.receive(),
-      (parts) => this.onMessage(parts),
+      (parts) => this.guard(() => this.onMessage(parts)),
       (error, delayMs) => {
         this.counters.receiveErrors++;
         this.report(new Error(`KV event receive failed on ${options.endpoint}, retrying in ${delayMs} ms: ${message(error)}`));
@@ -246,7 +249,14 @@ export class ZmqKvListener {
         this.replayBusy = false;
         return;
       }
-      await this.replay(job);
+      try {
+        await this.replay(job);
+      } catch (error) {
+        // Not expected (fetchReplay and the callbacks are guarded), but a lost
+        // answer would hold the worker's batches forever: fail the replay instead.
+        this.report(new Error(`KV event replay for ${job.state.key.id} failed: ${message(error)}`));
+        job.state.sequencer.replayed(job.ticket, [], 'failed');
+      }
     }
   }
 

@@ -67,15 +67,18 @@ export async function waitFor(condition: () => boolean, what: string, timeoutMs 
 
 /**
  * The slow-joiner wait: a fresh subscription misses what is published before
- * it reaches the publisher, so publish empty probe batches until the listener
- * has applied one more batch than before.
+ * it reaches the publisher, so publish empty probe batches (`publish` returns
+ * the probe's seq) until one arrives, then wait for the last probe sent, so no
+ * probe is still in flight when the test goes on.
  */
-export async function syncProbes(publish: () => unknown, recorder: Recorder, timeoutMs = 5000): Promise<void> {
+export async function syncProbes(publish: () => Promise<number> | number, recorder: Recorder, timeoutMs = 5000): Promise<void> {
   const before = recorder.batches.length;
   const deadline = performance.now() + timeoutMs;
+  let last = -1;
   while (recorder.batches.length === before) {
     if (performance.now() > deadline) throw new Error('no probe batch reached the listener');
-    await publish();
+    last = await publish();
     await sleep(15);
   }
+  await waitFor(() => recorder.lastSeq() === last, `probe ${last}`, timeoutMs);
 }
