@@ -1,7 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { VirtualClock } from '../../router/clock.js';
 import { chainedBlockHashes } from '../../sim/mocker/block-hash.js';
-import { MockEngine } from '../../sim/mocker/engine.js';
 import { decodeMs, prefillMs } from '../../sim/mocker/timing.js';
 import { concat, removedHashes, rig, storedHashes, tokens } from './mocker-fixtures.js';
 
