@@ -1,4 +1,7 @@
 // The list of CLI commands; each lives in its own module under server/cli/.
 import type { Command } from 'commander';
+import { registerMock } from './mock.js';
 
-export function registerCommands(_program: Command): void {}
+export function registerCommands(program: Command): void {
+  registerMock(program);
+}

@@ -29,10 +29,12 @@ export function serveGeneration(res: ServerResponse, g: Generation): void {
   const id = identity.id;
   const words = new SyntheticText(prompt);
   let ended = false;
+  // A simulated worker failure: what was written still reaches the client, then the connection drops.
   const cut = (): void => {
     ended = true;
     engine.abort(id);
-    res.destroy();
+    if (res.socket) res.socket.destroySoon();
+    else res.destroy();
   };
   // Closing before the end (client gone, or our own fault injection) aborts the engine request.
   const abortOnClose = (): void => {
