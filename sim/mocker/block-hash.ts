@@ -8,7 +8,8 @@
 /**
  * Chained hashes of the complete blocks of `tokens`: element i identifies
  * blocks 0..i. A trailing partial block gets no hash, so the result has
- * floor(tokens.length / blockSize) elements.
+ * floor(tokens.length / blockSize) elements. The engine keeps the array for
+ * the request's lifetime, so a hasher over wasm memory must return a copy.
  */
 export type HashBlocks = (tokens: Uint32Array, blockSize: number) => BigUint64Array;
 
