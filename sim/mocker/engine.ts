@@ -175,6 +175,11 @@ export class MockEngine {
     const ms = this.timing.stepMs({ prefillTokens: plan.prefillTokens, decoding: plan.decodes > 0, kvUtilization: kvUsage });
     const startMs = this.clock.now();
     this.steps++;
+    // The timer is set before onStep runs, so a submit from inside onStep cannot start a second step.
+    this.timer = this.clock.at(startMs + ms, () => {
+      this.timer = null;
+      this.endStep(plan);
+    });
     this.onStep?.({
       startMs,
       durationMs: ms,
@@ -182,10 +187,6 @@ export class MockEngine {
       decodes: plan.decodes,
       requests: plan.work.length,
       kvUsage,
-    });
-    this.timer = this.clock.at(startMs + ms, () => {
-      this.timer = null;
-      this.endStep(plan);
     });
   }
 

@@ -57,6 +57,21 @@ describe('mock server: fault injection', () => {
     await res.json();
   });
 
+  it('a client that leaves during the header delay never reaches the engine', async () => {
+    const before = mock.engine.stats().admittedPromptTokens;
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 30);
+    const request = fetch(`${mock.url}/v1/completions`, {
+      method: 'POST',
+      body: '{"prompt":"gone","max_tokens":5}',
+      headers: { 'x-mock-header-delay-ms': '120' },
+      signal: controller.signal,
+    });
+    await expect(request).rejects.toThrow();
+    await new Promise((r) => setTimeout(r, 200));
+    expect(mock.engine.stats().admittedPromptTokens).toBe(before);
+  });
+
   it('a malformed fault header is a 400 naming it', async () => {
     const res = await postJson(`${mock.url}/v1/completions`, { prompt: 'x' }, { 'x-mock-status': '200' });
     expect(res.status).toBe(400);

@@ -143,3 +143,27 @@ describe('mock engine: lifecycle and events', () => {
     expect(r.results.get('c')!.cachedTokens).toBe(0);
   });
 });
+
+describe('mock engine: re-entrant callbacks', () => {
+  it('a request submitted from onStep or onToken joins a later step; steps never overlap', () => {
+    const clock = new VirtualClock();
+    const spans: [number, number][] = [];
+    let submitted = 0;
+    const engine: MockEngine = new MockEngine({
+      clock,
+      onStep: (s) => {
+        spans.push([s.startMs, s.startMs + s.durationMs]);
+        if (submitted < 3) engine.submit({ id: `from-step-${submitted++}`, tokens: tokens(20, 100 * submitted), maxTokens: 2 });
+      },
+    });
+    engine.submit({
+      id: 'first',
+      tokens: tokens(20),
+      maxTokens: 3,
+      onToken: (i) => engine.submit({ id: `from-token-${i}`, tokens: tokens(5, 9000 + 10 * i), maxTokens: 1 }),
+    });
+    clock.runAll();
+    for (let i = 1; i < spans.length; i++) expect(spans[i]![0]).toBeGreaterThanOrEqual(spans[i - 1]![1]);
+    expect(engine.stats().completed).toBe(1 + 3 + 3);
+  });
+});
