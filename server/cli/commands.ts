@@ -1,7 +1,9 @@
 // The list of CLI commands; each lives in its own module under server/cli/.
 import type { Command } from 'commander';
 import { registerHash } from './hash.js';
+import { registerMock } from './mock.js';
 
 export function registerCommands(program: Command): void {
   registerHash(program);
+  registerMock(program);
 }

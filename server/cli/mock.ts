@@ -1,0 +1,100 @@
+// `kvrouter mock`: simulated engine workers (no GPU) behind OpenAI-compatible
+// HTTP endpoints, to try the router or test against. Worker i listens on
+// port + i; each has its own engine and KV cache on the real clock.
+import { InvalidArgumentError, type Command } from 'commander';
+import type { KvEventBatch } from '../../router/kv-events.js';
+import { ENGINE_DEFAULTS } from '../../sim/mocker/engine-options.js';
+import { startMockFleet, type MockFleet } from '../../sim/mocker/http-server.js';
+
+export interface MockCommandOptions {
+  port: number;
+  host: string;
+  workers: number;
+  engineSpeedup: number;
+  numBlocks: number;
+  blockSize: number;
+  maxBatchedTokens: number;
+  maxNumSeqs: number;
+  model: string;
+  defaultMaxTokens: number;
+}
+
+// Commander names the flag in its message; these say what was wrong with the value.
+function parsed(value: string, ok: (n: number) => boolean, want: string): number {
+  const n = Number(value);
+  if (value.trim() === '' || !ok(n)) throw new InvalidArgumentError(`expected ${want}.`);
+  return n;
+}
+const count = (value: string) => parsed(value, (n) => Number.isInteger(n) && n >= 1, 'an integer >= 1');
+const port = (value: string) => parsed(value, (n) => Number.isInteger(n) && n >= 0 && n <= 65535, 'a port in 0..65535');
+const factor = (value: string) => parsed(value, (n) => Number.isFinite(n) && n > 0, 'a number > 0');
+
+/**
+ * Starts the fleet the options describe and prints where each worker listens.
+ * `onEvents` receives each worker's KV event batches (e.g. a ZeroMQ publisher).
+ */
+export async function startMockCommand(
+  o: MockCommandOptions,
+  print: (line: string) => void,
+  onEvents?: (worker: number, batch: KvEventBatch) => void,
+): Promise<MockFleet> {
+  const fleet = await startMockFleet({
+    onEvents,
+    workers: o.workers,
+    basePort: o.port,
+    host: o.host,
+    modelName: o.model,
+    defaultMaxTokens: o.defaultMaxTokens,
+    engine: {
+      speedup: o.engineSpeedup,
+      numBlocks: o.numBlocks,
+      blockSize: o.blockSize,
+      maxBatchedTokens: o.maxBatchedTokens,
+      maxNumSeqs: o.maxNumSeqs,
+    },
+  });
+  const shape = fleet.engines[0]!.shape;
+  print(
+    `kvrouter mock: ${o.workers} worker(s), model ${o.model}, ${shape.numBlocks} blocks x ${shape.blockSize} tokens, ` +
+      `budget ${shape.maxBatchedTokens} tokens, ${shape.maxNumSeqs} seqs, speedup ${shape.speedup}`,
+  );
+  fleet.urls.forEach((url, i) => print(`worker ${i}: ${url}/v1`));
+  return fleet;
+}
+
+export function registerMock(program: Command): void {
+  const d = ENGINE_DEFAULTS;
+  program
+    .command('mock')
+    .description('run simulated engine workers (no GPU) with OpenAI-compatible endpoints; worker i listens on --port + i')
+    .option('--port <n>', 'port of the first worker (0: any free ports)', port, 8000)
+    .option('--host <host>', 'address to listen on', '127.0.0.1')
+    .option('--workers <n>', 'number of workers', count, 1)
+    .option('--engine-speedup <x>', 'divide every modelled step time by x', factor, d.speedup)
+    .option('--num-blocks <n>', 'KV cache blocks per worker', count, d.numBlocks)
+    .option('--block-size <n>', 'tokens per KV block', count, d.blockSize)
+    .option('--max-batched-tokens <n>', 'token budget of one engine step', count, d.maxBatchedTokens)
+    .option('--max-num-seqs <n>', 'most requests running at once per worker', count, d.maxNumSeqs)
+    .option('--model <name>', 'model name reported by /v1/models', 'mock-model')
+    .option('--default-max-tokens <n>', 'output tokens when a request sets no max_tokens', count, 16)
+    .action(async (options: MockCommandOptions) => {
+      let fleet: MockFleet;
+      try {
+        fleet = await startMockCommand(options, (line) => console.log(line));
+      } catch (error) {
+        console.error(`kvrouter mock: ${(error as Error).message}`);
+        process.exitCode = 1;
+        return;
+      }
+      await new Promise<void>((resolve) => {
+        const stop = () => {
+          process.off('SIGINT', stop);
+          process.off('SIGTERM', stop);
+          void fleet.close().then(resolve);
+        };
+        process.on('SIGINT', stop);
+        process.on('SIGTERM', stop);
+      });
+      console.log('kvrouter mock: stopped');
+    });
+}

@@ -1,0 +1,231 @@
+// The mock engine as an OpenAI-compatible HTTP server on node:http (plain
+// node:http because it is also the upstream in proxy benchmarks), and a fleet
+// of them in one process, each worker with its own engine on the real clock.
+//
+//   POST /v1/chat/completions, POST /v1/completions   stream or not
+//   GET  /v1/models, GET /health
+//   GET  /mock/stats            the engine's counters (EngineStats)
+//   POST /reset_prefix_cache    drop the prefix cache, like vLLM's endpoint
+//
+// Fault-injection headers are described in fault-injection.ts.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { RealClock } from '../../router/clock.js';
+import type { KvEventBatch } from '../../router/kv-events.js';
+import type { MockEngineOptions } from './engine-options.js';
+import { MockEngine } from './engine.js';
+import { faultsOf } from './fault-injection.js';
+import { parseMockRequest, RequestError } from './openai-request.js';
+import { errorBody } from './openai-response.js';
+import { bytePromptTokens, toTokenIds, type PromptKind, type PromptTokens } from './prompt-tokens.js';
+import { sendJson, serveGeneration } from './serve-generation.js';
+
+export interface MockServerOptions {
+  /** 0 (the default) picks a free port. */
+  port?: number;
+  host?: string;
+  /** Engine shape and sinks; the clock is always a RealClock. */
+  engine?: Omit<MockEngineOptions, 'clock'>;
+  /** Prompt tokenizer; the default is the byte placeholder of prompt-tokens.ts. */
+  promptTokens?: PromptTokens;
+  /** Reported by /v1/models and in responses when the request names no model. */
+  modelName?: string;
+  /** Output length when the request sets neither max_tokens nor max_completion_tokens. */
+  defaultMaxTokens?: number;
+  /** Largest accepted request body. */
+  maxBodyBytes?: number;
+}
+
+export interface MockServer {
+  url: string;
+  host: string;
+  port: number;
+  engine: MockEngine;
+  server: Server;
+  close(): Promise<void>;
+}
+
+const GENERATION_PATHS: Record<string, PromptKind> = {
+  '/v1/chat/completions': 'chat',
+  '/v1/completions': 'completion',
+};
+
+function sendError(res: ServerResponse, error: RequestError): void {
+  if (res.destroyed) return;
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  sendJson(res, error.status, errorBody(error.status, error.message, error.code, error.param));
+}
+
+function readBody(req: IncomingMessage, limit: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        reject(new RequestError(`request body exceeds ${limit} bytes`, 413, 'body_too_large'));
+        req.removeAllListeners('data');
+        req.resume();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+class MockHandler {
+  private serial = 0;
+
+  constructor(
+    private readonly engine: MockEngine,
+    private readonly modelName: string,
+    private readonly promptTokens: PromptTokens,
+    private readonly defaultMaxTokens: number,
+    private readonly maxBodyBytes: number,
+  ) {}
+
+  handle(req: IncomingMessage, res: ServerResponse): void {
+    this.route(req, res).catch((error: unknown) => {
+      sendError(res, error instanceof RequestError ? error : new RequestError(`mock server error: ${String(error)}`, 500, 'internal_error'));
+    });
+  }
+
+  private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? '/').split('?')[0]!;
+    const kind = GENERATION_PATHS[path];
+    const method = req.method ?? 'GET';
+    if (kind && method === 'POST') return this.generate(req, res, kind);
+    if (path === '/health' && method === 'GET') return sendJson(res, 200, { status: 'ok' });
+    if (path === '/v1/models' && method === 'GET') {
+      const model = { id: this.modelName, object: 'model', created: 0, owned_by: 'kvrouter-mock' };
+      return sendJson(res, 200, { object: 'list', data: [model] });
+    }
+    if (path === '/mock/stats' && method === 'GET') return sendJson(res, 200, this.engine.stats());
+    if (path === '/reset_prefix_cache' && method === 'POST') return sendJson(res, 200, { reset: this.engine.resetPrefixCache() });
+    const known = kind !== undefined || ['/health', '/v1/models', '/mock/stats', '/reset_prefix_cache'].includes(path);
+    if (known) throw new RequestError(`method ${method} is not allowed on ${path}`, 405, 'method_not_allowed');
+    throw new RequestError(`no route for ${method} ${path}`, 404, 'not_found');
+  }
+
+  private async generate(req: IncomingMessage, res: ServerResponse, kind: PromptKind): Promise<void> {
+    const faults = faultsOf(req.headers);
+    const raw = await readBody(req, this.maxBodyBytes);
+    if (faults.headerDelayMs > 0) {
+      await sleep(faults.headerDelayMs);
+      if (res.destroyed) return;
+    }
+    if (faults.status !== null) {
+      throw new RequestError(`mock failure: status ${faults.status} requested by x-mock-status`, faults.status, 'mock_status');
+    }
+    const request = parseMockRequest(raw, kind, this.defaultMaxTokens);
+    let prompt = request.promptIds;
+    if (!prompt) {
+      try {
+        prompt = toTokenIds(await this.promptTokens(request.body, kind));
+      } catch (error) {
+        throw new RequestError(`cannot tokenize the prompt: ${(error as Error).message}`, 400, 'tokenization_failed');
+      }
+      if (res.destroyed) return;
+    }
+    if (prompt.length === 0) throw new RequestError('the prompt tokenized to no tokens', 400, 'invalid_request', kind === 'chat' ? 'messages' : 'prompt');
+    const identity = {
+      id: `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-mock-${++this.serial}`,
+      created: Math.floor(Date.now() / 1000),
+      model: request.model ?? this.modelName,
+    };
+    try {
+      serveGeneration(res, { engine: this.engine, request, prompt, identity, faults });
+    } catch (error) {
+      // The engine refused the request (too long for its cache, or closed).
+      if (error instanceof RangeError) throw new RequestError(error.message, 400, 'context_length_exceeded');
+      throw new RequestError((error as Error).message, 503, 'engine_unavailable');
+    }
+  }
+}
+
+/** Starts one mock worker; resolves once it listens. */
+export async function startMockServer(options: MockServerOptions = {}): Promise<MockServer> {
+  const engine = new MockEngine({ ...options.engine, clock: new RealClock() });
+  const defaultMaxTokens = options.defaultMaxTokens ?? 16;
+  if (!Number.isInteger(defaultMaxTokens) || defaultMaxTokens < 1) {
+    throw new RangeError(`defaultMaxTokens must be an integer >= 1, got ${defaultMaxTokens}`);
+  }
+  const modelName = options.modelName ?? 'mock-model';
+  const handler = new MockHandler(engine, modelName, options.promptTokens ?? bytePromptTokens, defaultMaxTokens, options.maxBodyBytes ?? 64 << 20);
+  const server = createServer((req, res) => handler.handle(req, res));
+  const host = options.host ?? '127.0.0.1';
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  const urlHost = host.includes(':') ? `[${host}]` : host;
+  return {
+    url: `http://${urlHost}:${port}`,
+    host,
+    port,
+    engine,
+    server,
+    close: () =>
+      new Promise<void>((resolve) => {
+        engine.close();
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+export interface MockFleetOptions extends Omit<MockServerOptions, 'port' | 'engine'> {
+  workers: number;
+  /** Worker i listens on basePort + i; 0 (the default) gives every worker a free port. */
+  basePort?: number;
+  engine?: Omit<MockEngineOptions, 'clock' | 'onEvents'>;
+  /** Where worker i's KV event batches go (e.g. a ZeroMQ publisher on its own port). */
+  onEvents?(worker: number, batch: KvEventBatch): void;
+}
+
+export interface MockFleet {
+  servers: MockServer[];
+  urls: string[];
+  engines: MockEngine[];
+  close(): Promise<void>;
+}
+
+/** Starts `workers` mock servers in this process. */
+export async function startMockFleet(options: MockFleetOptions): Promise<MockFleet> {
+  const { workers, basePort = 0, onEvents, engine, ...common } = options;
+  if (!Number.isInteger(workers) || workers < 1) throw new RangeError(`workers must be an integer >= 1, got ${workers}`);
+  if (!Number.isInteger(basePort) || basePort < 0 || basePort + workers - 1 > 65535) {
+    throw new RangeError(`basePort must leave room for ${workers} ports below 65536, got ${basePort}`);
+  }
+  const servers: MockServer[] = [];
+  try {
+    for (let i = 0; i < workers; i++) {
+      const sink = onEvents ? (batch: KvEventBatch) => onEvents(i, batch) : undefined;
+      servers.push(
+        await startMockServer({ ...common, port: basePort === 0 ? 0 : basePort + i, engine: { ...engine, onEvents: sink } }),
+      );
+    }
+  } catch (error) {
+    await Promise.all(servers.map((s) => s.close()));
+    throw error;
+  }
+  return {
+    servers,
+    urls: servers.map((s) => s.url),
+    engines: servers.map((s) => s.engine),
+    close: async () => {
+      await Promise.all(servers.map((s) => s.close()));
+    },
+  };
+}

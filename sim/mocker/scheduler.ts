@@ -1,0 +1,128 @@
+// Picks what one engine step computes, the way vLLM's scheduler does: the
+// token budget goes to running requests first (one token per decode, then
+// the next chunk of any unfinished prefill), then to admitting waiting
+// requests in order, up to the running-sequence limit. When the cache cannot
+// hold a running request's next tokens, the most recently admitted running
+// request is preempted (LIFO): its blocks are freed and it goes back to the
+// front of the line, to be recomputed later except what is still cached.
+import type { Sequence } from './sequence.js';
+import type { SequenceKv } from './sequence-kv.js';
+import { WaitingQueue } from './waiting-queue.js';
+
+export interface ScheduledWork {
+  seq: Sequence;
+  tokens: number;
+  /** One token for a request already generating; otherwise the tokens are prefill. */
+  decode: boolean;
+}
+
+export interface StepPlan {
+  work: ScheduledWork[];
+  /** Sum of the prefill (non-decode) tokens. */
+  prefillTokens: number;
+  /** Requests decoding one token each. */
+  decodes: number;
+}
+
+export interface SchedulerLimits {
+  maxBatchedTokens: number;
+  maxNumSeqs: number;
+}
+
+export class BatchScheduler {
+  readonly waiting = new WaitingQueue();
+  /** In admission order: the last one is the next preemption victim. */
+  private running: Sequence[] = [];
+  preemptions = 0;
+  recomputedTokens = 0;
+  /** Prompt tokens reused at first admission, and prompt tokens admitted, summed over requests. */
+  prefixHitTokens = 0;
+  admittedPromptTokens = 0;
+
+  constructor(
+    private readonly kv: SequenceKv,
+    private readonly limits: SchedulerLimits,
+  ) {}
+
+  get runningCount(): number {
+    return this.running.length;
+  }
+
+  hasWork(): boolean {
+    return this.running.length > 0 || this.waiting.size > 0;
+  }
+
+  enqueue(seq: Sequence): void {
+    this.waiting.push(seq);
+  }
+
+  /** Takes a request out of the engine (finished or aborted) and frees its blocks. */
+  remove(seq: Sequence): void {
+    if (seq.state === 'waiting') this.waiting.forget();
+    if (seq.state === 'running') {
+      this.running.splice(this.running.indexOf(seq), 1);
+      this.kv.release(seq);
+    }
+    seq.state = 'finished';
+  }
+
+  plan(): StepPlan {
+    const plan: StepPlan = { work: [], prefillTokens: 0, decodes: 0 };
+    let budget = this.limits.maxBatchedTokens;
+    let preempted = false;
+    for (let i = 0; i < this.running.length && budget > 0; i++) {
+      const seq = this.running[i]!;
+      const n = Math.min(seq.remaining, budget);
+      let victim: Sequence | undefined;
+      while (victim !== seq && !this.kv.canGrow(seq, n)) {
+        victim = this.preemptLast();
+        preempted = true;
+      }
+      // seq itself was the victim: nothing admitted after it was left to free.
+      if (victim === seq) break;
+      this.schedule(plan, seq, n);
+      budget -= n;
+    }
+    // Like vLLM, a step that had to preempt admits nobody: the cache is full.
+    if (preempted) return plan;
+    while (budget > 0 && this.running.length < this.limits.maxNumSeqs) {
+      const seq = this.waiting.peek();
+      if (!seq) break;
+      const hits = this.kv.prefixHits(seq);
+      const n = Math.min(seq.knownTokens - hits.length * this.kv.blockSize, budget);
+      if (!this.kv.canGrow(seq, n, hits)) break;
+      this.waiting.shift();
+      const reused = this.kv.admit(seq, hits);
+      if (seq.cachedTokens < 0) {
+        seq.cachedTokens = reused;
+        this.prefixHitTokens += reused;
+        this.admittedPromptTokens += seq.promptLength;
+      }
+      seq.state = 'running';
+      this.running.push(seq);
+      this.schedule(plan, seq, n);
+      budget -= n;
+    }
+    return plan;
+  }
+
+  private schedule(plan: StepPlan, seq: Sequence, n: number): void {
+    const decode = seq.decoding;
+    this.recomputedTokens += this.kv.grow(seq, n);
+    plan.work.push({ seq, tokens: n, decode });
+    if (decode) plan.decodes++;
+    else plan.prefillTokens += n;
+  }
+
+  private preemptLast(): Sequence {
+    const victim = this.running.pop()!;
+    this.kv.release(victim);
+    victim.recomputeUntil = Math.max(victim.recomputeUntil, victim.computed);
+    victim.computed = 0;
+    victim.preemptions++;
+    victim.state = 'waiting';
+    this.waiting.pushFront(victim);
+    this.preemptions++;
+    return victim;
+  }
+}

@@ -1,0 +1,87 @@
+// Moves a request's KV blocks in and out of the block cache: prefix hits at
+// admission, growth as tokens are computed (full prompt blocks become cached
+// blocks, the rest stays private), release at completion or preemption.
+import type { BlockCache, CachedBlock } from './block-cache.js';
+import type { Sequence } from './sequence.js';
+
+export class SequenceKv {
+  constructor(private readonly cache: BlockCache) {}
+
+  get blockSize(): number {
+    return this.cache.blockSize;
+  }
+
+  /**
+   * Cached blocks a (re)admitted request can reuse. At least one token is
+   * always left to compute, because the step that computes it is the one that
+   * samples the next token (vLLM caps cache hits the same way).
+   */
+  prefixHits(seq: Sequence): CachedBlock[] {
+    return this.cache.matchPrefix(seq.hashes, Math.floor((seq.knownTokens - 1) / this.blockSize));
+  }
+
+  /** Whether the request (holding `hits` after admission, or its current blocks) can compute `n` more tokens. */
+  canGrow(seq: Sequence, n: number, hits?: readonly CachedBlock[]): boolean {
+    const computed = hits ? hits.length * this.blockSize : seq.computed;
+    const held = hits ? hits.length : seq.heldBlocks;
+    return this.cache.canAllocate(this.blocksFor(computed + n) - held, hits);
+  }
+
+  /** Takes the prefix hits of a request being admitted; returns the reused token count. */
+  admit(seq: Sequence, hits: readonly CachedBlock[]): number {
+    for (const block of hits) {
+      this.cache.acquire(block);
+      seq.held.push(block);
+    }
+    seq.computed = hits.length * this.blockSize;
+    return seq.computed;
+  }
+
+  /**
+   * Records `n` more computed tokens (the caller checked canGrow). Returns how
+   * many of them are recomputations of KV a preemption discarded.
+   */
+  grow(seq: Sequence, n: number): number {
+    const target = seq.computed + n;
+    const bs = this.blockSize;
+    if (!this.cache.makeRoom(this.blocksFor(target) - seq.heldBlocks)) {
+      throw new Error(`request ${seq.id}: no room to grow to ${target} tokens`);
+    }
+    // Private blocks are re-counted from scratch: a partially computed prompt
+    // block that is now complete turns from private into cached.
+    this.cache.freePrivate(seq.privateBlocks);
+    seq.privateBlocks = 0;
+    const fullBlocks = Math.min(Math.floor(target / bs), seq.hashes.length);
+    const tokens = seq.request.tokens;
+    for (let i = seq.held.length; i < fullBlocks; i++) {
+      const hash = seq.hashes[i]!;
+      const existing = this.cache.get(hash);
+      if (existing) {
+        // Another request (or this one's capped prefix hit) cached it meanwhile.
+        this.cache.acquire(existing);
+        seq.held.push(existing);
+      } else {
+        seq.held.push(this.cache.store(hash, seq.held[i - 1] ?? null, tokens, i * bs));
+      }
+    }
+    seq.privateBlocks = this.blocksFor(target) - seq.held.length;
+    this.cache.allocatePrivate(seq.privateBlocks);
+    const recomputed = Math.max(0, Math.min(target, seq.recomputeUntil) - seq.computed);
+    seq.recomputedTokens += recomputed;
+    seq.computed = target;
+    return recomputed;
+  }
+
+  /** Returns every block the request holds; cached ones stay cached (inactive) until evicted. */
+  release(seq: Sequence): void {
+    // Tail first, the order vLLM frees in.
+    for (let i = seq.held.length - 1; i >= 0; i--) this.cache.release(seq.held[i]!);
+    seq.held.length = 0;
+    this.cache.freePrivate(seq.privateBlocks);
+    seq.privateBlocks = 0;
+  }
+
+  private blocksFor(tokens: number): number {
+    return Math.ceil(tokens / this.blockSize);
+  }
+}

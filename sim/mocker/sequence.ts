@@ -1,0 +1,122 @@
+// One request inside the engine: its prompt, its progress, and the KV blocks
+// it holds. Progress follows vLLM's model: a request "knows" prompt + generated
+// tokens, `computed` of them have KV in the cache, and a step that brings
+// `computed` up to everything known samples the next token. A decode is just a
+// step with one token left to compute; after a preemption the request
+// recomputes prompt and generated tokens alike.
+import type { CachedBlock } from './block-cache.js';
+
+export type FinishReason = 'length' | 'abort';
+
+/** What the engine reports about one finished (or aborted) request. */
+export interface RequestResult {
+  id: string;
+  promptTokens: number;
+  /** Prompt tokens reused from the prefix cache when the request was first admitted. */
+  cachedTokens: number;
+  outputTokens: number;
+  /** Clock times in ms. */
+  arrivalMs: number;
+  firstTokenMs: number | null;
+  finishMs: number;
+  /** First token time minus arrival, null when no token was produced. */
+  ttftMs: number | null;
+  /** Delivery time of each generated token, ms. */
+  tokenTimesMs: number[];
+  preemptions: number;
+  /** Tokens computed again because a preemption discarded their KV. */
+  recomputedTokens: number;
+  finishReason: FinishReason;
+}
+
+export interface EngineRequest {
+  /** Unique among the engine's unfinished requests. */
+  id: string;
+  /** Prompt token ids; at least one. */
+  tokens: Uint32Array;
+  /** Tokens to generate (the mock never stops early); at least one. */
+  maxTokens: number;
+  /** The first generated token arrived (end of the step that finished prefill). */
+  onFirstToken?(atMs: number): void;
+  /** Generated token `index` (0-based) arrived at `atMs`. */
+  onToken?(index: number, atMs: number): void;
+  onComplete?(result: RequestResult): void;
+  /** The engine closed before the request finished. */
+  onError?(error: Error): void;
+}
+
+export class Sequence {
+  state: 'waiting' | 'running' | 'finished' = 'waiting';
+  /** Tokens (prompt, then generated) whose KV is in the cache. */
+  computed = 0;
+  generated = 0;
+  /** Full prompt blocks held, in chain order: held[i] covers tokens [i*bs, (i+1)*bs). */
+  readonly held: CachedBlock[] = [];
+  /** Private blocks held: the partial prompt block and generated tokens. */
+  privateBlocks = 0;
+  /** Prompt tokens reused at first admission; -1 until admitted. */
+  cachedTokens = -1;
+  /** Tokens before this position had KV that a preemption discarded: computing them again is a recompute. */
+  recomputeUntil = 0;
+  recomputedTokens = 0;
+  preemptions = 0;
+  firstTokenMs: number | null = null;
+  finishReason: FinishReason | null = null;
+  readonly tokenTimesMs: number[] = [];
+
+  constructor(
+    readonly request: EngineRequest,
+    /** Chained hashes of the full prompt blocks. */
+    readonly hashes: BigUint64Array,
+    readonly arrivalMs: number,
+  ) {}
+
+  get id(): string {
+    return this.request.id;
+  }
+
+  get promptLength(): number {
+    return this.request.tokens.length;
+  }
+
+  /** Prompt plus generated tokens. */
+  get knownTokens(): number {
+    return this.request.tokens.length + this.generated;
+  }
+
+  /** Tokens the next step could compute for this request. */
+  get remaining(): number {
+    return this.knownTokens - this.computed;
+  }
+
+  /** A decode: one token left after at least one was generated (and no recompute pending). */
+  get decoding(): boolean {
+    return this.generated > 0 && this.remaining === 1;
+  }
+
+  get aborted(): boolean {
+    return this.finishReason === 'abort';
+  }
+
+  get heldBlocks(): number {
+    return this.held.length + this.privateBlocks;
+  }
+
+  /** The request's outcome so far (finishReason 'abort' while unfinished). */
+  result(finishMs: number): RequestResult {
+    return {
+      id: this.id,
+      promptTokens: this.promptLength,
+      cachedTokens: Math.max(0, this.cachedTokens),
+      outputTokens: this.generated,
+      arrivalMs: this.arrivalMs,
+      firstTokenMs: this.firstTokenMs,
+      finishMs,
+      ttftMs: this.firstTokenMs === null ? null : this.firstTokenMs - this.arrivalMs,
+      tokenTimesMs: this.tokenTimesMs,
+      preemptions: this.preemptions,
+      recomputedTokens: this.recomputedTokens,
+      finishReason: this.finishReason ?? 'abort',
+    };
+  }
+}
