@@ -3,6 +3,7 @@
 // port + i; each has its own engine and KV cache on the real clock.
 import { InvalidArgumentError, type Command } from 'commander';
 import type { KvEventBatch } from '../../router/kv-events.js';
+import { ZmqKvPublisher } from '../../sim/kv-publisher.js';
 import { ENGINE_DEFAULTS } from '../../sim/mocker/engine-options.js';
 import { startMockFleet, type MockFleet } from '../../sim/mocker/http-server.js';
 
@@ -17,6 +18,43 @@ export interface MockCommandOptions {
   maxNumSeqs: number;
   model: string;
   defaultMaxTokens: number;
+  /** ZeroMQ PUB endpoint for worker 0's KV events; worker i binds port + i, like vLLM's dp ranks. */
+  kvEvents?: string;
+  /** ZeroMQ ROUTER endpoint for worker 0's event replay; worker i binds port + i. */
+  kvReplay?: string;
+  kvTopic: string;
+}
+
+/** tcp://host:port shifted by `offset` ports, as engines offset their event sockets per rank. */
+export function offsetEndpoint(endpoint: string, offset: number): string {
+  const m = /^(tcp:\/\/.+):(\d+)$/.exec(endpoint);
+  if (!m) {
+    if (offset === 0) return endpoint;
+    throw new InvalidArgumentError(`cannot give each worker its own port from ${endpoint}: use tcp://host:port`);
+  }
+  return `${m[1]}:${Number(m[2]) + offset}`;
+}
+
+/** One vLLM-style publisher per worker; returns the sink that feeds them and a closer. */
+export async function startKvPublishers(o: MockCommandOptions, print: (line: string) => void) {
+  const publishers: ZmqKvPublisher[] = [];
+  if (o.kvEvents) {
+    for (let i = 0; i < o.workers; i++) {
+      const publisher = new ZmqKvPublisher({
+        endpoint: offsetEndpoint(o.kvEvents, i),
+        replayEndpoint: o.kvReplay ? offsetEndpoint(o.kvReplay, i) : undefined,
+        topic: o.kvTopic,
+      });
+      await publisher.start();
+      publishers.push(publisher);
+      print(`worker ${i}: kv events ${publisher.endpoint}${publisher.replayEndpoint ? `, replay ${publisher.replayEndpoint}` : ''}`);
+    }
+  }
+  return {
+    endpoints: publishers.map((p) => p.endpoint),
+    onEvents: publishers.length ? (worker: number, batch: KvEventBatch) => void publishers[worker]!.publish(batch) : undefined,
+    close: async () => void (await Promise.all(publishers.map((p) => p.close()))),
+  };
 }
 
 // Commander names the flag in its message; these say what was wrong with the value.
@@ -77,11 +115,17 @@ export function registerMock(program: Command): void {
     .option('--max-num-seqs <n>', 'most requests running at once per worker', count, d.maxNumSeqs)
     .option('--model <name>', 'model name reported by /v1/models', 'mock-model')
     .option('--default-max-tokens <n>', 'output tokens when a request sets no max_tokens', count, 16)
+    .option('--kv-events <endpoint>', "publish KV events over ZeroMQ in vLLM's wire format (worker i binds port + i), e.g. tcp://127.0.0.1:5557")
+    .option('--kv-replay <endpoint>', 'serve event replay for gap recovery (worker i binds port + i), e.g. tcp://127.0.0.1:5657')
+    .option('--kv-topic <topic>', 'topic frame of published KV events', 'kv-events')
     .action(async (options: MockCommandOptions) => {
       let fleet: MockFleet;
+      let publishers: Awaited<ReturnType<typeof startKvPublishers>> | undefined;
       try {
-        fleet = await startMockCommand(options, (line) => console.log(line));
+        publishers = await startKvPublishers(options, (line) => console.log(line));
+        fleet = await startMockCommand(options, (line) => console.log(line), publishers.onEvents);
       } catch (error) {
+        await publishers?.close();
         console.error(`kvrouter mock: ${(error as Error).message}`);
         process.exitCode = 1;
         return;
@@ -90,7 +134,7 @@ export function registerMock(program: Command): void {
         const stop = () => {
           process.off('SIGINT', stop);
           process.off('SIGTERM', stop);
-          void fleet.close().then(resolve);
+          void fleet.close().then(() => publishers!.close()).then(resolve);
         };
         process.on('SIGINT', stop);
         process.on('SIGTERM', stop);

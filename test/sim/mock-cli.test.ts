@@ -1,7 +1,9 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { startMockCommand } from '../../server/cli/mock.js';
+import type { KvEventBatch } from '../../router/kv-events.js';
+import { offsetEndpoint, startKvPublishers, startMockCommand } from '../../server/cli/mock.js';
+import { ZmqKvListener } from '../../server/kv-events/zmq-listener.js';
 
 const main = fileURLToPath(new URL('../../server/cli/main.ts', import.meta.url));
 
@@ -20,6 +22,7 @@ describe('kvrouter mock', () => {
         maxNumSeqs: 4,
         model: 'demo',
         defaultMaxTokens: 3,
+        kvTopic: 'kv-events',
       },
       (line) => lines.push(line),
     );
@@ -37,6 +40,53 @@ describe('kvrouter mock', () => {
     } finally {
       await fleet.close();
     }
+  });
+
+  it("publishes each worker's KV events over ZeroMQ in the vLLM wire format (--kv-events)", async () => {
+    const options = {
+      port: 0,
+      host: '127.0.0.1',
+      workers: 1,
+      engineSpeedup: 50,
+      numBlocks: 100,
+      blockSize: 4,
+      maxBatchedTokens: 256,
+      maxNumSeqs: 4,
+      model: 'demo',
+      defaultMaxTokens: 2,
+      kvEvents: 'tcp://127.0.0.1:*',
+      kvTopic: 'kv-events',
+    };
+    const publishers = await startKvPublishers(options, () => {});
+    const fleet = await startMockCommand(options, () => {}, publishers.onEvents);
+    const endpoint = publishers.endpoints;
+    const batches: KvEventBatch[] = [];
+    const listener = new ZmqKvListener({
+      endpoint: endpoint[0]!,
+      topic: 'kv-events',
+      worker: { id: 'w0' },
+      onBatch: (batch) => batches.push(batch),
+      onStale: () => {},
+    });
+    try {
+      await listener.start();
+      // The subscriber joins late (slow joiner): keep sending distinct prompts until events arrive.
+      for (let i = 0; batches.length === 0 && i < 50; i++) {
+        await fetch(`${fleet.urls[0]}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: [i + 1, 2, 3, 4, 5, 6, 7, 8, 9] }) });
+      }
+      const stored = batches.flatMap((b) => b.events).find((e) => e.type === 'stored');
+      expect(stored).toMatchObject({ type: 'stored', blockSize: 4, parentBlockHash: null });
+      expect(stored && 'tokenIds' in stored && stored.tokenIds.slice(1, 8)).toEqual([2, 3, 4, 5, 6, 7, 8]);
+    } finally {
+      await listener.close();
+      await fleet.close();
+      await publishers.close();
+    }
+  });
+
+  it('gives worker i its own event port (port + i)', () => {
+    expect(offsetEndpoint('tcp://127.0.0.1:5557', 3)).toBe('tcp://127.0.0.1:5560');
+    expect(() => offsetEndpoint('ipc:///tmp/kv', 1)).toThrow(/tcp:\/\/host:port/);
   });
 
   it('serves until SIGTERM, then stops cleanly with exit code 0', async () => {
