@@ -108,7 +108,8 @@ export class ChatRenderer {
     }
     this.current = differing === undefined ? 'segmented' : 'whole';
     this.fallbacks = 0;
-    this.segments.hits = this.segments.misses = 0;
+    this.segments.clear(); // probes are no traffic
+    this.heads.clear();
     return differing;
   }
 

@@ -57,7 +57,7 @@ function tokenizationProbes(renderers: Map<string, ChatRenderer>, specials: read
 function encoderFor(codec: TextCodec, cacheTokens: number, renderers: Map<string, ChatRenderer>): PromptEncoder {
   const encoder = new PromptEncoder(codec, cacheTokens);
   encoder.selfCheck(tokenizationProbes(renderers, codec.splitter.tokens.map((t) => t.content)));
-  encoder.cache.hits = encoder.cache.misses = 0;
+  encoder.cache.clear(); // probes are no traffic
   return encoder;
 }
 

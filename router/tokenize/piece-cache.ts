@@ -58,6 +58,14 @@ export class TextCache<V> {
     return this.total;
   }
 
+  /** Drops every entry and zeroes the counters. */
+  clear(): void {
+    this.buckets.clear();
+    this.total = 0;
+    this.hits = 0;
+    this.misses = 0;
+  }
+
   get(text: string): V | undefined {
     const fp = fingerprint(text);
     const bucket = this.buckets.get(fp);
