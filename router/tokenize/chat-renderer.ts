@@ -16,8 +16,8 @@
 // not separable. The load-time self-check renders probe conversations both
 // ways and keeps `whole` rendering if any differs.
 import { Template } from '@huggingface/jinja';
-import { messageKey, type TemplateInput, type TemplateMessage } from './messages.js';
-import { TextCache } from './piece-cache.js';
+import { messageTag, type TemplateInput, type TemplateMessage } from './messages.js';
+import { detached, TextCache } from './piece-cache.js';
 import type { RenderMode } from './types.js';
 
 /** A template refused the conversation (raise_exception) or failed on it: a client error. */
@@ -74,12 +74,21 @@ export class ChatRenderer {
   }
 
   render(input: TemplateInput): string {
+    return this.renderParts(input).join('');
+  }
+
+  /**
+   * The prompt as consecutive parts: [head, one part per later message,
+   * generation prompt] when segmented, else one part holding the whole
+   * render. Parts are cached strings, so a caller may cache by them.
+   */
+  renderParts(input: TemplateInput): string[] {
     if (this.current === 'segmented') {
-      const text = this.renderSegmented(input);
-      if (text !== undefined) return text;
+      const parts = this.renderSegmented(input);
+      if (parts !== undefined) return parts;
       this.fallbacks++;
     }
-    return this.renderWhole(input);
+    return [this.renderWhole(input)];
   }
 
   renderWhole(input: TemplateInput): string {
@@ -101,7 +110,7 @@ export class ChatRenderer {
       } catch {
         continue;
       }
-      if (this.renderSegmented(probe) !== whole) {
+      if (this.renderSegmented(probe)?.join('') !== whole) {
         differing = probe;
         break;
       }
@@ -122,39 +131,40 @@ export class ChatRenderer {
   }
 
   /** The segmented render, or undefined when this conversation cannot be split. */
-  private renderSegmented(input: TemplateInput): string | undefined {
+  private renderSegmented(input: TemplateInput): string[] | undefined {
     const { messages, tools } = input;
     if (messages.length === 0) return undefined;
     const head = this.headOf(messages[0]!, tools);
     if (head === null) return undefined;
-    let text = head.text;
-    const prefix = `${head.id}\u0001`;
+    const parts = [head.text];
+    const headTag = `${head.id}\u0001`;
     for (let i = 1; i < messages.length; i++) {
       const m = messages[i]!;
-      const key = prefix + messageKey(m);
-      let seg = this.segments.get(key);
+      const tag = headTag + messageTag(m);
+      let seg = this.segments.get(m.content, tag);
       if (seg === undefined) {
         const both = this.tryRun([messages[0]!, m], tools, false);
         if (both === undefined || !both.startsWith(head.text)) return undefined;
-        seg = both.slice(head.text.length);
-        this.segments.set(key, seg);
+        seg = detached(both.slice(head.text.length));
+        this.segments.set(m.content, seg, tag);
       }
-      text += seg;
+      parts.push(seg);
     }
-    return input.addGenerationPrompt ? text + head.generationPrompt : text;
+    if (input.addGenerationPrompt) parts.push(head.generationPrompt);
+    return parts;
   }
 
   private headOf(first: TemplateMessage, tools: unknown[] | null): Head | null {
-    const key = `${tools === null ? '' : JSON.stringify(tools)}\u0002${messageKey(first)}`;
-    const cached = this.heads.get(key);
+    const tag = `${tools === null ? '' : JSON.stringify(tools)}\u0002${messageTag(first)}`;
+    const cached = this.heads.get(first.content, tag);
     if (cached !== undefined) return cached;
     let head: Head | null = null;
     const text = this.tryRun([first], tools, false);
     const withPrompt = this.tryRun([first], tools, true);
     if (text !== undefined && withPrompt !== undefined && withPrompt.startsWith(text)) {
-      head = { id: this.nextHeadId++, text, generationPrompt: withPrompt.slice(text.length) };
+      head = { id: this.nextHeadId++, text: detached(text), generationPrompt: detached(withPrompt.slice(text.length)) };
     }
-    this.heads.set(key, head);
+    this.heads.set(first.content, head, tag);
     return head;
   }
 

@@ -8,8 +8,8 @@ import type { ChatMessage, ChatOptions, PromptTokenizer, RenderMode, TokenizeMod
 /** How rendered text becomes ids: through a tokenizer's PromptEncoder, or packed bytes. */
 export interface TextToIds {
   readonly mode: TokenizeMode;
-  /** A rendered chat prompt: the template already wrote any BOS. */
-  chat(text: string): Uint32Array;
+  /** A rendered chat prompt, in consecutive parts: the template already wrote any BOS. */
+  chat(parts: readonly string[]): Uint32Array;
   /** A raw completions prompt: the tokenizer adds its own BOS/EOS. */
   raw(text: string): Uint32Array;
   readonly encoder?: PromptEncoder;
@@ -39,7 +39,8 @@ export class ChatTokenizer implements PromptTokenizer {
   }
 
   encodeChat(messages: ChatMessage[], options?: ChatOptions): Uint32Array {
-    return this.ids.chat(this.renderChat(messages, options));
+    const input = normalizeChat(messages, options);
+    return this.ids.chat(this.rendererFor(input).renderParts(input));
   }
 
   encodeText(text: string): Uint32Array {

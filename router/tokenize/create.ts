@@ -68,15 +68,21 @@ export async function createTokenizer(spec: string, io: TokenizerIO, options?: T
 
   if (spec === 'bytes') {
     const renderers = renderersFor(chatml(), {}, renderCacheChars, spec);
-    const ids: TextToIds = { mode: 'whole', chat: packBytes, raw: packBytes };
+    const ids: TextToIds = { mode: 'whole', chat: (parts) => packBytes(parts.join('')), raw: packBytes };
     return new ChatTokenizer(spec, renderers, ids);
   }
   if (spec.startsWith('tiktoken:')) {
     const codec = await loadTiktoken(spec.slice('tiktoken:'.length));
     const renderers = renderersFor(chatml(), {}, renderCacheChars, spec);
     const encoder = encoderFor(codec, cacheTokens, renderers);
-    const encode = (text: string) => encoder.encode(text);
-    return new ChatTokenizer(spec, renderers, { get mode() { return encoder.mode; }, chat: encode, raw: encode, encoder });
+    return new ChatTokenizer(spec, renderers, {
+      get mode() {
+        return encoder.mode;
+      },
+      chat: (parts) => encoder.encodeParts(parts),
+      raw: (text) => encoder.encode(text),
+      encoder,
+    });
   }
   if (spec.startsWith('hf:')) {
     const dir = spec.slice('hf:'.length);
@@ -94,7 +100,14 @@ export async function createTokenizer(spec: string, io: TokenizerIO, options?: T
       out.set(after, before.length + body.length);
       return out;
     };
-    return new ChatTokenizer(spec, renderers, { get mode() { return encoder.mode; }, chat: (text) => encoder.encode(text), raw, encoder });
+    return new ChatTokenizer(spec, renderers, {
+      get mode() {
+        return encoder.mode;
+      },
+      chat: (parts) => encoder.encodeParts(parts),
+      raw,
+      encoder,
+    });
   }
   throw new RangeError(`unknown tokenizer spec "${spec}": expected tiktoken:<encoding>, hf:<dir> or bytes`);
 }

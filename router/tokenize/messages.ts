@@ -98,12 +98,12 @@ export function normalizeChat(messages: unknown, options: ChatOptions | undefine
 }
 
 /**
- * A string that identifies everything a template can read from one message,
- * content last (it is by far the longest part). Used as a cache key.
+ * Identifies everything a template can read from one message besides its
+ * content: with the content, the cache key of the message's rendered text.
  */
-export function messageKey(m: TemplateMessage): string {
+export function messageTag(m: TemplateMessage): string {
   const extras = m.tool_calls === undefined && m.name === undefined && m.tool_call_id === undefined && m.reasoning_content === undefined
     ? ''
     : JSON.stringify([m.name ?? null, m.tool_call_id ?? null, m.reasoning_content ?? null, m.tool_calls ?? null]);
-  return `${m.role}\u0000${extras}\u0000${m.content}`;
+  return `${m.role}\u0000${extras}`;
 }

@@ -6,9 +6,12 @@
 // instead of all of them. A fingerprint is only a bucket: a hit is confirmed
 // by comparing the stored text with `===` (a native memcmp), so two texts that
 // share a fingerprint never share a value. Buckets hold a few texts at most.
+// An optional short tag qualifies the text (e.g. the role of a message), so a
+// long text can be keyed without concatenating a copy of it.
 
 interface Entry<V> {
   text: string;
+  tag: string;
   value: V;
   weight: number;
 }
@@ -36,7 +39,7 @@ export function fingerprint(text: string): number {
  * the cache. Concatenating forces a flat copy, and the slice of that copy
  * retains only the copy.
  */
-function detached(text: string): string {
+export function detached(text: string): string {
   return (text + ' ').slice(0, -1);
 }
 
@@ -66,12 +69,12 @@ export class TextCache<V> {
     this.misses = 0;
   }
 
-  get(text: string): V | undefined {
-    const fp = fingerprint(text);
+  get(text: string, tag = ''): V | undefined {
+    const fp = fingerprint(text) ^ fingerprint(tag);
     const bucket = this.buckets.get(fp);
     if (bucket !== undefined) {
       for (const entry of bucket) {
-        if (entry.text === text) {
+        if (entry.text === text && entry.tag === tag) {
           // Re-insert to make the bucket the most recently used.
           this.buckets.delete(fp);
           this.buckets.set(fp, bucket);
@@ -85,16 +88,16 @@ export class TextCache<V> {
   }
 
   /** Stores a value; one heavier than the whole capacity is not kept. */
-  set(text: string, value: V): void {
+  set(text: string, value: V, tag = ''): void {
     const weight = this.weigh(value);
     if (weight > this.capacity) return;
-    const fp = fingerprint(text);
+    const fp = fingerprint(text) ^ fingerprint(tag);
     let bucket = this.buckets.get(fp);
     if (bucket === undefined) bucket = [];
     else this.buckets.delete(fp);
-    const same = bucket.findIndex((e) => e.text === text);
+    const same = bucket.findIndex((e) => e.text === text && e.tag === tag);
     if (same >= 0) this.total -= bucket.splice(same, 1)[0]!.weight;
-    bucket.unshift({ text: detached(text), value, weight });
+    bucket.unshift({ text: detached(text), tag, value, weight });
     while (bucket.length > BUCKET_LIMIT) this.total -= bucket.pop()!.weight;
     this.buckets.set(fp, bucket);
     this.total += weight;

@@ -51,7 +51,44 @@ export class PromptEncoder {
     return this.current === 'incremental' ? this.encodeIncremental(text) : Uint32Array.from(this.codec.encodeWhole(text));
   }
 
-  private encodeIncremental(text: string): Uint32Array {
+  /**
+   * Token ids of parts.join(''). When every part after the first starts with
+   * a special token, each part tokenizes alone, so a part is looked up in the
+   * cache whole (message segments repeat turn after turn: one lookup per
+   * message instead of one scan of the whole prompt). A new part is
+   * tokenized piece by piece but stored only as a whole, so its tokens are
+   * not cached twice.
+   */
+  encodeParts(parts: readonly string[]): Uint32Array {
+    if (this.current === 'whole' || parts.length === 1 || !this.separable(parts)) return this.encode(parts.join(''));
+    const ids: Uint32Array[] = new Array(parts.length);
+    let total = 0;
+    for (let i = 0; i < parts.length; i++) {
+      const part = parts[i]!;
+      let partIds = this.cache.get(part);
+      if (partIds === undefined) {
+        partIds = this.encodeIncremental(part, false);
+        this.cache.set(part, partIds);
+      }
+      ids[i] = partIds;
+      total += partIds.length;
+    }
+    const out = new Uint32Array(total);
+    let at = 0;
+    for (const p of ids) {
+      out.set(p, at);
+      at += p.length;
+    }
+    return out;
+  }
+
+  private separable(parts: readonly string[]): boolean {
+    const splitter = this.codec.splitter;
+    for (let i = 1; i < parts.length; i++) if (parts[i]!.length > 0 && !splitter.startsWithSpecial(parts[i]!)) return false;
+    return true;
+  }
+
+  private encodeIncremental(text: string, cachePieces = true): Uint32Array {
     const segments: Segment[] = this.codec.splitter.split(text);
     const parts: (Uint32Array | number)[] = new Array(segments.length);
     let total = 0;
@@ -62,10 +99,10 @@ export class PromptEncoder {
         total++;
         continue;
       }
-      let ids = this.cache.get(s);
+      let ids = cachePieces ? this.cache.get(s) : undefined;
       if (ids === undefined) {
         ids = Uint32Array.from(this.codec.encodePiece(s));
-        this.cache.set(s, ids);
+        if (cachePieces) this.cache.set(s, ids);
       }
       parts[i] = ids;
       total += ids.length;

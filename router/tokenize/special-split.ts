@@ -19,9 +19,27 @@ function escapeRegExp(text: string): string {
   return text.replace(/[\\^$.*+?()[\]{}|]/g, '\\$&');
 }
 
+/**
+ * Whether some special token's proper suffix is a prefix of a special token
+ * (or the reverse): only then can a match that starts in one text run on into
+ * a special token that begins the next.
+ */
+function overlapping(contents: readonly string[]): boolean {
+  for (const t of contents) {
+    for (let k = 1; k < t.length; k++) {
+      const tail = t.slice(k);
+      if (contents.some((s) => s.startsWith(tail) || tail.startsWith(s))) return true;
+    }
+  }
+  return false;
+}
+
 export class SpecialSplitter {
   private readonly pattern: RegExp | null;
+  private readonly leading: RegExp | null;
   private readonly byContent = new Map<string, SpecialToken>();
+  /** See `overlapping`; when true no text can be cut before a special token. */
+  readonly overlaps: boolean;
 
   constructor(tokens: readonly SpecialToken[]) {
     for (const t of tokens) {
@@ -32,6 +50,21 @@ export class SpecialSplitter {
     // token that matches there (leftmost-longest, as HF's added-token trie does).
     const alternatives = [...this.byContent.keys()].sort((a, b) => b.length - a.length).map(escapeRegExp);
     this.pattern = alternatives.length > 0 ? new RegExp(alternatives.join('|'), 'g') : null;
+    this.leading = alternatives.length > 0 ? new RegExp(alternatives.join('|'), 'y') : null;
+    this.overlaps = overlapping([...this.byContent.keys()]);
+  }
+
+  /**
+   * Whether text begins with a special token that strips nothing before it.
+   * Then, special tokens not overlapping, the text tokenizes the same on its
+   * own as after any other text: the split at its start is certain.
+   */
+  startsWithSpecial(text: string): boolean {
+    const re = this.leading;
+    if (re === null || this.overlaps) return false;
+    re.lastIndex = 0;
+    const m = re.exec(text);
+    return m !== null && this.byContent.get(m[0])!.lstrip !== true;
   }
 
   get tokens(): SpecialToken[] {
