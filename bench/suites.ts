@@ -1,5 +1,6 @@
 // Every benchmark suite, in the order the runner measures them.
 import type { BenchSuite } from './figures.js';
 import { hashSuite } from './hash.bench.js';
+import { tokenizeSuite } from './tokenize.bench.js';
 
-export const suites: BenchSuite[] = [hashSuite];
+export const suites: BenchSuite[] = [hashSuite, tokenizeSuite];

@@ -1,0 +1,178 @@
+// Renders a conversation with a Jinja chat template.
+//
+// Running the template over a long conversation costs 10-60 us per message
+// in @huggingface/jinja (1000 messages: 10-60 ms), far over the routing
+// budget, so separable templates are rendered per message instead:
+//
+//   head    = render([m0])                 (the first message, with tools)
+//   seg(i)  = render([m0, mi]) - head      (for every later message)
+//   gen     = render([m0], +generation prompt) - head
+//   prompt  = head + seg(1) + ... + seg(n-1) + gen
+//
+// Each seg(i) is cached by (head, message), so a new turn renders only the
+// new messages. This equals the whole render exactly when a message's text
+// depends only on itself and the first message; templates that look at
+// neighbours, at loop.last or at later messages (Qwen3 does all three) are
+// not separable. The load-time self-check renders probe conversations both
+// ways and keeps `whole` rendering if any differs.
+import { Template } from '@huggingface/jinja';
+import { messageTag, type TemplateInput, type TemplateMessage } from './messages.js';
+import { detached, TextCache } from './piece-cache.js';
+import type { RenderMode } from './types.js';
+
+/** A template refused the conversation (raise_exception) or failed on it: a client error. */
+export class ChatTemplateError extends TypeError {
+  override name = 'ChatTemplateError';
+}
+
+interface Head {
+  /** Distinguishes segment cache keys of different heads. */
+  id: number;
+  text: string;
+  generationPrompt: string;
+}
+
+export class ChatRenderer {
+  private readonly template: Template;
+  private readonly heads: TextCache<Head | null>;
+  private readonly segments: TextCache<string>;
+  private current: RenderMode = 'segmented';
+  private nextHeadId = 0;
+  fallbacks = 0;
+
+  /**
+   * @param source the Jinja template text
+   * @param globals variables every render sees (bos_token, eos_token, ...)
+   * @param cacheChars bound of the segment cache in characters
+   * @param origin names the template in errors (a file or a spec)
+   */
+  constructor(
+    source: string,
+    private readonly globals: Record<string, unknown>,
+    cacheChars: number,
+    readonly origin: string,
+  ) {
+    try {
+      this.template = new Template(source);
+    } catch (err) {
+      throw new Error(`${origin}: chat template does not parse: ${(err as Error).message}`);
+    }
+    this.segments = new TextCache<string>(cacheChars, (s) => s.length);
+    this.heads = new TextCache<Head | null>(Math.max(1, cacheChars / 8), (h) => (h === null ? 1 : h.text.length + h.generationPrompt.length));
+  }
+
+  get mode(): RenderMode {
+    return this.current;
+  }
+
+  get segmentHits(): number {
+    return this.segments.hits;
+  }
+
+  get segmentMisses(): number {
+    return this.segments.misses;
+  }
+
+  render(input: TemplateInput): string {
+    return this.renderParts(input).join('');
+  }
+
+  /**
+   * The prompt as consecutive parts: [head, one part per later message,
+   * generation prompt] when segmented, else one part holding the whole
+   * render. Parts are cached strings, so a caller may cache by them.
+   */
+  renderParts(input: TemplateInput): string[] {
+    if (this.current === 'segmented') {
+      const parts = this.renderSegmented(input);
+      if (parts !== undefined) return parts;
+      this.fallbacks++;
+    }
+    return [this.renderWhole(input)];
+  }
+
+  renderWhole(input: TemplateInput): string {
+    return this.run(input.messages, input.tools, input.addGenerationPrompt);
+  }
+
+  /**
+   * Renders each probe whole and segmented; any difference, or a probe only
+   * the segmented path fails on, selects whole rendering. Probes the
+   * template itself rejects (e.g. role alternation rules) prove nothing and
+   * are skipped. Returns the first differing probe.
+   */
+  selfCheck(probes: readonly TemplateInput[]): TemplateInput | undefined {
+    let differing: TemplateInput | undefined;
+    for (const probe of probes) {
+      let whole: string;
+      try {
+        whole = this.renderWhole(probe);
+      } catch {
+        continue;
+      }
+      if (this.renderSegmented(probe)?.join('') !== whole) {
+        differing = probe;
+        break;
+      }
+    }
+    this.current = differing === undefined ? 'segmented' : 'whole';
+    this.fallbacks = 0;
+    this.segments.clear(); // probes are no traffic
+    this.heads.clear();
+    return differing;
+  }
+
+  private run(messages: TemplateMessage[], tools: unknown[] | null, addGenerationPrompt: boolean): string {
+    try {
+      return this.template.render({ ...this.globals, messages, tools, add_generation_prompt: addGenerationPrompt });
+    } catch (err) {
+      throw new ChatTemplateError(`${this.origin}: chat template failed: ${(err as Error).message}`);
+    }
+  }
+
+  /** The segmented render, or undefined when this conversation cannot be split. */
+  private renderSegmented(input: TemplateInput): string[] | undefined {
+    const { messages, tools } = input;
+    if (messages.length === 0) return undefined;
+    const head = this.headOf(messages[0]!, tools);
+    if (head === null) return undefined;
+    const parts = [head.text];
+    const headTag = `${head.id}\u0001`;
+    for (let i = 1; i < messages.length; i++) {
+      const m = messages[i]!;
+      const tag = headTag + messageTag(m);
+      let seg = this.segments.get(m.content, tag);
+      if (seg === undefined) {
+        const both = this.tryRun([messages[0]!, m], tools, false);
+        if (both === undefined || !both.startsWith(head.text)) return undefined;
+        seg = detached(both.slice(head.text.length));
+        this.segments.set(m.content, seg, tag);
+      }
+      parts.push(seg);
+    }
+    if (input.addGenerationPrompt) parts.push(head.generationPrompt);
+    return parts;
+  }
+
+  private headOf(first: TemplateMessage, tools: unknown[] | null): Head | null {
+    const tag = `${tools === null ? '' : JSON.stringify(tools)}\u0002${messageTag(first)}`;
+    const cached = this.heads.get(first.content, tag);
+    if (cached !== undefined) return cached;
+    let head: Head | null = null;
+    const text = this.tryRun([first], tools, false);
+    const withPrompt = this.tryRun([first], tools, true);
+    if (text !== undefined && withPrompt !== undefined && withPrompt.startsWith(text)) {
+      head = { id: this.nextHeadId++, text: detached(text), generationPrompt: detached(withPrompt.slice(text.length)) };
+    }
+    this.heads.set(first.content, head, tag);
+    return head;
+  }
+
+  private tryRun(messages: TemplateMessage[], tools: unknown[] | null, addGenerationPrompt: boolean): string | undefined {
+    try {
+      return this.run(messages, tools, addGenerationPrompt);
+    } catch {
+      return undefined;
+    }
+  }
+}

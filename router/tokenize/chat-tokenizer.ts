@@ -1,0 +1,76 @@
+// The PromptTokenizer every spec produces: choose the chat template, render
+// the whole conversation (messages and tools), then turn the text into ids.
+import type { ChatRenderer } from './chat-renderer.js';
+import { normalizeChat, type TemplateInput } from './messages.js';
+import type { PromptEncoder } from './prompt-encoder.js';
+import type { ChatMessage, ChatOptions, PromptTokenizer, RenderMode, TokenizeMode, TokenizerStats } from './types.js';
+
+/** How rendered text becomes ids: through a tokenizer's PromptEncoder, or packed bytes. */
+export interface TextToIds {
+  readonly mode: TokenizeMode;
+  /** A rendered chat prompt, in consecutive parts: the template already wrote any BOS. */
+  chat(parts: readonly string[]): Uint32Array;
+  /** A raw completions prompt: the tokenizer adds its own BOS/EOS. */
+  raw(text: string): Uint32Array;
+  readonly encoder?: PromptEncoder;
+}
+
+export class ChatTokenizer implements PromptTokenizer {
+  constructor(
+    readonly spec: string,
+    /** By name: "default" and, when a model ships it, "tool_use" (used when tools are given). */
+    private readonly renderers: Map<string, ChatRenderer>,
+    private readonly ids: TextToIds,
+  ) {}
+
+  get mode(): TokenizeMode {
+    return this.ids.mode;
+  }
+
+  get renderMode(): RenderMode {
+    if (this.renderers.size === 0) return 'whole';
+    for (const r of this.renderers.values()) if (r.mode === 'whole') return 'whole';
+    return 'segmented';
+  }
+
+  renderChat(messages: ChatMessage[], options?: ChatOptions): string {
+    const input = normalizeChat(messages, options);
+    return this.rendererFor(input).render(input);
+  }
+
+  encodeChat(messages: ChatMessage[], options?: ChatOptions): Uint32Array {
+    const input = normalizeChat(messages, options);
+    return this.ids.chat(this.rendererFor(input).renderParts(input));
+  }
+
+  encodeText(text: string): Uint32Array {
+    if (typeof text !== 'string') throw new TypeError('prompt must be a string');
+    return this.ids.raw(text);
+  }
+
+  stats(): TokenizerStats {
+    const cache = this.ids.encoder?.cache;
+    let fallbacks = 0;
+    let segmentHits = 0;
+    let segmentMisses = 0;
+    for (const r of this.renderers.values()) {
+      fallbacks += r.fallbacks;
+      segmentHits += r.segmentHits;
+      segmentMisses += r.segmentMisses;
+    }
+    return {
+      pieceHits: cache?.hits ?? 0,
+      pieceMisses: cache?.misses ?? 0,
+      cachedTokens: cache?.weight ?? 0,
+      fallbacks,
+      segmentHits,
+      segmentMisses,
+    };
+  }
+
+  private rendererFor(input: TemplateInput): ChatRenderer {
+    const chosen = (input.tools !== null ? this.renderers.get('tool_use') : undefined) ?? this.renderers.get('default');
+    if (chosen === undefined) throw new Error(`${this.spec}: the model has no chat template (tokenizer_config.json chat_template or chat_template.jinja); only raw prompts can be tokenized`);
+    return chosen;
+  }
+}

@@ -1,0 +1,146 @@
+// A Hugging Face model directory: tokenizer.json (run by @huggingface/tokenizers),
+// tokenizer_config.json (chat template, bos/eos and other special tokens) and,
+// when present, chat_template.jinja, which takes precedence over the config's
+// template as it does in transformers.
+import { Tokenizer } from '@huggingface/tokenizers';
+import type { TextCodec } from './prompt-encoder.js';
+import { SpecialSplitter, type SpecialToken } from './special-split.js';
+import type { TokenizerIO } from './types.js';
+
+export interface HfModel {
+  codec: TextCodec;
+  /** Ids the tokenizer adds around a raw prompt (BOS, EOS), as the engine does for completions. */
+  affixes: { before: number[]; after: number[] };
+  /** Chat templates by name ("default", and e.g. "tool_use"); empty when the model has none. */
+  templates: Map<string, string>;
+  /** Values templates read besides the conversation: bos_token, eos_token, ... */
+  globals: Record<string, unknown>;
+  /** Contents of the special tokens, for the tokenization self-check. */
+  specialTexts: string[];
+}
+
+interface AddedTokenJson {
+  id: number;
+  content: string;
+  special?: boolean;
+  normalized?: boolean;
+  lstrip?: boolean;
+  rstrip?: boolean;
+}
+
+interface TokenizerJson {
+  added_tokens?: AddedTokenJson[];
+  normalizer?: unknown;
+}
+
+function joinPath(dir: string, name: string): string {
+  return dir.endsWith('/') ? dir + name : `${dir}/${name}`;
+}
+
+async function readJson(io: TokenizerIO, path: string, origin: string): Promise<Record<string, unknown>> {
+  let text: string;
+  try {
+    text = await io.readFile(path);
+  } catch (err) {
+    throw new Error(`${origin}: cannot read ${path}: ${(err as Error).message}`);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new Error(`${origin}: ${path} is not valid JSON: ${(err as Error).message}`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error(`${origin}: ${path} must hold a JSON object`);
+  return value as Record<string, unknown>;
+}
+
+async function readOptional(io: TokenizerIO, path: string, origin: string): Promise<string | undefined> {
+  try {
+    return await io.readFile(path);
+  } catch (err) {
+    if ((err as { code?: unknown }).code === 'ENOENT') return undefined;
+    throw new Error(`${origin}: cannot read ${path}: ${(err as Error).message}`);
+  }
+}
+
+/** Special tokens in tokenizer_config.json are strings or {content: string} objects. */
+function tokenText(value: unknown): string | undefined {
+  if (typeof value === 'string') return value;
+  if (typeof value === 'object' && value !== null && typeof (value as { content?: unknown }).content === 'string') {
+    return (value as { content: string }).content;
+  }
+  return undefined;
+}
+
+function chatTemplates(config: Record<string, unknown>, file: string | undefined, origin: string): Map<string, string> {
+  const templates = new Map<string, string>();
+  if (file !== undefined) {
+    templates.set('default', file);
+    return templates;
+  }
+  const t = config.chat_template;
+  if (t === undefined || t === null) return templates;
+  if (typeof t === 'string') templates.set('default', t);
+  else if (Array.isArray(t)) {
+    for (const [i, entry] of t.entries()) {
+      const { name, template } = (entry ?? {}) as { name?: unknown; template?: unknown };
+      if (typeof name !== 'string' || typeof template !== 'string') {
+        throw new Error(`${origin}: tokenizer_config.json chat_template[${i}] must have string name and template`);
+      }
+      templates.set(name, template);
+    }
+  } else throw new Error(`${origin}: tokenizer_config.json chat_template must be a string or a list of named templates`);
+  return templates;
+}
+
+/**
+ * The added tokens the tokenizer splits raw text at before normalizing (the
+ * same rule as @huggingface/tokenizers: an added token is matched on raw
+ * text unless it is marked normalized and the tokenizer has a normalizer).
+ */
+function rawSplitTokens(json: TokenizerJson): SpecialToken[] {
+  const hasNormalizer = json.normalizer !== null && json.normalizer !== undefined;
+  return (json.added_tokens ?? [])
+    .filter((t) => !((t.normalized ?? !(t.special ?? false)) && hasNormalizer))
+    .map((t) => ({ content: t.content, id: t.id, lstrip: t.lstrip ?? false, rstrip: t.rstrip ?? false }));
+}
+
+/** Finds what encode(text, add_special_tokens) adds around the text's own ids. */
+function findAffixes(tokenizer: Tokenizer): { before: number[]; after: number[] } {
+  const plain: number[] = tokenizer.encode('probe', { add_special_tokens: false }).ids;
+  const full: number[] = tokenizer.encode('probe', { add_special_tokens: true }).ids;
+  for (let at = 0; at + plain.length <= full.length; at++) {
+    if (plain.every((id, i) => full[at + i] === id)) return { before: full.slice(0, at), after: full.slice(at + plain.length) };
+  }
+  return { before: [], after: [] };
+}
+
+export async function loadHfModel(dir: string, io: TokenizerIO): Promise<HfModel> {
+  const origin = `hf:${dir}`;
+  const json = await readJson(io, joinPath(dir, 'tokenizer.json'), origin);
+  const config = await readJson(io, joinPath(dir, 'tokenizer_config.json'), origin);
+  const templateFile = await readOptional(io, joinPath(dir, 'chat_template.jinja'), origin);
+  let tokenizer: Tokenizer;
+  try {
+    tokenizer = new Tokenizer(json, config);
+  } catch (err) {
+    throw new Error(`${origin}: tokenizer.json does not load: ${(err as Error).message}`);
+  }
+  const splitTokens = rawSplitTokens(json as TokenizerJson);
+  const globals: Record<string, unknown> = {};
+  for (const name of ['bos_token', 'eos_token', 'unk_token', 'pad_token']) {
+    const text = tokenText(config[name]);
+    if (text !== undefined) globals[name] = text;
+  }
+  return {
+    codec: {
+      splitter: new SpecialSplitter(splitTokens),
+      encodePiece: (piece) => tokenizer.encode(piece, { add_special_tokens: false }).ids,
+      encodeWhole: (text) => tokenizer.encode(text, { add_special_tokens: false }).ids,
+    },
+    affixes: findAffixes(tokenizer),
+    templates: chatTemplates(config, templateFile, origin),
+    globals,
+    specialTexts: splitTokens.map((t) => t.content),
+  };
+}

@@ -1,0 +1,118 @@
+// The building blocks of incremental tokenization: the bounded text cache
+// (fingerprint buckets confirmed by exact comparison, LRU by weight) and the
+// special-token splitter (leftmost-longest, HF lstrip/rstrip rules).
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { fingerprint, TextCache } from '../../router/tokenize/piece-cache.js';
+import { SpecialSplitter } from '../../router/tokenize/special-split.js';
+
+describe('TextCache', () => {
+  it('texts that share a fingerprint keep their own values', () => {
+    // 200 characters: every 3rd is sampled, so changing character 1 keeps the fingerprint
+    const a = `x${'a'.repeat(199)}`;
+    const b = `xb${'a'.repeat(198)}`;
+    expect(fingerprint(a)).toBe(fingerprint(b));
+    const cache = new TextCache<number>(100, () => 1);
+    cache.set(a, 1);
+    cache.set(b, 2);
+    expect(cache.get(a)).toBe(1);
+    expect(cache.get(b)).toBe(2);
+    expect(cache.get(`xc${'a'.repeat(198)}`)).toBeUndefined();
+  });
+
+  it('a tag qualifies the text', () => {
+    const cache = new TextCache<string>(100, () => 1);
+    cache.set('ok', 'as user', 'user');
+    cache.set('ok', 'as assistant', 'assistant');
+    expect(cache.get('ok', 'user')).toBe('as user');
+    expect(cache.get('ok', 'assistant')).toBe('as assistant');
+    expect(cache.get('ok')).toBeUndefined();
+  });
+
+  it('stays within its weight bound, evicting the least recently used', () => {
+    const cache = new TextCache<number[]>(10, (v) => v.length);
+    cache.set('a', [1, 2, 3, 4]);
+    cache.set('b', [1, 2, 3, 4]);
+    expect(cache.get('a')).toBeDefined(); // a is now more recent than b
+    cache.set('c', [1, 2, 3, 4]);
+    expect(cache.weight).toBe(8);
+    expect(cache.get('b')).toBeUndefined();
+    expect(cache.get('a')).toBeDefined();
+    expect(cache.get('c')).toBeDefined();
+  });
+
+  it('replacing a text keeps one entry and its weight exact', () => {
+    const cache = new TextCache<number[]>(10, (v) => v.length);
+    cache.set('a', [1, 2]);
+    cache.set('a', [1, 2, 3]);
+    expect(cache.weight).toBe(3);
+    expect(cache.get('a')).toEqual([1, 2, 3]);
+  });
+
+  it('counts hits and misses; a lookup under any bound finds only what was stored', () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.string({ maxLength: 300 }), fc.boolean()), { maxLength: 60 }), fc.integer({ min: 0, max: 400 }), (ops, capacity) => {
+        const cache = new TextCache<string>(capacity, (v) => v.length + 1);
+        const stored = new Map<string, string>();
+        let lookups = 0;
+        for (const [text, write] of ops) {
+          if (write) {
+            cache.set(text, `v:${text}`);
+            stored.set(text, `v:${text}`);
+          } else {
+            lookups++;
+            const got = cache.get(text);
+            if (got !== undefined) expect(got).toBe(stored.get(text));
+          }
+          expect(cache.weight).toBeLessThanOrEqual(capacity);
+        }
+        expect(cache.hits + cache.misses).toBe(lookups);
+      }),
+    );
+  });
+
+  it('rejects a negative capacity', () => {
+    expect(() => new TextCache<number>(-1, () => 1)).toThrow(RangeError);
+  });
+});
+
+describe('SpecialSplitter', () => {
+  it('takes the longest special token at the leftmost position', () => {
+    const s = new SpecialSplitter([
+      { content: '<a>', id: 1 },
+      { content: '<a><b>', id: 2 },
+      { content: '<b>', id: 3 },
+    ]);
+    expect(s.split('x<a><b>y<a>z<b>')).toEqual(['x', 2, 'y', 1, 'z', 3]);
+    expect(s.split('')).toEqual([]);
+    expect(s.split('<a><a>')).toEqual([1, 1]);
+  });
+
+  it('lstrip trims whitespace before a token, rstrip after it, as Hugging Face added tokens do', () => {
+    const s = new SpecialSplitter([
+      { content: '[L]', id: 1, lstrip: true },
+      { content: '[R]', id: 2, rstrip: true },
+    ]);
+    expect(s.split('a  [L]  b')).toEqual(['a', 1, '  b']);
+    expect(s.split('a  [R]  b')).toEqual(['a  ', 2, 'b']);
+    expect(s.split('  [R]   [L]  ')).toEqual(['  ', 2, 1, '  ']);
+  });
+
+  it('a part may be tokenized alone only when it starts with a special token that strips nothing before it', () => {
+    const s = new SpecialSplitter([
+      { content: '<|im_start|>', id: 1 },
+      { content: '[L]', id: 2, lstrip: true },
+    ]);
+    expect(s.overlaps).toBe(false);
+    expect(s.startsWithSpecial('<|im_start|>user')).toBe(true);
+    expect(s.startsWithSpecial('user<|im_start|>')).toBe(false);
+    expect(s.startsWithSpecial('[L]x')).toBe(false);
+    // "ab" then "b>": a match starting in one part could run into the next
+    const overlapping = new SpecialSplitter([
+      { content: '<ab', id: 1 },
+      { content: 'b>', id: 2 },
+    ]);
+    expect(overlapping.overlaps).toBe(true);
+    expect(overlapping.startsWithSpecial('b>x')).toBe(false);
+  });
+});
