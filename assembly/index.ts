@@ -3,3 +3,25 @@
 // The ABI (exports, layouts, ownership) is documented in docs/core-abi.md.
 export { abiVersion } from './abi';
 export { liveBytes } from './alloc';
+export {
+  ledgerReserveWorkers,
+  ledgerRows,
+  ledgerColumn,
+  ledgerSetWorker,
+  ledgerSetAvailable,
+  ledgerRemoveWorker,
+  ledgerAdd,
+  ledgerPrefillComplete,
+  ledgerFree,
+  ledgerSweep,
+  ledgerDroppedPtr,
+  ledgerLiveRequests,
+  ledgerActiveHashes,
+  ledgerProject,
+  ledgerReserveInput,
+  ledgerInputSeqPtr,
+  ledgerInputSlotsPtr,
+  ledgerInputDepthsPtr,
+} from './load-table';
+export { selectReserve, selectColumn, selectCountsPtr, selectEligibility, selectCost, selectPick, selectSeed, selectNextRandom } from './select';
+export { hrwReserve, hrwOutPtr, hrwTopK } from './rendezvous';
