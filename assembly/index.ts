@@ -23,5 +23,15 @@ export {
   ledgerInputSlotsPtr,
   ledgerInputDepthsPtr,
 } from './load-table';
-export { selectReserve, selectColumn, selectCountsPtr, selectEligibility, selectCost, selectPick, selectSeed, selectNextRandom } from './select';
+export {
+  selectReserve,
+  selectColumn,
+  selectCountsPtr,
+  selectEligibility,
+  selectCost,
+  selectPick,
+  selectRun,
+  selectSeed,
+  selectNextRandom,
+} from './select';
 export { hrwReserve, hrwOutPtr, hrwTopK } from './rendezvous';

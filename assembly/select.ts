@@ -30,6 +30,8 @@ import {
 // `selectCountsPtr()` points at five u32 counts written by eligibility:
 //   present, available (and present), allowed (and available), overloaded (allowed
 //   but busy), eligible.
+// The steps run as `selectEligibility`, `selectCost`, `selectPick` (so a caller
+// can filter the ELIGIBLE column in between) or fused as `selectRun`.
 // Randomness (tie-breaks, softmax draws) comes from xoshiro128** seeded by
 // `selectSeed`, so a seed fixes every decision.
 
@@ -86,95 +88,158 @@ export function selectCountsPtr(): usize {
   return counts;
 }
 
-/**
- * One pass over all rows. A row is eligible when present, available, allowed
- * (if useAllowed) and not busy. Busy means any of: ACTIVE_PREFILL > prefillTokens;
- * ACTIVE_PREFILL > prefillFraction x MAX_BATCHED_TOKENS (rows with a known
- * max only); ACTIVE_DECODE / TOTAL_BLOCKS > decodeFraction (rows with a known
- * capacity only). +Infinity disables a threshold. Returns the eligible count.
- */
-export function selectEligibility(useAllowed: bool, prefillTokens: f64, prefillFraction: f64, decodeFraction: f64): u32 {
+// Ledger column addresses for the current call (they move when rows grow).
+let present: usize = 0;
+let available: usize = 0;
+let prefill: usize = 0;
+let maxBatched: usize = 0;
+let decode: usize = 0;
+let total: usize = 0;
+let overlap: usize = 0;
+let potentialDecode: usize = 0;
+let requests: usize = 0;
+// The cost's per-request terms, set by beginCost.
+let blockSize: f64 = 0;
+let promptBlocks: f64 = 0;
+// Rows per reason code in the last eligibility pass.
+const tally: usize = memory.data(28);
+
+function bindLedger(): u32 {
   selectReserve();
-  const n = ledgerRows();
-  const present = ledgerColumn(COL_PRESENT);
-  const available = ledgerColumn(COL_AVAILABLE);
-  const prefill = ledgerColumn(COL_ACTIVE_PREFILL);
-  const maxBatched = ledgerColumn(COL_MAX_BATCHED_TOKENS);
-  const decode = ledgerColumn(COL_ACTIVE_DECODE);
-  const total = ledgerColumn(COL_TOTAL_BLOCKS);
-  let nPresent: u32 = 0;
-  let nAvailable: u32 = 0;
-  let nAllowed: u32 = 0;
-  let nOverloaded: u32 = 0;
-  for (let w: u32 = 0; w < n; w++) {
-    let reason = REASON_ELIGIBLE;
-    if (load<u8>(present + w) == 0) {
-      reason = REASON_ABSENT;
-    } else {
-      nPresent++;
-      if (load<u8>(available + w) == 0) {
-        reason = REASON_UNAVAILABLE;
-      } else {
-        nAvailable++;
-        if (useAllowed && load<u8>(allowedCol + w) == 0) {
-          reason = REASON_NOT_ALLOWED;
-        } else {
-          nAllowed++;
-          const tokens = load<f64>(prefill + (<usize>w << 3));
-          const maxTokens = load<u32>(maxBatched + (<usize>w << 2));
-          const blocks = load<u32>(total + (<usize>w << 2));
-          if (tokens > prefillTokens) reason = REASON_BUSY_PREFILL_TOKENS;
-          else if (maxTokens > 0 && tokens > prefillFraction * <f64>maxTokens) reason = REASON_BUSY_PREFILL_FRACTION;
-          else if (blocks > 0 && <f64>load<u32>(decode + (<usize>w << 2)) / <f64>blocks > decodeFraction) {
-            reason = REASON_BUSY_DECODE_FRACTION;
-          }
-          if (reason != REASON_ELIGIBLE) nOverloaded++;
-        }
-      }
-    }
-    store<u8>(reasonCol + w, reason);
-    store<u8>(eligibleCol + w, reason == REASON_ELIGIBLE ? 1 : 0);
-  }
-  store<u32>(counts, nPresent, 0);
-  store<u32>(counts, nAvailable, 4);
-  store<u32>(counts, nAllowed, 8);
-  store<u32>(counts, nOverloaded, 12);
-  store<u32>(counts, nAllowed - nOverloaded, 16);
-  return nAllowed - nOverloaded;
+  present = ledgerColumn(COL_PRESENT);
+  available = ledgerColumn(COL_AVAILABLE);
+  prefill = ledgerColumn(COL_ACTIVE_PREFILL);
+  maxBatched = ledgerColumn(COL_MAX_BATCHED_TOKENS);
+  decode = ledgerColumn(COL_ACTIVE_DECODE);
+  total = ledgerColumn(COL_TOTAL_BLOCKS);
+  overlap = ledgerColumn(COL_OVERLAP);
+  potentialDecode = ledgerColumn(COL_POTENTIAL_DECODE);
+  requests = ledgerColumn(COL_ACTIVE_REQUESTS);
+  memory.fill(tally, 0, 28);
+  return ledgerRows();
+}
+
+function beginCost(): void {
+  blockSize = <f64>ledgerProjectedBlockSize();
+  promptBlocks = Math.ceil(<f64>ledgerProjectedPromptTokens() / blockSize);
 }
 
 /**
- * The default cost of every eligible row, from the ledger's last projection:
+ * Why row w may not take the request, or REASON_ELIGIBLE. Busy means any of:
+ * ACTIVE_PREFILL > prefillTokens; ACTIVE_PREFILL > prefillFraction x
+ * MAX_BATCHED_TOKENS (rows with a known max only); ACTIVE_DECODE / TOTAL_BLOCKS
+ * > decodeFraction (rows with a known capacity only). +Infinity disables one.
+ */
+@inline
+function rowReason(w: u32, useAllowed: bool, prefillTokens: f64, prefillFraction: f64, decodeFraction: f64): u8 {
+  if (load<u8>(present + w) == 0) return REASON_ABSENT;
+  if (load<u8>(available + w) == 0) return REASON_UNAVAILABLE;
+  if (useAllowed && load<u8>(allowedCol + w) == 0) return REASON_NOT_ALLOWED;
+  const tokens = load<f64>(prefill + (<usize>w << 3));
+  if (tokens > prefillTokens) return REASON_BUSY_PREFILL_TOKENS;
+  const maxTokens = load<u32>(maxBatched + (<usize>w << 2));
+  if (maxTokens > 0 && tokens > prefillFraction * <f64>maxTokens) return REASON_BUSY_PREFILL_FRACTION;
+  const blocks = load<u32>(total + (<usize>w << 2));
+  if (blocks > 0 && <f64>load<u32>(decode + (<usize>w << 2)) / <f64>blocks > decodeFraction) return REASON_BUSY_DECODE_FRACTION;
+  return REASON_ELIGIBLE;
+}
+
+/** Records row w's reason in the REASON and ELIGIBLE columns and the tally. */
+@inline
+function markRow(w: u32, reason: u8): void {
+  store<u8>(reasonCol + w, reason);
+  store<u8>(eligibleCol + w, reason == REASON_ELIGIBLE ? 1 : 0);
+  const t = tally + (<usize>reason << 2);
+  store<u32>(t, load<u32>(t) + 1);
+}
+
+/** The counts at selectCountsPtr, from the tally; returns the eligible count. */
+function writeCounts(rows: u32): u32 {
+  const nPresent = rows - load<u32>(tally + (<usize>REASON_ABSENT << 2));
+  const nAvailable = nPresent - load<u32>(tally + (<usize>REASON_UNAVAILABLE << 2));
+  const nAllowed = nAvailable - load<u32>(tally + (<usize>REASON_NOT_ALLOWED << 2));
+  const eligible = load<u32>(tally + (<usize>REASON_ELIGIBLE << 2));
+  store<u32>(counts, nPresent, 0);
+  store<u32>(counts, nAvailable, 4);
+  store<u32>(counts, nAllowed, 8);
+  store<u32>(counts, nAllowed - eligible, 12);
+  store<u32>(counts, eligible, 16);
+  return eligible;
+}
+
+/**
+ * The default cost of row w from the ledger's last projection, lower is better:
  *   prefillLoadScale x max(ACTIVE_PREFILL / bs + ceil(prompt / bs) - overlapCredit x OVERLAP, 0)
  *   + POTENTIAL_DECODE + activeRequestWeight x ACTIVE_REQUESTS,
  * times exp(-tanh(TAINT)) when useTaint and the row's TAINT is not 0.
- * Ineligible rows get +Infinity. The projection must use a block size > 0.
+ */
+@inline
+function rowCost(w: u32, overlapCredit: f64, prefillLoadScale: f64, activeRequestWeight: f64, useTaint: bool): f64 {
+  const at4 = <usize>w << 2;
+  const at8 = <usize>w << 3;
+  let prefillBlocks = load<f64>(prefill + at8) / blockSize + promptBlocks - overlapCredit * <f64>load<u32>(overlap + at4);
+  if (prefillBlocks < 0) prefillBlocks = 0;
+  let cost = prefillLoadScale * prefillBlocks + <f64>load<u32>(potentialDecode + at4) + activeRequestWeight * <f64>load<u32>(requests + at4);
+  if (useTaint) {
+    const weight = load<f64>(taintCol + at8);
+    if (weight != 0) cost *= Math.exp(-Math.tanh(weight));
+  }
+  return cost;
+}
+
+/** One pass over all rows into ELIGIBLE, REASON and the counts; returns the eligible count. */
+export function selectEligibility(useAllowed: bool, prefillTokens: f64, prefillFraction: f64, decodeFraction: f64): u32 {
+  const n = bindLedger();
+  for (let w: u32 = 0; w < n; w++) markRow(w, rowReason(w, useAllowed, prefillTokens, prefillFraction, decodeFraction));
+  return writeCounts(n);
+}
+
+/**
+ * COST for every row marked ELIGIBLE (+Infinity for the rest). The projection
+ * must use a block size > 0.
  */
 export function selectCost(overlapCredit: f64, prefillLoadScale: f64, activeRequestWeight: f64, useTaint: bool): void {
-  selectReserve();
-  const n = ledgerRows();
-  const prefill = ledgerColumn(COL_ACTIVE_PREFILL);
-  const overlap = ledgerColumn(COL_OVERLAP);
-  const potentialDecode = ledgerColumn(COL_POTENTIAL_DECODE);
-  const requests = ledgerColumn(COL_ACTIVE_REQUESTS);
-  const blockSize = <f64>ledgerProjectedBlockSize();
-  const promptBlocks = Math.ceil(<f64>ledgerProjectedPromptTokens() / blockSize);
+  const n = bindLedger();
+  beginCost();
   for (let w: u32 = 0; w < n; w++) {
-    const at4 = <usize>w << 2;
-    const at8 = <usize>w << 3;
-    if (load<u8>(eligibleCol + w) == 0) {
-      store<f64>(costCol + at8, Infinity);
-      continue;
-    }
-    let prefillBlocks = load<f64>(prefill + at8) / blockSize + promptBlocks - overlapCredit * <f64>load<u32>(overlap + at4);
-    if (prefillBlocks < 0) prefillBlocks = 0;
-    let cost = prefillLoadScale * prefillBlocks + <f64>load<u32>(potentialDecode + at4) + activeRequestWeight * <f64>load<u32>(requests + at4);
-    if (useTaint) {
-      const weight = load<f64>(taintCol + at8);
-      if (weight != 0) cost *= Math.exp(-Math.tanh(weight));
-    }
-    store<f64>(costCol + at8, cost);
+    const cost = load<u8>(eligibleCol + w) != 0 ? rowCost(w, overlapCredit, prefillLoadScale, activeRequestWeight, useTaint) : Infinity;
+    store<f64>(costCol + (<usize>w << 3), cost);
   }
+}
+
+/**
+ * Eligibility, cost and pick fused into one pass over the rows (two more for
+ * a temperature > 0): the same columns, counts, random draws and result as
+ * selectEligibility, selectCost and selectPick called in turn.
+ */
+export function selectRun(
+  useAllowed: bool,
+  prefillTokens: f64,
+  prefillFraction: f64,
+  decodeFraction: f64,
+  overlapCredit: f64,
+  prefillLoadScale: f64,
+  activeRequestWeight: f64,
+  useTaint: bool,
+  temperature: f64,
+): i32 {
+  const n = bindLedger();
+  beginCost();
+  const greedy = !(temperature > 0);
+  const cheapest = changetype<Cheapest>(cheapestState);
+  cheapest.reset();
+  for (let w: u32 = 0; w < n; w++) {
+    const reason = rowReason(w, useAllowed, prefillTokens, prefillFraction, decodeFraction);
+    markRow(w, reason);
+    let cost = Infinity;
+    if (reason == REASON_ELIGIBLE) {
+      cost = rowCost(w, overlapCredit, prefillLoadScale, activeRequestWeight, useTaint);
+      if (greedy) cheapest.offer(w, cost);
+    }
+    store<f64>(costCol + (<usize>w << 3), cost);
+  }
+  writeCounts(n);
+  return greedy ? cheapest.best : pickSoftmax(temperature);
 }
 
 /**
@@ -190,24 +255,45 @@ export function selectPick(temperature: f64): i32 {
   return temperature > 0 ? pickSoftmax(temperature) : pickCheapest();
 }
 
-function pickCheapest(): i32 {
-  const n = ledgerRows();
-  let best: i32 = -1;
-  let bestCost: f64 = Infinity;
-  let ties: u32 = 0;
-  for (let w: u32 = 0; w < n; w++) {
-    if (load<u8>(eligibleCol + w) == 0) continue;
-    const cost = load<f64>(costCol + (<usize>w << 3));
-    if (best < 0 || cost < bestCost) {
-      best = <i32>w;
-      bestCost = cost;
-      ties = 1;
-    } else if (cost == bestCost) {
-      ties++;
-      if (chance(ties)) best = <i32>w;
+// The temperature-0 pick as a running state, so the fused pass and the pick
+// pass make the same choice with the same random draws.
+@unmanaged
+class Cheapest {
+  best: i32;
+  cost: f64;
+  ties: u32;
+
+  @inline
+  reset(): void {
+    this.best = -1;
+    this.cost = Infinity;
+    this.ties = 0;
+  }
+
+  /** Reservoir over equal costs: the k-th tie replaces the pick with probability 1/k. */
+  @inline
+  offer(w: u32, cost: f64): void {
+    if (this.best < 0 || cost < this.cost) {
+      this.best = <i32>w;
+      this.cost = cost;
+      this.ties = 1;
+    } else if (cost == this.cost) {
+      this.ties++;
+      if (chance(this.ties)) this.best = <i32>w;
     }
   }
-  return best;
+}
+
+const cheapestState: usize = memory.data(offsetof<Cheapest>());
+
+function pickCheapest(): i32 {
+  const n = ledgerRows();
+  const state = changetype<Cheapest>(cheapestState);
+  state.reset();
+  for (let w: u32 = 0; w < n; w++) {
+    if (load<u8>(eligibleCol + w) != 0) state.offer(w, load<f64>(costCol + (<usize>w << 3)));
+  }
+  return state.best;
 }
 
 function pickSoftmax(temperature: f64): i32 {

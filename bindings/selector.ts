@@ -28,6 +28,17 @@ export interface SelectExports {
   selectEligibility(useAllowed: number, prefillTokens: number, prefillFraction: number, decodeFraction: number): number;
   selectCost(overlapCredit: number, prefillLoadScale: number, activeRequestWeight: number, useTaint: number): void;
   selectPick(temperature: number): number;
+  selectRun(
+    useAllowed: number,
+    prefillTokens: number,
+    prefillFraction: number,
+    decodeFraction: number,
+    overlapCredit: number,
+    prefillLoadScale: number,
+    activeRequestWeight: number,
+    useTaint: number,
+    temperature: number,
+  ): number;
   selectSeed(seed: number): void;
   selectNextRandom(): number;
 }
@@ -77,26 +88,17 @@ export class Selector implements WorkerSelector {
 
   eligibility(options: EligibilityOptions = {}): EligibilityCounts {
     const [prefillTokens, prefillFraction, decodeFraction] = busyLimits(options.busy);
-    const allowed = options.allowedSlots;
-    if (allowed) {
-      checkAllowedSlots(allowed);
-      this.writeAllowed(allowed);
-    }
-    this.ex.selectEligibility(allowed ? 1 : 0, prefillTokens, prefillFraction, decodeFraction);
+    const useAllowed = this.stageAllowed(options.allowedSlots);
+    this.ex.selectEligibility(useAllowed, prefillTokens, prefillFraction, decodeFraction);
     this.scored = false;
-    const c = this.ledger.core.u32(this.ex.selectCountsPtr(), 5);
-    return { present: c[0]!, available: c[1]!, allowed: c[2]!, overloaded: c[3]!, eligible: c[4]! };
+    return this.counts();
   }
 
   score(options: CostOptions = {}): void {
     const [credit, scale, weight] = costWeights(options.cost);
     if (!this.ledger.projected) throw staleProjection();
-    const taints = options.taintWeights;
-    if (taints) {
-      checkTaintWeights(taints, this.ledger.rows);
-      this.writeTaints(taints);
-    }
-    this.ex.selectCost(credit, scale, weight, taints ? 1 : 0);
+    const useTaint = this.stageTaints(options.taintWeights);
+    this.ex.selectCost(credit, scale, weight, useTaint);
     this.scored = true;
   }
 
@@ -106,16 +108,29 @@ export class Selector implements WorkerSelector {
     return this.ex.selectPick(temperature);
   }
 
+  /** The three steps fused into one pass in the core; the same result as calling them in turn. */
   select(options: SelectOptions = {}): Selection {
     const temperature = options.temperature ?? 0;
     checkTemperature(temperature);
-    const counts = this.eligibility(options);
-    this.score(options);
-    const slot = this.pick(temperature);
-    return { slot, cost: slot < 0 ? Infinity : this.columns.cost[slot]!, counts };
+    const [prefillTokens, prefillFraction, decodeFraction] = busyLimits(options.busy);
+    const [credit, scale, weight] = costWeights(options.cost);
+    if (!this.ledger.projected) throw staleProjection();
+    const useAllowed = this.stageAllowed(options.allowedSlots);
+    const useTaint = this.stageTaints(options.taintWeights);
+    const slot = this.ex.selectRun(useAllowed, prefillTokens, prefillFraction, decodeFraction, credit, scale, weight, useTaint, temperature);
+    this.scored = true;
+    return { slot, cost: slot < 0 ? Infinity : this.columns.cost[slot]!, counts: this.counts() };
   }
 
-  private writeAllowed(slots: ArrayLike<number>): void {
+  private counts(): EligibilityCounts {
+    const c = this.ledger.core.u32(this.ex.selectCountsPtr(), 5);
+    return { present: c[0]!, available: c[1]!, allowed: c[2]!, overloaded: c[3]!, eligible: c[4]! };
+  }
+
+  /** Writes the allow-list into the core's ALLOWED column; 1 when there is one. */
+  private stageAllowed(slots: ArrayLike<number> | undefined): number {
+    if (!slots) return 0;
+    checkAllowedSlots(slots);
     this.ex.selectReserve();
     const rows = this.ledger.rows;
     const mask = this.ledger.core.u8(this.ex.selectColumn(Col.Allowed), rows);
@@ -124,12 +139,17 @@ export class Selector implements WorkerSelector {
       const slot = slots[i]!;
       if (slot < rows) mask[slot] = 1;
     }
+    return 1;
   }
 
-  private writeTaints(weights: ArrayLike<number>): void {
+  /** Writes the taint weights into the core's TAINT column; 1 when there are some. */
+  private stageTaints(weights: ArrayLike<number> | undefined): number {
+    if (!weights) return 0;
+    checkTaintWeights(weights, this.ledger.rows);
     this.ex.selectReserve();
     const column = this.ledger.core.f64(this.ex.selectColumn(Col.Taint), this.ledger.rows);
     column.fill(0);
     column.set(weights);
+    return 1;
   }
 }

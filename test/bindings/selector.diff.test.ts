@@ -46,19 +46,28 @@ describe('Selector vs its twin', () => {
   it('agree exactly at temperature 0: eligibility, counts, every cost and every pick, ties included', () => {
     fc.assert(
       fc.property(scenarioArb, ({ ops, request, options, seed }) => {
-        const wasm = makePair('wasm', seed);
+        // the core's fused select, the core's three steps, and the twin
+        const fused = makePair('wasm', seed);
+        const steps = makePair('wasm', seed);
         const twin = makePair('twin', seed);
-        for (const side of [wasm, twin]) {
+        for (const side of [fused, steps, twin]) {
           const clock = { now: 0 };
           for (const op of ops) applyOp(side.ledger, op, clock);
           side.ledger.project(request);
         }
-        expect(snapshot(wasm.ledger)).toEqual(snapshot(twin.ledger));
-        expect(wasm.selector.select(options)).toEqual(twin.selector.select(options));
-        expect(columnsOf(wasm.selector)).toEqual(columnsOf(twin.selector));
+        expect(snapshot(fused.ledger)).toEqual(snapshot(twin.ledger));
+        const expected = twin.selector.select(options);
+        expect(fused.selector.select(options)).toEqual(expected);
+        const counts = steps.selector.eligibility(options);
+        steps.selector.score(options);
+        expect({ slot: steps.selector.pick(0), counts }).toEqual({ slot: expected.slot, counts: expected.counts });
+        expect(columnsOf(fused.selector)).toEqual(columnsOf(twin.selector));
+        expect(columnsOf(steps.selector)).toEqual(columnsOf(twin.selector));
         // the same generator stream keeps later tie-breaks in step
         const picks = (s: WorkerSelector) => Array.from({ length: 8 }, () => s.pick(0));
-        expect(picks(wasm.selector)).toEqual(picks(twin.selector));
+        const twinPicks = picks(twin.selector);
+        expect(picks(fused.selector)).toEqual(twinPicks);
+        expect(picks(steps.selector)).toEqual(twinPicks);
       }),
       { numRuns: 200 },
     );

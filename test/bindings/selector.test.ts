@@ -293,6 +293,24 @@ describe('Selector (wasm)', () => {
     }
   });
 
+  it('the fused select makes the same softmax draws as the three steps', () => {
+    const fused = makePair('wasm', 3);
+    const steps = makePair('wasm', 3);
+    for (const { ledger } of [fused, steps]) {
+      const slots = addFleet(ledger, 6);
+      loadDecode(ledger, slots, [0, 1, 1, 4, 6, 9]);
+      ledger.project({ seqHashes: [], promptTokens: 16, blockSize: 16 });
+    }
+    const viaSelect = Array.from({ length: 300 }, () => fused.selector.select({ temperature: 0.7 }).slot);
+    const viaSteps = Array.from({ length: 300 }, () => {
+      steps.selector.eligibility();
+      steps.selector.score();
+      return steps.selector.pick(0.7);
+    });
+    expect(viaSelect).toEqual(viaSteps);
+    expect(new Set(viaSelect).size).toBe(6);
+  });
+
   it('claims the select kernel of its ledger\'s Core', () => {
     const ledger = new LoadTable({ core: new Core() });
     new Selector({ ledger });
