@@ -101,8 +101,6 @@ let requests: usize = 0;
 // The cost's per-request terms, set by beginCost.
 let blockSize: f64 = 0;
 let promptBlocks: f64 = 0;
-// Rows per reason code in the last eligibility pass.
-const tally: usize = memory.data(28);
 
 function bindLedger(): u32 {
   selectReserve();
@@ -115,7 +113,6 @@ function bindLedger(): u32 {
   overlap = ledgerColumn(COL_OVERLAP);
   potentialDecode = ledgerColumn(COL_POTENTIAL_DECODE);
   requests = ledgerColumn(COL_ACTIVE_REQUESTS);
-  memory.fill(tally, 0, 28);
   return ledgerRows();
 }
 
@@ -144,21 +141,33 @@ function rowReason(w: u32, useAllowed: bool, prefillTokens: f64, prefillFraction
   return REASON_ELIGIBLE;
 }
 
-/** Records row w's reason in the REASON and ELIGIBLE columns and the tally. */
+/** Records row w's reason in the REASON and ELIGIBLE columns. */
 @inline
 function markRow(w: u32, reason: u8): void {
   store<u8>(reasonCol + w, reason);
   store<u8>(eligibleCol + w, reason == REASON_ELIGIBLE ? 1 : 0);
-  const t = tally + (<usize>reason << 2);
-  store<u32>(t, load<u32>(t) + 1);
 }
 
-/** The counts at selectCountsPtr, from the tally; returns the eligible count. */
+/**
+ * The counts at selectCountsPtr, from the REASON column; returns the eligible
+ * count. A pass of its own: counting in memory inside the row loop would chain
+ * every row on the previous row's store.
+ */
 function writeCounts(rows: u32): u32 {
-  const nPresent = rows - load<u32>(tally + (<usize>REASON_ABSENT << 2));
-  const nAvailable = nPresent - load<u32>(tally + (<usize>REASON_UNAVAILABLE << 2));
-  const nAllowed = nAvailable - load<u32>(tally + (<usize>REASON_NOT_ALLOWED << 2));
-  const eligible = load<u32>(tally + (<usize>REASON_ELIGIBLE << 2));
+  let absent: u32 = 0;
+  let unavailable: u32 = 0;
+  let notAllowed: u32 = 0;
+  let eligible: u32 = 0;
+  for (let w: u32 = 0; w < rows; w++) {
+    const reason = load<u8>(reasonCol + w);
+    absent += <u32>(reason == REASON_ABSENT);
+    unavailable += <u32>(reason == REASON_UNAVAILABLE);
+    notAllowed += <u32>(reason == REASON_NOT_ALLOWED);
+    eligible += <u32>(reason == REASON_ELIGIBLE);
+  }
+  const nPresent = rows - absent;
+  const nAvailable = nPresent - unavailable;
+  const nAllowed = nAvailable - notAllowed;
   store<u32>(counts, nPresent, 0);
   store<u32>(counts, nAvailable, 4);
   store<u32>(counts, nAllowed, 8);

@@ -187,6 +187,14 @@ export function checkCount(name: string, value: unknown, max = U32_MAX): asserts
   }
 }
 
+/** Every element an integer in [0, max]; the message names the first bad index. */
+export function checkCounts(name: string, values: ArrayLike<number>, max = U32_MAX): void {
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > max) checkCount(`${name}[${i}]`, v, max);
+  }
+}
+
 /** A finite number in [min, max]. */
 export function checkFinite(name: string, value: unknown, min = 0, max = Number.MAX_VALUE): asserts value is number {
   if (typeof value !== 'number' || !Number.isFinite(value) || value < min || value > max) {
@@ -255,10 +263,8 @@ export function checkProjection(request: ProjectionRequest): void {
   if (overlaps.slots.length !== overlaps.depths.length) {
     throw new RangeError(`overlaps.slots has ${overlaps.slots.length} entries but overlaps.depths has ${overlaps.depths.length}`);
   }
-  for (let i = 0; i < overlaps.slots.length; i++) {
-    checkCount(`overlaps.slots[${i}]`, overlaps.slots[i]);
-    checkCount(`overlaps.depths[${i}]`, overlaps.depths[i]);
-  }
+  checkCounts('overlaps.slots', overlaps.slots);
+  checkCounts('overlaps.depths', overlaps.depths);
 }
 
 /** The thresholds as the kernel takes them: +Infinity where a threshold is off. */
@@ -279,10 +285,6 @@ export function costWeights(cost: CostWeights | undefined): [overlapCredit: numb
   checkFinite('cost.prefillLoadScale', scale);
   checkFinite('cost.activeRequestWeight', weight);
   return [credit, scale, weight];
-}
-
-export function checkAllowedSlots(slots: ArrayLike<number>): void {
-  for (let i = 0; i < slots.length; i++) checkCount(`allowedSlots[${i}]`, slots[i]);
 }
 
 export function checkTaintWeights(weights: ArrayLike<number>, rows: number): void {

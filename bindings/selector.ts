@@ -5,7 +5,7 @@ import type { CoreExports } from './core.js';
 import type { LoadTable } from './load-table.js';
 import {
   busyLimits,
-  checkAllowedSlots,
+  checkCounts,
   checkSeed,
   checkTaintWeights,
   checkTemperature,
@@ -130,7 +130,7 @@ export class Selector implements WorkerSelector {
   /** Writes the allow-list into the core's ALLOWED column; 1 when there is one. */
   private stageAllowed(slots: ArrayLike<number> | undefined): number {
     if (!slots) return 0;
-    checkAllowedSlots(slots);
+    checkCounts('allowedSlots', slots);
     this.ex.selectReserve();
     const rows = this.ledger.rows;
     const mask = this.ledger.core.u8(this.ex.selectColumn(Col.Allowed), rows);

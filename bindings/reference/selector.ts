@@ -6,7 +6,7 @@
 // only to a tolerance.
 import {
   busyLimits,
-  checkAllowedSlots,
+  checkCounts,
   checkSeed,
   checkTaintWeights,
   checkTemperature,
@@ -100,7 +100,7 @@ export class ReferenceSelector implements WorkerSelector {
 
   eligibility(options: EligibilityOptions = {}): EligibilityCounts {
     const [prefillTokens, prefillFraction, decodeFraction] = busyLimits(options.busy);
-    if (options.allowedSlots) checkAllowedSlots(options.allowedSlots);
+    if (options.allowedSlots) checkCounts('allowedSlots', options.allowedSlots);
     const allowed = options.allowedSlots ? new Set(Array.from(options.allowedSlots)) : undefined;
     this.fitRows();
     const c = this.ledger.columns;
