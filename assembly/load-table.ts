@@ -1,5 +1,5 @@
 import { alloc, release } from './alloc';
-import { grownCapacity, regrow } from './grow';
+import { NIL, RecordPool, grownCapacity, poolCreate, poolGive, poolRecord, poolTake, regrow } from './grow';
 import { MAP_EMPTY, U64Map, mapCreate, mapDelete, mapGet, mapSet } from './u64-map';
 
 // The load ledger: what every worker is carrying (the requests dispatched to
@@ -44,8 +44,6 @@ import { MAP_EMPTY, U64Map, mapCreate, mapDelete, mapGet, mapSet } from './u64-m
 // e.g. the block hasher's and the prefix index's outputs.
 // Outputs: `ledgerSweep` and `ledgerRemoveWorker` write the handles they drop
 // to `ledgerDroppedPtr()` (u32) and return how many.
-
-const NIL: u32 = 0xffffffff;
 
 export const COL_PRESENT: u32 = 0;
 export const COL_AVAILABLE: u32 = 1;
@@ -154,11 +152,7 @@ export function ledgerSetAvailable(slot: u32, available: bool): bool {
 
 // ---- requests ----
 
-const REQUEST_BYTES: usize = 32;
-let requestTable: usize = 0;
-let requestCapacity: u32 = 0;
-let requestHigh: u32 = 0; // handles below this have a record
-let requestFree: u32 = NIL;
+const requests: RecordPool = poolCreate(32, 28);
 let liveRequests: u32 = 0;
 
 let dropped: usize = 0;
@@ -166,26 +160,12 @@ let droppedCapacity: u32 = 0;
 
 @inline
 function record(handle: u32): usize {
-  return requestTable + <usize>handle * REQUEST_BYTES;
+  return poolRecord(requests, handle);
 }
 
 @inline
 function isLive(handle: u32): bool {
-  return handle < requestHigh && load<u32>(record(handle), 24) != 0;
-}
-
-function newHandle(): u32 {
-  if (requestFree != NIL) {
-    const handle = requestFree;
-    requestFree = load<u32>(record(handle), 28);
-    return handle;
-  }
-  if (requestHigh == requestCapacity) {
-    const cap = grownCapacity(requestCapacity, requestHigh + 1);
-    requestTable = regrow(requestTable, requestCapacity, cap, REQUEST_BYTES);
-    requestCapacity = cap;
-  }
-  return requestHigh++;
+  return handle < requests.high && load<u32>(record(handle), 24) != 0;
 }
 
 /**
@@ -195,7 +175,7 @@ function newHandle(): u32 {
  */
 export function ledgerAdd(worker: u32, seqPtr: usize, seqCount: u32, prefillTokens: u32, now: f64): u32 {
   if (!isPresent(worker)) return NIL;
-  const handle = newHandle();
+  const handle = poolTake(requests);
   let hashes: usize = 0;
   if (seqCount > 0) {
     hashes = alloc(<usize>seqCount << 3);
@@ -245,15 +225,14 @@ export function ledgerFree(handle: u32): bool {
   const q = requestsCol + (<usize>worker << 2);
   store<u32>(q, load<u32>(q) - 1);
   store<u32>(r, 0, 24);
-  store<u32>(r, requestFree, 28);
-  requestFree = handle;
+  poolGive(requests, handle);
   liveRequests--;
   return true;
 }
 
 function reserveDropped(): void {
-  if (droppedCapacity < requestHigh) {
-    const cap = grownCapacity(droppedCapacity, requestHigh);
+  if (droppedCapacity < requests.high) {
+    const cap = grownCapacity(droppedCapacity, requests.high);
     dropped = regrow(dropped, droppedCapacity, cap, 4);
     droppedCapacity = cap;
   }
@@ -263,7 +242,7 @@ function reserveDropped(): void {
 export function ledgerSweep(now: f64, maxAgeMs: f64): u32 {
   reserveDropped();
   let count: u32 = 0;
-  for (let h: u32 = 0; h < requestHigh; h++) {
+  for (let h: u32 = 0; h < requests.high; h++) {
     if (isLive(h) && now - load<f64>(record(h), 16) > maxAgeMs) {
       ledgerFree(h);
       store<u32>(dropped + (<usize>count << 2), h);
@@ -278,7 +257,7 @@ export function ledgerRemoveWorker(slot: u32): u32 {
   reserveDropped();
   if (!isPresent(slot)) return 0;
   let count: u32 = 0;
-  for (let h: u32 = 0; h < requestHigh; h++) {
+  for (let h: u32 = 0; h < requests.high; h++) {
     if (isLive(h) && load<u32>(record(h), 0) == slot) {
       ledgerFree(h);
       store<u32>(dropped + (<usize>count << 2), h);
@@ -302,27 +281,19 @@ export function ledgerLiveRequests(): u32 {
 
 // ---- active sequences ----
 
-const SEQ_BYTES: usize = 16;
-const NODE_BYTES: usize = 16;
 const seqIds: U64Map = mapCreate(16);
 const holders: U64Map = mapCreate(16);
-let seqTable: usize = 0;
-let seqCapacity: u32 = 0;
-let seqHigh: u32 = 0;
-let seqFree: u32 = NIL;
-let nodeTable: usize = 0;
-let nodeCapacity: u32 = 0;
-let nodeHigh: u32 = 0;
-let nodeFree: u32 = NIL;
+const seqs: RecordPool = poolCreate(16, 8);
+const nodes: RecordPool = poolCreate(16, 12);
 
 @inline
 function seqRecord(sid: u32): usize {
-  return seqTable + <usize>sid * SEQ_BYTES;
+  return poolRecord(seqs, sid);
 }
 
 @inline
 function nodeRecord(node: u32): usize {
-  return nodeTable + <usize>node * NODE_BYTES;
+  return poolRecord(nodes, node);
 }
 
 @inline
@@ -330,60 +301,27 @@ function holderKey(sid: u32, worker: u32): u64 {
   return (<u64>sid << 32) | <u64>worker;
 }
 
-function newSeq(hash: u64): u32 {
-  let sid: u32;
-  if (seqFree != NIL) {
-    sid = seqFree;
-    seqFree = load<u32>(seqRecord(sid), 8);
-  } else {
-    if (seqHigh == seqCapacity) {
-      const cap = grownCapacity(seqCapacity, seqHigh + 1);
-      seqTable = regrow(seqTable, seqCapacity, cap, SEQ_BYTES);
-      seqCapacity = cap;
-    }
-    sid = seqHigh++;
-  }
-  const s = seqRecord(sid);
-  store<u64>(s, hash, 0);
-  store<u32>(s, NIL, 8);
-  store<u32>(s, 0, 12);
-  return sid;
-}
-
-function newNode(worker: u32): u32 {
-  let node: u32;
-  if (nodeFree != NIL) {
-    node = nodeFree;
-    nodeFree = load<u32>(nodeRecord(node), 12);
-  } else {
-    if (nodeHigh == nodeCapacity) {
-      const cap = grownCapacity(nodeCapacity, nodeHigh + 1);
-      nodeTable = regrow(nodeTable, nodeCapacity, cap, NODE_BYTES);
-      nodeCapacity = cap;
-    }
-    node = nodeHigh++;
-  }
-  const n = nodeRecord(node);
-  store<u32>(n, worker, 0);
-  store<u32>(n, 0, 4);
-  return node;
-}
-
 /** One more active request of `worker` names `hash`. */
 function holdHash(worker: u32, hash: u64): void {
   let sid = mapGet(seqIds, hash);
   if (sid == MAP_EMPTY) {
-    sid = newSeq(hash);
+    sid = poolTake(seqs);
+    const s = seqRecord(sid);
+    store<u64>(s, hash, 0);
+    store<u32>(s, NIL, 8);
+    store<u32>(s, 0, 12);
     mapSet(seqIds, hash, sid);
   }
   const key = holderKey(sid, worker);
   let node = mapGet(holders, key);
   if (node == MAP_EMPTY) {
-    node = newNode(worker);
+    node = poolTake(nodes);
     mapSet(holders, key, node);
     const s = seqRecord(sid);
     const first = load<u32>(s, 8);
     const n = nodeRecord(node);
+    store<u32>(n, worker, 0);
+    store<u32>(n, 0, 4);
     store<u32>(n, NIL, 8);
     store<u32>(n, first, 12);
     if (first != NIL) store<u32>(nodeRecord(first), node, 8);
@@ -413,8 +351,7 @@ function releaseHash(worker: u32, hash: u64): void {
   if (prev != NIL) store<u32>(nodeRecord(prev), next, 12);
   else store<u32>(s, next, 8);
   if (next != NIL) store<u32>(nodeRecord(next), prev, 8);
-  store<u32>(n, nodeFree, 12);
-  nodeFree = node;
+  poolGive(nodes, node);
   mapDelete(holders, key);
   const d = decodeCol + (<usize>worker << 2);
   store<u32>(d, load<u32>(d) - 1);
@@ -422,8 +359,7 @@ function releaseHash(worker: u32, hash: u64): void {
   store<u32>(s, remaining, 12);
   if (remaining == 0) {
     mapDelete(seqIds, hash);
-    store<u32>(s, seqFree, 8);
-    seqFree = sid;
+    poolGive(seqs, sid);
   }
 }
 

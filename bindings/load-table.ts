@@ -96,7 +96,6 @@ export class LoadTable implements LoadLedger {
     return this.ex.ledgerLiveRequests();
   }
 
-  /** Distinct sequence hashes active on any worker. */
   get activeHashes(): number {
     return this.ex.ledgerActiveHashes();
   }

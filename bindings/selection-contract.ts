@@ -54,6 +54,8 @@ export interface LoadLedger {
   /** Rows in the columns: one per worker slot the ledger has seen. */
   readonly rows: number;
   readonly liveRequests: number;
+  /** Distinct sequence hashes active on any worker. */
+  readonly activeHashes: number;
   readonly columns: LedgerColumns;
   readonly projection: ProjectionColumns;
   /** The request the projection columns describe, or undefined when the ledger changed since. */
