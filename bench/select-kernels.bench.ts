@@ -117,22 +117,19 @@ export const selectKernelsSuite: BenchSuite = {
     const medium = measure(1000, quick ? 1000 : 10_000, quick ? 30 : 200, 1);
     const small = measure(32, quick ? 2000 : 20_000, quick ? 200 : 2000, 10);
     const how = 'project + eligibility + cost + pick, p50 of the wasm alone';
+    const sizes = [
+      ['10k', large, 'select_kernels_speedup_vs_twin'],
+      ['1k', medium, 'select_kernels_speedup_vs_twin_1k_workers'],
+      ['32', small, 'select_kernels_speedup_vs_twin_32_workers'],
+    ] as const;
     const figures: Figure[] = [];
-    for (const [label, m] of [['10k', large], ['1k', medium], ['32', small]] as const) {
+    for (const [label, m, speedupKey] of sizes) {
       figures.push(
         { key: `select_kernels_p50_us_${label}_workers`, value: round(m.wasmMicros, 2), unit: 'us', note: how },
+        { key: speedupKey, value: round(m.speedup, 1), unit: 'x', note: 'twin p50 / wasm p50, side by side' },
         { key: `select_kernels_twin_p50_us_${label}_workers`, value: round(m.twinMicros, 2), unit: 'us', note: 'pure-TS twin, side by side' },
       );
-      if (label !== '10k') {
-        figures.push({ key: `select_kernels_speedup_vs_twin_${label}_workers`, value: round(m.speedup, 1), unit: 'x', note: 'twin p50 / wasm p50, side by side' });
-      }
     }
-    figures.splice(2, 0, {
-      key: 'select_kernels_speedup_vs_twin',
-      value: round(large.speedup, 1),
-      unit: 'x',
-      note: 'twin p50 / wasm p50, 10,000 workers, side by side',
-    });
     return figures;
   },
 };
