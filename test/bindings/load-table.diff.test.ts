@@ -2,20 +2,30 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { LoadTable } from '../../bindings/load-table.js';
 import { ReferenceLoadTable } from '../../bindings/reference/load-table.js';
-import { applyOp, ledgerOpArb, type LedgerOp, REQUESTS, snapshot, WORKERS } from './load-table.fixtures.js';
+import { applyOp, fleetOps, LARGE, type LedgerOp, lifecycle, type LifecycleScale, SMALL, snapshot } from './load-table.fixtures.js';
 
-function drain(ledger: LoadTable | ReferenceLoadTable): void {
-  for (let r = 0; r <= REQUESTS; r++) ledger.free(`r${r}`);
-  for (let w = 0; w < WORKERS; w++) {
+function drain(ledger: LoadTable | ReferenceLoadTable, scale: LifecycleScale): void {
+  for (let r = 0; r <= scale.requests; r++) ledger.free(`r${r}`);
+  for (let w = 0; w < scale.workers; w++) {
     const slot = ledger.workers.slotOf(`w${w}`);
     if (slot !== undefined) ledger.removeWorker(slot);
   }
 }
 
-describe('LoadTable vs its twin', () => {
+describe.each([
+  ['small', SMALL, 150, 1, 60],
+  ['large', LARGE, 40, 100, 250],
+] as const)('LoadTable vs its twin (%s fleets)', (_, scale, runs, minOps, maxOps) => {
+  const { opArb } = lifecycle(scale);
+  // Half the cases start from a full fleet, so most ops land on live workers.
+  const opsArb = fc
+    .tuple(fc.boolean(), fc.array(opArb, { minLength: minOps, maxLength: maxOps }))
+    .map(([fleet, ops]) => (fleet ? [...fleetOps(scale), ...ops] : ops));
+
   it('agree on every result and every column through random request lifecycles', () => {
+    let mostHashes = 0;
     fc.assert(
-      fc.property(fc.array(ledgerOpArb, { minLength: 1, maxLength: 60 }), (ops: LedgerOp[]) => {
+      fc.property(opsArb, (ops: LedgerOp[]) => {
         const wasm = new LoadTable();
         const twin = new ReferenceLoadTable();
         const clocks = [{ now: 0 }, { now: 0 }];
@@ -24,23 +34,26 @@ describe('LoadTable vs its twin', () => {
           expect(seen, op.kind).toEqual(applyOp(twin, op, clocks[1]!));
           expect(snapshot(wasm)).toEqual(snapshot(twin));
           expect(wasm.activeHashes).toBe(twin.activeHashes);
+          mostHashes = Math.max(mostHashes, wasm.activeHashes);
           expect(wasm.projected).toEqual(twin.projected);
         }
       }),
-      { numRuns: 150 },
+      { numRuns: runs },
     );
+    // the scale does what it says: at the large one the hash registry outgrows its first table (16 entries)
+    expect(mostHashes).toBeGreaterThan(scale === LARGE ? 64 : 4);
   });
 
   it('gives back every byte a lifecycle took once its requests and workers are gone', () => {
     fc.assert(
-      fc.property(fc.array(ledgerOpArb, { minLength: 1, maxLength: 60 }), (ops: LedgerOp[]) => {
+      fc.property(opsArb, (ops: LedgerOp[]) => {
         const ledger = new LoadTable();
         // The first pass sizes the tables and pools; the second must reuse them.
         const bytes: number[] = [];
         for (let pass = 0; pass < 2; pass++) {
           const clock = { now: 0 };
           for (const op of ops) applyOp(ledger, op, clock);
-          drain(ledger);
+          drain(ledger, scale);
           expect(ledger.liveRequests).toBe(0);
           expect(ledger.activeHashes).toBe(0);
           const c = ledger.columns;
@@ -49,7 +62,7 @@ describe('LoadTable vs its twin', () => {
         }
         expect(bytes[1]).toBe(bytes[0]);
       }),
-      { numRuns: 60 },
+      { numRuns: Math.ceil(runs / 2) },
     );
   });
 });

@@ -54,19 +54,6 @@ export function projectionSnapshot(ledger: LoadLedger): Record<string, number[]>
 
 // ---- random lifecycles ----
 
-// A small hash universe (0 and 2^64 - 1 included) so prompts share prefixes and blocks often.
-export const HASH_POOL: bigint[] = [0n, (1n << 64n) - 1n, ...Array.from({ length: 10 }, (_, i) => 0x9e3779b97f4a7c15n * BigInt(i + 1) & ((1n << 64n) - 1n))];
-
-const hashesArb = fc.oneof(
-  // a prefix of the pool: the shared-prefix case
-  fc.nat({ max: HASH_POOL.length }).map((n) => HASH_POOL.slice(0, n)),
-  // any picks, duplicates within one prompt included
-  fc.array(fc.constantFrom(...HASH_POOL), { maxLength: 8 }),
-);
-
-export const WORKERS = 5;
-export const REQUESTS = 8;
-
 export type LedgerOp =
   | { kind: 'setWorker'; worker: number; totalBlocks: number; maxBatchedTokens: number }
   | { kind: 'setAvailable'; worker: number; available: boolean }
@@ -77,37 +64,68 @@ export type LedgerOp =
   | { kind: 'sweep'; dt: number; maxAgeMs: number }
   | { kind: 'project'; request: ProjectionRequest };
 
-export const overlapsArb = fc
-  .array(fc.tuple(fc.nat({ max: WORKERS + 1 }), fc.nat({ max: 12 })), { maxLength: WORKERS + 2 })
-  .map((pairs) => ({ slots: pairs.map((p) => p[0]), depths: pairs.map((p) => p[1]) }));
+export interface LifecycleScale {
+  workers: number;
+  /** Request ids r0..r{requests-1} (plus one never booked). */
+  requests: number;
+  /** Prompts are prefixes of `chains` hash chains of `chainLength` blocks, or arbitrary picks from them. */
+  chains: number;
+  chainLength: number;
+}
 
-export const projectionArb: fc.Arbitrary<ProjectionRequest> = fc.record({
-  seqHashes: hashesArb,
-  promptTokens: fc.nat({ max: 300 }),
-  blockSize: fc.integer({ min: 1, max: 32 }),
-  overlaps: overlapsArb,
-});
+/** Random ledger lifecycles at one scale: the ops and the projection requests. */
+export function lifecycle(scale: LifecycleScale) {
+  const { workers, requests, chains, chainLength } = scale;
+  // 0 and 2^64 - 1 are in every universe: the extremes of the u64 keys.
+  const pool = [0n, (1n << 64n) - 1n, ...Array.from({ length: chains }, (_, t) => chain(t + 1, chainLength)).flat()];
+  const hashesArb = fc.oneof(
+    // a prefix of one chain: the shared-prefix case
+    fc.tuple(fc.nat({ max: chains - 1 }), fc.nat({ max: chainLength })).map(([t, n]) => chain(t + 1, n)),
+    // any picks, duplicates within one prompt and the extremes included
+    fc.array(fc.constantFrom(...pool), { maxLength: 8 }),
+  );
+  const overlapsArb = fc
+    .array(fc.tuple(fc.nat({ max: workers + 1 }), fc.nat({ max: chainLength + 2 })), { maxLength: workers + 2 })
+    .map((pairs) => ({ slots: pairs.map((p) => p[0]), depths: pairs.map((p) => p[1]) }));
+  const projectionArb: fc.Arbitrary<ProjectionRequest> = fc.record({
+    seqHashes: hashesArb,
+    promptTokens: fc.nat({ max: 300 }),
+    blockSize: fc.integer({ min: 1, max: 32 }),
+    overlaps: overlapsArb,
+  });
+  const worker = fc.nat({ max: workers - 1 });
+  const opArb: fc.Arbitrary<LedgerOp> = fc.oneof(
+    { weight: 2, arbitrary: fc.record({ kind: fc.constant('setWorker' as const), worker, totalBlocks: fc.nat({ max: 40 }), maxBatchedTokens: fc.nat({ max: 400 }) }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant('setAvailable' as const), worker, available: fc.boolean() }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant('removeWorker' as const), worker }) },
+    {
+      weight: 6,
+      arbitrary: fc.record({
+        kind: fc.constant('add' as const),
+        request: fc.nat({ max: requests - 1 }),
+        worker,
+        hashes: hashesArb,
+        tokens: fc.nat({ max: 200 }),
+        dt: fc.nat({ max: 100_000 }),
+      }),
+    },
+    { weight: 2, arbitrary: fc.record({ kind: fc.constant('prefillComplete' as const), request: fc.nat({ max: requests }) }) },
+    { weight: 3, arbitrary: fc.record({ kind: fc.constant('free' as const), request: fc.nat({ max: requests }) }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant('sweep' as const), dt: fc.nat({ max: 200_000 }), maxAgeMs: fc.nat({ max: 300_000 }) }) },
+    { weight: 2, arbitrary: fc.record({ kind: fc.constant('project' as const), request: projectionArb }) },
+  );
+  return { opArb, projectionArb };
+}
 
-export const ledgerOpArb: fc.Arbitrary<LedgerOp> = fc.oneof(
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('setWorker' as const), worker: fc.nat({ max: WORKERS - 1 }), totalBlocks: fc.nat({ max: 40 }), maxBatchedTokens: fc.nat({ max: 400 }) }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('setAvailable' as const), worker: fc.nat({ max: WORKERS - 1 }), available: fc.boolean() }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('removeWorker' as const), worker: fc.nat({ max: WORKERS - 1 }) }) },
-  {
-    weight: 6,
-    arbitrary: fc.record({
-      kind: fc.constant('add' as const),
-      request: fc.nat({ max: REQUESTS - 1 }),
-      worker: fc.nat({ max: WORKERS - 1 }),
-      hashes: hashesArb,
-      tokens: fc.nat({ max: 200 }),
-      dt: fc.nat({ max: 100_000 }),
-    }),
-  },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('prefillComplete' as const), request: fc.nat({ max: REQUESTS }) }) },
-  { weight: 3, arbitrary: fc.record({ kind: fc.constant('free' as const), request: fc.nat({ max: REQUESTS }) }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('sweep' as const), dt: fc.nat({ max: 200_000 }), maxAgeMs: fc.nat({ max: 300_000 }) }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('project' as const), request: projectionArb }) },
-);
+/** setWorker for every worker of a scale: a start where most ops land on a live worker. */
+export function fleetOps(scale: LifecycleScale): LedgerOp[] {
+  return Array.from({ length: scale.workers }, (_, worker) => ({ kind: 'setWorker', worker, totalBlocks: 8, maxBatchedTokens: 100 }));
+}
+
+/** Five workers and a handful of hashes: sharing, ties and slot reuse everywhere. */
+export const SMALL: LifecycleScale = { workers: 5, requests: 8, chains: 2, chainLength: 5 };
+/** Enough workers, requests and hashes that the core's maps and pools grow and shrink. */
+export const LARGE: LifecycleScale = { workers: 30, requests: 60, chains: 6, chainLength: 40 };
 
 /**
  * Applies one op and returns what the caller saw (a result or an error
@@ -116,7 +134,7 @@ export const ledgerOpArb: fc.Arbitrary<LedgerOp> = fc.oneof(
  * addressed by a slot no worker holds.
  */
 export function applyOp(ledger: LoadLedger, op: LedgerOp, clock: { now: number }): unknown {
-  const slotOf = (worker: number) => ledger.workers.slotOf(`w${worker}`) ?? 50 + worker;
+  const slotOf = (worker: number) => ledger.workers.slotOf(`w${worker}`) ?? 1000 + worker;
   try {
     switch (op.kind) {
       case 'setWorker':

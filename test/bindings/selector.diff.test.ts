@@ -1,7 +1,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { SelectOptions, WorkerSelector } from '../../bindings/selection-contract.js';
-import { applyOp, type LedgerOp, ledgerOpArb, makePair, projectionArb, snapshot, WORKERS } from './load-table.fixtures.js';
+import { applyOp, fleetOps, lifecycle, makePair, SMALL, snapshot } from './load-table.fixtures.js';
+
+const WORKERS = SMALL.workers;
+const { opArb, projectionArb } = lifecycle(SMALL);
 
 const optional = <T>(arb: fc.Arbitrary<T>) => fc.option(arb, { nil: undefined });
 
@@ -28,10 +31,10 @@ const selectOptionsArb: fc.Arbitrary<SelectOptions> = fc.record({
 });
 
 // Every scenario starts from a full fleet, so most decisions have several candidates and ties.
-const fleet: LedgerOp[] = Array.from({ length: WORKERS }, (_, worker) => ({ kind: 'setWorker', worker, totalBlocks: 8, maxBatchedTokens: 100 }));
+const fleet = fleetOps(SMALL);
 
 const scenarioArb = fc.record({
-  ops: fc.array(ledgerOpArb, { maxLength: 40 }).map((ops) => [...fleet, ...ops]),
+  ops: fc.array(opArb, { maxLength: 40 }).map((ops) => [...fleet, ...ops]),
   request: projectionArb,
   options: selectOptionsArb,
   seed: fc.nat({ max: 0xffffffff }),
