@@ -23,3 +23,35 @@ export {
   hashChain,
   hashXxh3,
 } from './block-hash';
+export {
+  ledgerReserveWorkers,
+  ledgerRows,
+  ledgerColumn,
+  ledgerSetWorker,
+  ledgerSetAvailable,
+  ledgerRemoveWorker,
+  ledgerAdd,
+  ledgerPrefillComplete,
+  ledgerFree,
+  ledgerSweep,
+  ledgerDroppedPtr,
+  ledgerLiveRequests,
+  ledgerActiveHashes,
+  ledgerProject,
+  ledgerReserveInput,
+  ledgerInputSeqPtr,
+  ledgerInputSlotsPtr,
+  ledgerInputDepthsPtr,
+} from './load-table';
+export {
+  selectReserve,
+  selectColumn,
+  selectCountsPtr,
+  selectEligibility,
+  selectCost,
+  selectPick,
+  selectRun,
+  selectSeed,
+  selectNextRandom,
+} from './select';
+export { hrwReserve, hrwOutPtr, hrwTopK } from './rendezvous';

@@ -1,6 +1,7 @@
 // Every benchmark suite, in the order the runner measures them.
 import type { BenchSuite } from './figures.js';
 import { hashSuite } from './hash.bench.js';
+import { selectKernelsSuite } from './select-kernels.bench.js';
 import { tokenizeSuite } from './tokenize.bench.js';
 
-export const suites: BenchSuite[] = [hashSuite, tokenizeSuite];
+export const suites: BenchSuite[] = [hashSuite, selectKernelsSuite, tokenizeSuite];

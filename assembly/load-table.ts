@@ -1,0 +1,456 @@
+import { alloc, release } from './alloc';
+import { NIL, RecordPool, grownCapacity, poolCreate, poolGive, poolRecord, poolTake, regrow } from './grow';
+import { MAP_EMPTY, U64Map, mapCreate, mapDelete, mapGet, mapSet } from './u64-map';
+
+// The load ledger: what every worker is carrying (the requests dispatched to
+// it and not yet finished) and the projection of one new request onto every
+// worker. Export prefix `ledger`.
+//
+// Worker rows: one per worker slot, `ledgerRows()` of them; they only grow.
+// Each column is a flat array; `ledgerColumn(id)` gives its address, which
+// moves when rows grow, and a JS view of it detaches whenever memory grows.
+//   id  column              type  meaning
+//   0   PRESENT             u8    1 from setWorker until removeWorker
+//   1   AVAILABLE           u8    1 when the worker takes new requests
+//   2   TOTAL_BLOCKS        u32   KV cache capacity in blocks
+//   3   MAX_BATCHED_TOKENS  u32   the engine's max_num_batched_tokens
+//   4   ACTIVE_PREFILL      f64   uncached prompt tokens of its requests still in prefill
+//                                 (a sum of u32s, so an exact integer)
+//   5   ACTIVE_DECODE       u32   DISTINCT sequence hashes among its active requests
+//   6   ACTIVE_REQUESTS     u32
+//   7   OVERLAP             u32   projection: cached prefix depth in blocks
+//   8   POTENTIAL_PREFILL   f64   projection: ACTIVE_PREFILL + the request's uncached tokens there
+//   9   POTENTIAL_DECODE    u32   projection: ACTIVE_DECODE + prompt hashes it does not hold active
+//
+// Requests: the binding maps request ids to u32 handles; `ledgerAdd` hands
+// one out (freed handles are reused). A record is 32 bytes:
+//   +0 worker u32 | +4 prefill u32 (tokens still counted in ACTIVE_PREFILL, 0 after
+//   prefillComplete) | +8 hashes ptr (its own copy of the u64 sequence hashes) |
+//   +12 count u32 | +16 addedAt f64 | +24 live u32 | +28 next free handle u32
+//
+// Active sequences, so decode blocks count distinct hashes and the projection
+// costs time proportional to the matches rather than workers x blocks:
+//   seqIds   U64Map  sequence hash -> seq id
+//   seq      16-byte records by seq id: +0 hash u64 | +8 first holder node u32 | +12 holder count u32
+//   holders  U64Map  (seq id << 32 | worker slot) -> node
+//   node     16-byte records: +0 worker u32 | +4 refs u32 (that worker's active requests
+//            naming the hash) | +8 prev node u32 | +12 next node u32
+// Free seq ids and nodes are chained through +8 and +12 respectively.
+//
+// Inputs: `ledgerReserveInput(seqCount, overlapCount)` sizes a staging area for
+// callers with no buffer of their own: `ledgerInputSeqPtr()` (u64 sequence
+// hashes), `ledgerInputSlotsPtr()` and `ledgerInputDepthsPtr()` (u32 pairs of the
+// sparse overlap list). Any u64 buffer and u32 pair list in this memory will do,
+// e.g. the block hasher's and the prefix index's outputs.
+// Outputs: `ledgerSweep` and `ledgerRemoveWorker` write the handles they drop
+// to `ledgerDroppedPtr()` (u32) and return how many.
+
+export const COL_PRESENT: u32 = 0;
+export const COL_AVAILABLE: u32 = 1;
+export const COL_TOTAL_BLOCKS: u32 = 2;
+export const COL_MAX_BATCHED_TOKENS: u32 = 3;
+export const COL_ACTIVE_PREFILL: u32 = 4;
+export const COL_ACTIVE_DECODE: u32 = 5;
+export const COL_ACTIVE_REQUESTS: u32 = 6;
+export const COL_OVERLAP: u32 = 7;
+export const COL_POTENTIAL_PREFILL: u32 = 8;
+export const COL_POTENTIAL_DECODE: u32 = 9;
+
+// ---- worker rows ----
+
+let rows: u32 = 0;
+let rowCapacity: u32 = 0;
+let presentCol: usize = 0;
+let availableCol: usize = 0;
+let totalBlocksCol: usize = 0;
+let maxBatchedCol: usize = 0;
+let prefillCol: usize = 0;
+let decodeCol: usize = 0;
+let requestsCol: usize = 0;
+let overlapCol: usize = 0;
+let potentialPrefillCol: usize = 0;
+let potentialDecodeCol: usize = 0;
+// Per-projection scratch: prompt hashes each worker holds active. Zero between
+// projections (the projection clears what it counted).
+let heldCol: usize = 0;
+
+// The request the columns were last projected for (the cost reads them).
+let projectedPromptTokens: u32 = 0;
+let projectedBlockSize: u32 = 0;
+
+export function ledgerReserveWorkers(count: u32): void {
+  if (count > rowCapacity) {
+    const cap = grownCapacity(rowCapacity, count);
+    presentCol = regrow(presentCol, rowCapacity, cap, 1);
+    availableCol = regrow(availableCol, rowCapacity, cap, 1);
+    totalBlocksCol = regrow(totalBlocksCol, rowCapacity, cap, 4);
+    maxBatchedCol = regrow(maxBatchedCol, rowCapacity, cap, 4);
+    prefillCol = regrow(prefillCol, rowCapacity, cap, 8);
+    decodeCol = regrow(decodeCol, rowCapacity, cap, 4);
+    requestsCol = regrow(requestsCol, rowCapacity, cap, 4);
+    overlapCol = regrow(overlapCol, rowCapacity, cap, 4);
+    potentialPrefillCol = regrow(potentialPrefillCol, rowCapacity, cap, 8);
+    potentialDecodeCol = regrow(potentialDecodeCol, rowCapacity, cap, 4);
+    heldCol = regrow(heldCol, rowCapacity, cap, 4);
+    rowCapacity = cap;
+  }
+  if (count > rows) rows = count;
+}
+
+export function ledgerRows(): u32 {
+  return rows;
+}
+
+export function ledgerColumn(id: u32): usize {
+  switch (id) {
+    case COL_PRESENT: return presentCol;
+    case COL_AVAILABLE: return availableCol;
+    case COL_TOTAL_BLOCKS: return totalBlocksCol;
+    case COL_MAX_BATCHED_TOKENS: return maxBatchedCol;
+    case COL_ACTIVE_PREFILL: return prefillCol;
+    case COL_ACTIVE_DECODE: return decodeCol;
+    case COL_ACTIVE_REQUESTS: return requestsCol;
+    case COL_OVERLAP: return overlapCol;
+    case COL_POTENTIAL_PREFILL: return potentialPrefillCol;
+    case COL_POTENTIAL_DECODE: return potentialDecodeCol;
+  }
+  return 0;
+}
+
+/** Prompt tokens of the last projection (0 before any). */
+export function ledgerProjectedPromptTokens(): u32 {
+  return projectedPromptTokens;
+}
+
+/** Block size of the last projection (0 before any). */
+export function ledgerProjectedBlockSize(): u32 {
+  return projectedBlockSize;
+}
+
+@inline
+function isPresent(slot: u32): bool {
+  return slot < rows && load<u8>(presentCol + slot) != 0;
+}
+
+/** Gives a slot its capacity; a slot new to the ledger starts available. */
+export function ledgerSetWorker(slot: u32, totalBlocks: u32, maxBatchedTokens: u32): void {
+  if (slot >= rows) ledgerReserveWorkers(slot + 1);
+  if (!isPresent(slot)) {
+    store<u8>(presentCol + slot, 1);
+    store<u8>(availableCol + slot, 1);
+  }
+  store<u32>(totalBlocksCol + (<usize>slot << 2), totalBlocks);
+  store<u32>(maxBatchedCol + (<usize>slot << 2), maxBatchedTokens);
+}
+
+/** Marks a present worker available or not; false when the slot is not present. */
+export function ledgerSetAvailable(slot: u32, available: bool): bool {
+  if (!isPresent(slot)) return false;
+  store<u8>(availableCol + slot, available ? 1 : 0);
+  return true;
+}
+
+// ---- requests ----
+
+const requests: RecordPool = poolCreate(32, 28);
+let liveRequests: u32 = 0;
+
+let dropped: usize = 0;
+let droppedCapacity: u32 = 0;
+
+@inline
+function record(handle: u32): usize {
+  return poolRecord(requests, handle);
+}
+
+@inline
+function isLive(handle: u32): bool {
+  return handle < requests.high && load<u32>(record(handle), 24) != 0;
+}
+
+/**
+ * Books a request on a present worker: its uncached prompt tokens count as
+ * active prefill and its sequence hashes as active decode blocks. Returns its
+ * handle, or NIL when the worker is not present.
+ */
+export function ledgerAdd(worker: u32, seqPtr: usize, seqCount: u32, prefillTokens: u32, now: f64): u32 {
+  if (!isPresent(worker)) return NIL;
+  const handle = poolTake(requests);
+  let hashes: usize = 0;
+  if (seqCount > 0) {
+    hashes = alloc(<usize>seqCount << 3);
+    memory.copy(hashes, seqPtr, <usize>seqCount << 3);
+    for (let i: u32 = 0; i < seqCount; i++) holdHash(worker, load<u64>(hashes + (<usize>i << 3)));
+  }
+  const r = record(handle);
+  store<u32>(r, worker, 0);
+  store<u32>(r, prefillTokens, 4);
+  store<usize>(r, hashes, 8);
+  store<u32>(r, seqCount, 12);
+  store<f64>(r, now, 16);
+  store<u32>(r, 1, 24);
+  const p = prefillCol + (<usize>worker << 3);
+  store<f64>(p, load<f64>(p) + <f64>prefillTokens);
+  const q = requestsCol + (<usize>worker << 2);
+  store<u32>(q, load<u32>(q) + 1);
+  liveRequests++;
+  return handle;
+}
+
+/** Releases a request's prefill tokens (first output token). False when unknown. */
+export function ledgerPrefillComplete(handle: u32): bool {
+  if (!isLive(handle)) return false;
+  const r = record(handle);
+  const tokens = load<u32>(r, 4);
+  if (tokens != 0) {
+    const p = prefillCol + (<usize>load<u32>(r, 0) << 3);
+    store<f64>(p, load<f64>(p) - <f64>tokens);
+    store<u32>(r, 0, 4);
+  }
+  return true;
+}
+
+/** Releases everything a request holds (completion, error, cancel). False when unknown. */
+export function ledgerFree(handle: u32): bool {
+  if (!isLive(handle)) return false;
+  ledgerPrefillComplete(handle);
+  const r = record(handle);
+  const worker = load<u32>(r, 0);
+  const hashes = load<usize>(r, 8);
+  const count = load<u32>(r, 12);
+  if (count > 0) {
+    for (let i: u32 = 0; i < count; i++) releaseHash(worker, load<u64>(hashes + (<usize>i << 3)));
+    release(hashes, <usize>count << 3);
+  }
+  const q = requestsCol + (<usize>worker << 2);
+  store<u32>(q, load<u32>(q) - 1);
+  store<u32>(r, 0, 24);
+  poolGive(requests, handle);
+  liveRequests--;
+  return true;
+}
+
+function reserveDropped(): void {
+  if (droppedCapacity < requests.high) {
+    const cap = grownCapacity(droppedCapacity, requests.high);
+    dropped = regrow(dropped, droppedCapacity, cap, 4);
+    droppedCapacity = cap;
+  }
+}
+
+/** Frees every request added more than maxAgeMs before now; returns how many (handles at ledgerDroppedPtr). */
+export function ledgerSweep(now: f64, maxAgeMs: f64): u32 {
+  reserveDropped();
+  let count: u32 = 0;
+  for (let h: u32 = 0; h < requests.high; h++) {
+    if (isLive(h) && now - load<f64>(record(h), 16) > maxAgeMs) {
+      ledgerFree(h);
+      store<u32>(dropped + (<usize>count << 2), h);
+      count++;
+    }
+  }
+  return count;
+}
+
+/** Drops a worker's requests and its row; returns how many requests (handles at ledgerDroppedPtr). */
+export function ledgerRemoveWorker(slot: u32): u32 {
+  reserveDropped();
+  if (!isPresent(slot)) return 0;
+  let count: u32 = 0;
+  for (let h: u32 = 0; h < requests.high; h++) {
+    if (isLive(h) && load<u32>(record(h), 0) == slot) {
+      ledgerFree(h);
+      store<u32>(dropped + (<usize>count << 2), h);
+      count++;
+    }
+  }
+  store<u8>(presentCol + slot, 0);
+  store<u8>(availableCol + slot, 0);
+  store<u32>(totalBlocksCol + (<usize>slot << 2), 0);
+  store<u32>(maxBatchedCol + (<usize>slot << 2), 0);
+  return count;
+}
+
+export function ledgerDroppedPtr(): usize {
+  return dropped;
+}
+
+export function ledgerLiveRequests(): u32 {
+  return liveRequests;
+}
+
+// ---- active sequences ----
+
+const seqIds: U64Map = mapCreate(16);
+const holders: U64Map = mapCreate(16);
+const seqs: RecordPool = poolCreate(16, 8);
+const nodes: RecordPool = poolCreate(16, 12);
+
+@inline
+function seqRecord(sid: u32): usize {
+  return poolRecord(seqs, sid);
+}
+
+@inline
+function nodeRecord(node: u32): usize {
+  return poolRecord(nodes, node);
+}
+
+@inline
+function holderKey(sid: u32, worker: u32): u64 {
+  return (<u64>sid << 32) | <u64>worker;
+}
+
+/** One more active request of `worker` names `hash`. */
+function holdHash(worker: u32, hash: u64): void {
+  let sid = mapGet(seqIds, hash);
+  if (sid == MAP_EMPTY) {
+    sid = poolTake(seqs);
+    const s = seqRecord(sid);
+    store<u64>(s, hash, 0);
+    store<u32>(s, NIL, 8);
+    store<u32>(s, 0, 12);
+    mapSet(seqIds, hash, sid);
+  }
+  const key = holderKey(sid, worker);
+  let node = mapGet(holders, key);
+  if (node == MAP_EMPTY) {
+    node = poolTake(nodes);
+    mapSet(holders, key, node);
+    const s = seqRecord(sid);
+    const first = load<u32>(s, 8);
+    const n = nodeRecord(node);
+    store<u32>(n, worker, 0);
+    store<u32>(n, 0, 4);
+    store<u32>(n, NIL, 8);
+    store<u32>(n, first, 12);
+    if (first != NIL) store<u32>(nodeRecord(first), node, 8);
+    store<u32>(s, node, 8);
+    store<u32>(s, load<u32>(s, 12) + 1, 12);
+    const d = decodeCol + (<usize>worker << 2);
+    store<u32>(d, load<u32>(d) + 1);
+  }
+  const n = nodeRecord(node);
+  store<u32>(n, load<u32>(n, 4) + 1, 4);
+}
+
+/** One fewer active request of `worker` names `hash` (it was held). */
+function releaseHash(worker: u32, hash: u64): void {
+  const sid = mapGet(seqIds, hash);
+  const key = holderKey(sid, worker);
+  const node = mapGet(holders, key);
+  const n = nodeRecord(node);
+  const refs = load<u32>(n, 4) - 1;
+  if (refs > 0) {
+    store<u32>(n, refs, 4);
+    return;
+  }
+  const prev = load<u32>(n, 8);
+  const next = load<u32>(n, 12);
+  const s = seqRecord(sid);
+  if (prev != NIL) store<u32>(nodeRecord(prev), next, 12);
+  else store<u32>(s, next, 8);
+  if (next != NIL) store<u32>(nodeRecord(next), prev, 8);
+  poolGive(nodes, node);
+  mapDelete(holders, key);
+  const d = decodeCol + (<usize>worker << 2);
+  store<u32>(d, load<u32>(d) - 1);
+  const remaining = load<u32>(s, 12) - 1;
+  store<u32>(s, remaining, 12);
+  if (remaining == 0) {
+    mapDelete(seqIds, hash);
+    poolGive(seqs, sid);
+  }
+}
+
+/** Distinct sequence hashes active on any worker. */
+export function ledgerActiveHashes(): u32 {
+  return seqIds.size;
+}
+
+// ---- projection ----
+
+/**
+ * Projects a new request onto every row: OVERLAP from the sparse overlap list
+ * (the deepest entry per slot; slots outside the table are ignored),
+ * POTENTIAL_PREFILL = ACTIVE_PREFILL + max(promptTokens - OVERLAP x blockSize, 0),
+ * POTENTIAL_DECODE = ACTIVE_DECODE + seqCount - (prompt hashes the worker holds
+ * active, counted through the reverse index).
+ */
+export function ledgerProject(
+  seqPtr: usize,
+  seqCount: u32,
+  promptTokens: u32,
+  blockSize: u32,
+  slotsPtr: usize,
+  depthsPtr: usize,
+  overlapCount: u32,
+): void {
+  const n = rows;
+  memory.fill(overlapCol, 0, <usize>n << 2);
+  for (let i: u32 = 0; i < overlapCount; i++) {
+    const slot = load<u32>(slotsPtr + (<usize>i << 2));
+    if (slot >= n) continue;
+    const depth = load<u32>(depthsPtr + (<usize>i << 2));
+    const o = overlapCol + (<usize>slot << 2);
+    if (depth > load<u32>(o)) store<u32>(o, depth);
+  }
+  for (let i: u32 = 0; i < seqCount; i++) {
+    const sid = mapGet(seqIds, load<u64>(seqPtr + (<usize>i << 3)));
+    if (sid == MAP_EMPTY) continue;
+    let node = load<u32>(seqRecord(sid), 8);
+    while (node != NIL) {
+      const r = nodeRecord(node);
+      const h = heldCol + (<usize>load<u32>(r, 0) << 2);
+      store<u32>(h, load<u32>(h) + 1);
+      node = load<u32>(r, 12);
+    }
+  }
+  const prompt = <f64>promptTokens;
+  const size = <f64>blockSize;
+  for (let w: u32 = 0; w < n; w++) {
+    const at4 = <usize>w << 2;
+    const at8 = <usize>w << 3;
+    let uncached = prompt - <f64>load<u32>(overlapCol + at4) * size;
+    if (uncached < 0) uncached = 0;
+    store<f64>(potentialPrefillCol + at8, load<f64>(prefillCol + at8) + uncached);
+    store<u32>(potentialDecodeCol + at4, load<u32>(decodeCol + at4) + seqCount - load<u32>(heldCol + at4));
+    store<u32>(heldCol + at4, 0);
+  }
+  projectedPromptTokens = promptTokens;
+  projectedBlockSize = blockSize;
+}
+
+// ---- input staging ----
+
+let inputSeq: usize = 0;
+let inputSeqCapacity: u32 = 0;
+let inputSlots: usize = 0;
+let inputDepths: usize = 0;
+let inputOverlapCapacity: u32 = 0;
+
+export function ledgerReserveInput(seqCount: u32, overlapCount: u32): void {
+  if (seqCount > inputSeqCapacity) {
+    const cap = grownCapacity(inputSeqCapacity, seqCount);
+    inputSeq = regrow(inputSeq, inputSeqCapacity, cap, 8);
+    inputSeqCapacity = cap;
+  }
+  if (overlapCount > inputOverlapCapacity) {
+    const cap = grownCapacity(inputOverlapCapacity, overlapCount);
+    inputSlots = regrow(inputSlots, inputOverlapCapacity, cap, 4);
+    inputDepths = regrow(inputDepths, inputOverlapCapacity, cap, 4);
+    inputOverlapCapacity = cap;
+  }
+}
+
+export function ledgerInputSeqPtr(): usize {
+  return inputSeq;
+}
+
+export function ledgerInputSlotsPtr(): usize {
+  return inputSlots;
+}
+
+export function ledgerInputDepthsPtr(): usize {
+  return inputDepths;
+}

@@ -1,0 +1,219 @@
+// Pure-TS twin of LoadTable: plain maps and a worker-by-worker projection.
+// The oracle for differential tests and the baseline in benchmarks.
+import {
+  checkAdd,
+  checkCapacity,
+  checkCount,
+  checkProjection,
+  checkRequestId,
+  checkSweep,
+  checkWorkerSlot,
+  DEFAULT_SWEEP_AGE_MS,
+  duplicateRequest,
+  notInLedger,
+  type LedgerColumns,
+  type LoadLedger,
+  type ProjectionColumns,
+  type ProjectionRequest,
+  type SeqHashes,
+  type WorkerCapacity,
+} from '../selection-contract.js';
+import { WorkerSlots } from '../workers.js';
+
+interface Booking {
+  slot: number;
+  /** Uncached prompt tokens still counted as active prefill. */
+  prefill: number;
+  hashes: bigint[];
+  addedAt: number;
+}
+
+export class ReferenceLoadTable implements LoadLedger {
+  readonly workers: WorkerSlots;
+  private n = 0;
+  private cols: LedgerColumns = emptyColumns(0);
+  private proj: ProjectionColumns = emptyProjection(0);
+  private readonly bookings = new Map<string, Booking>();
+  /** Per slot: sequence hash -> how many of its active requests name it. */
+  private held: Map<bigint, number>[] = [];
+  private version = 0;
+  private projectedAt = -1;
+  private projectedRequest = { promptTokens: 0, blockSize: 0 };
+
+  constructor(options: { workers?: WorkerSlots } = {}) {
+    this.workers = options.workers ?? new WorkerSlots();
+  }
+
+  get rows(): number {
+    return this.n;
+  }
+
+  get liveRequests(): number {
+    return this.bookings.size;
+  }
+
+  get activeHashes(): number {
+    const all = new Set<bigint>();
+    for (const refs of this.held) for (const hash of refs.keys()) all.add(hash);
+    return all.size;
+  }
+
+  get columns(): LedgerColumns {
+    return this.cols;
+  }
+
+  get projection(): ProjectionColumns {
+    return this.proj;
+  }
+
+  get projected(): { promptTokens: number; blockSize: number } | undefined {
+    return this.projectedAt === this.version ? { ...this.projectedRequest } : undefined;
+  }
+
+  setWorker(slot: number, capacity: WorkerCapacity): void {
+    checkWorkerSlot(this.workers, slot);
+    checkCapacity(capacity);
+    this.growRows(Math.max(this.workers.capacity, slot + 1));
+    if (!this.cols.present[slot]) {
+      this.cols.present[slot] = 1;
+      this.cols.available[slot] = 1;
+    }
+    this.cols.totalBlocks[slot] = capacity.totalBlocks;
+    this.cols.maxBatchedTokens[slot] = capacity.maxBatchedTokens;
+    this.version++;
+  }
+
+  setAvailable(slot: number, available: boolean): void {
+    checkCount('slot', slot);
+    if (!this.isPresent(slot)) throw notInLedger(slot);
+    this.cols.available[slot] = available ? 1 : 0;
+  }
+
+  removeWorker(slot: number): string[] {
+    checkCount('slot', slot);
+    this.version++;
+    if (!this.isPresent(slot)) return [];
+    const dropped = [...this.bookings].filter(([, b]) => b.slot === slot).map(([id]) => id);
+    for (const id of dropped) this.free(id);
+    this.cols.present[slot] = 0;
+    this.cols.available[slot] = 0;
+    this.cols.totalBlocks[slot] = 0;
+    this.cols.maxBatchedTokens[slot] = 0;
+    return dropped;
+  }
+
+  has(requestId: string): boolean {
+    return this.bookings.has(requestId);
+  }
+
+  add(requestId: string, slot: number, seqHashes: SeqHashes, uncachedTokens: number, now: number): void {
+    checkAdd(requestId, slot, seqHashes, uncachedTokens, now);
+    if (this.bookings.has(requestId)) throw duplicateRequest(requestId);
+    if (!this.isPresent(slot)) throw notInLedger(slot);
+    const hashes = [...seqHashes];
+    this.bookings.set(requestId, { slot, prefill: uncachedTokens, hashes, addedAt: now });
+    const refs = this.held[slot]!;
+    for (const hash of hashes) refs.set(hash, (refs.get(hash) ?? 0) + 1);
+    this.cols.activeDecodeBlocks[slot] = refs.size;
+    this.cols.activePrefillTokens[slot] = this.cols.activePrefillTokens[slot]! + uncachedTokens;
+    this.cols.activeRequests[slot] = this.cols.activeRequests[slot]! + 1;
+    this.version++;
+  }
+
+  prefillComplete(requestId: string): boolean {
+    checkRequestId(requestId);
+    const booking = this.bookings.get(requestId);
+    if (!booking) return false;
+    if (booking.prefill !== 0) {
+      this.cols.activePrefillTokens[booking.slot] = this.cols.activePrefillTokens[booking.slot]! - booking.prefill;
+      booking.prefill = 0;
+    }
+    this.version++;
+    return true;
+  }
+
+  free(requestId: string): boolean {
+    checkRequestId(requestId);
+    const booking = this.bookings.get(requestId);
+    if (!booking) return false;
+    this.prefillComplete(requestId);
+    const refs = this.held[booking.slot]!;
+    for (const hash of booking.hashes) {
+      const left = refs.get(hash)! - 1;
+      if (left === 0) refs.delete(hash);
+      else refs.set(hash, left);
+    }
+    this.cols.activeDecodeBlocks[booking.slot] = refs.size;
+    this.cols.activeRequests[booking.slot] = this.cols.activeRequests[booking.slot]! - 1;
+    this.bookings.delete(requestId);
+    this.version++;
+    return true;
+  }
+
+  sweep(now: number, maxAgeMs = DEFAULT_SWEEP_AGE_MS): string[] {
+    checkSweep(now, maxAgeMs);
+    const dropped = [...this.bookings].filter(([, b]) => now - b.addedAt > maxAgeMs).map(([id]) => id);
+    for (const id of dropped) this.free(id);
+    return dropped;
+  }
+
+  project(request: ProjectionRequest): void {
+    checkProjection(request);
+    const { promptTokens, blockSize } = request;
+    const prompt = [...request.seqHashes];
+    const overlap = this.proj.overlapBlocks;
+    overlap.fill(0);
+    const slots = request.overlaps?.slots ?? [];
+    const depths = request.overlaps?.depths ?? [];
+    for (let i = 0; i < slots.length; i++) {
+      const slot = slots[i]!;
+      if (slot < this.n) overlap[slot] = Math.max(overlap[slot]!, depths[i]!);
+    }
+    for (let w = 0; w < this.n; w++) {
+      let uncached = promptTokens - overlap[w]! * blockSize;
+      if (uncached < 0) uncached = 0;
+      this.proj.potentialPrefillTokens[w] = this.cols.activePrefillTokens[w]! + uncached;
+      const refs = this.held[w]!;
+      const alreadyActive = prompt.filter((hash) => refs.has(hash)).length;
+      this.proj.potentialDecodeBlocks[w] = this.cols.activeDecodeBlocks[w]! + prompt.length - alreadyActive;
+    }
+    this.projectedAt = this.version;
+    this.projectedRequest = { promptTokens, blockSize };
+  }
+
+  private isPresent(slot: number): boolean {
+    return slot < this.n && this.cols.present[slot] === 1;
+  }
+
+  private growRows(rows: number): void {
+    if (rows <= this.n) return;
+    const cols = emptyColumns(rows);
+    const proj = emptyProjection(rows);
+    for (const key of Object.keys(cols) as (keyof LedgerColumns)[]) cols[key].set(this.cols[key]);
+    for (const key of Object.keys(proj) as (keyof ProjectionColumns)[]) proj[key].set(this.proj[key]);
+    this.cols = cols;
+    this.proj = proj;
+    while (this.held.length < rows) this.held.push(new Map());
+    this.n = rows;
+  }
+}
+
+function emptyColumns(rows: number): LedgerColumns {
+  return {
+    present: new Uint8Array(rows),
+    available: new Uint8Array(rows),
+    totalBlocks: new Uint32Array(rows),
+    maxBatchedTokens: new Uint32Array(rows),
+    activePrefillTokens: new Float64Array(rows),
+    activeDecodeBlocks: new Uint32Array(rows),
+    activeRequests: new Uint32Array(rows),
+  };
+}
+
+function emptyProjection(rows: number): ProjectionColumns {
+  return {
+    overlapBlocks: new Uint32Array(rows),
+    potentialPrefillTokens: new Float64Array(rows),
+    potentialDecodeBlocks: new Uint32Array(rows),
+  };
+}
