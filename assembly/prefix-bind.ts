@@ -6,15 +6,16 @@ import {
   PARENT,
   ROOT,
   DEPTH,
+  COUNT,
   memberDrop,
   memberEntry,
   memberFind,
   memberJoin,
   memberLeave,
   nodeAt,
-  unorphan,
+  orphanEnd,
 } from './prefix-nodes';
-import { TABLE_EMPTY, tableCapacity, tableDelete, tableEntry, tableFind, tableInsert, tableRelease } from './prefix-table';
+import { TABLE_EMPTY, tableAdded, tableCapacity, tableDelete, tableEntry, tableFind, tableInsert, tableRelease, tableUpsert } from './prefix-table';
 import { setSlotOrphans, slotCapacity, slotTable } from './prefix-slots';
 import {
   heapEmpty,
@@ -43,6 +44,8 @@ import {
 //   node on the path being stored is freed under it;
 // - routing an id bound by events to the same node leaves it alone;
 // - removing drops one reference (a routed binding has one).
+// A stored chain passes each block's membership position on to the next
+// block, which then needs no lookup in its parent.
 
 export const ROUTED: u32 = 0x80000000;
 
@@ -62,14 +65,18 @@ export function chainMix(prev: u64, local: u64): u64 {
   return k;
 }
 
-function addRef(n: u32, slot: u32): void {
-  const pos = memberFind(n, slot);
+/** One more of slot's ids points at n; returns slot's position among n's members. */
+function addRef(n: u32, slot: u32, parentPos: u32): u32 {
+  // A node created for this very block has no members to look through.
+  const pos = load<u32>(nodeAt(n), COUNT) == 0 ? NONE : memberFind(n, slot);
   if (pos == NONE) {
-    store<u32>(memberEntry(n, memberJoin(n, slot)), 1, M_EXTS);
-  } else {
-    const e = memberEntry(n, pos);
-    store<u32>(e, load<u32>(e, M_EXTS) + 1, M_EXTS);
+    const joined = memberJoin(n, slot, parentPos);
+    store<u32>(memberEntry(n, joined), 1, M_EXTS);
+    return joined;
   }
+  const e = memberEntry(n, pos);
+  store<u32>(e, load<u32>(e, M_EXTS) + 1, M_EXTS);
+  return pos;
 }
 
 function dropRef(n: u32, slot: u32): void {
@@ -80,49 +87,50 @@ function dropRef(n: u32, slot: u32): void {
   else store<u32>(e, exts, M_EXTS);
 }
 
-/** A stored event's block: worker `slot` holds node n under id ext. */
-export function bindStored(slot: u32, ext: u64, n: u32): void {
-  const h = slotTable(slot);
-  const e = tableFind(h, ext);
-  if (e == 0) {
-    tableInsert(h, ext, n, 1);
-    addRef(n, slot);
-    return;
-  }
+/**
+ * A stored event's block: worker `slot` holds node n under id ext. parentPos
+ * is the slot's position among the members of n's parent when known (see
+ * memberJoin); returns its position among n's members, or NONE when the id
+ * was already bound there (no lookup made).
+ */
+export function bindStored(slot: u32, ext: u64, n: u32, parentPos: u32): u32 {
+  const e = tableUpsert(slotTable(slot), ext, n, 1);
+  if (tableAdded) return addRef(n, slot, parentPos);
   const old = load<u32>(e, 8);
   const info = load<u32>(e, 12);
   if (info & ROUTED) routedFree(info & ~ROUTED);
   if (old == n) {
     store<u32>(e, info & ROUTED ? 1 : info + 1, 12);
-    return;
+    return NONE;
   }
   store<u32>(e, n, 8);
   store<u32>(e, 1, 12);
-  addRef(n, slot);
+  const pos = addRef(n, slot, parentPos);
   dropRef(old, slot);
+  return pos;
 }
 
-/** A routed block: worker `slot` is assumed to hold node n until expiry. */
-export function bindRouted(slot: u32, ext: u64, n: u32, expiry: f64): void {
+/** A routed block: worker `slot` is assumed to hold node n until expiry. Returns as bindStored. */
+export function bindRouted(slot: u32, ext: u64, n: u32, expiry: f64, parentPos: u32): u32 {
   const h = slotTable(slot);
   const e = tableFind(h, ext);
   if (e == 0) {
     const r = routedAlloc(slot, ext, load<u32>(nodeAt(n), DEPTH), expiry);
     tableInsert(h, ext, n, ROUTED | r);
-    addRef(n, slot);
-    return;
+    return addRef(n, slot, parentPos);
   }
   const old = load<u32>(e, 8);
   const info = load<u32>(e, 12);
   if (old == n) {
     if (info & ROUTED) routedRefresh(info & ~ROUTED, expiry);
-    return;
+    return NONE;
   }
   if (info & ROUTED) routedFree(info & ~ROUTED);
   store<u32>(e, n, 8);
   store<u32>(e, ROUTED | routedAlloc(slot, ext, load<u32>(nodeAt(n), DEPTH), expiry), 12);
-  addRef(n, slot);
+  const pos = addRef(n, slot, parentPos);
   dropRef(old, slot);
+  return pos;
 }
 
 /** The node worker `slot` binds ext to, or NONE. */
@@ -172,7 +180,7 @@ export function clearSlot(slot: u32): void {
     if (load<u32>(m, M_KIDS) == KIDS_DONE) continue; // a second id of the same membership
     store<u32>(m, KIDS_DONE, M_KIDS);
     const parent = load<u32>(nodeAt(n), PARENT);
-    if (parent != ROOT && memberFind(parent, slot) == NONE) unorphan(n);
+    if (parent != ROOT && memberFind(parent, slot) == NONE) orphanEnd(n, parent, slot);
   }
   for (let i: u32 = 0; i < capacity; i++) {
     const e = tableEntry(h, i);

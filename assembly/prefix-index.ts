@@ -73,7 +73,7 @@
 // valid until the next dump call; indexDumpRelease() frees it.
 
 import { alloc, release, resize } from './alloc';
-import { TABLE_EMPTY, tableCapacity, tableEntry, tableSize } from './prefix-table';
+import { TABLE_EMPTY, tableCapacity, tableEntry, tableSize, tableTouch } from './prefix-table';
 import { LOCAL, NONE, PARENT, ROOT, childEnsure, membershipCount, nodeAt, nodeCount, nodeIsLive, nodeTop, releaseTree, startTree, treeStarted } from './prefix-nodes';
 import { ROUTED, bindRouted, bindStored, boundNode, chainMix, clearSlot, expireUntil, pruneTo, unbind } from './prefix-bind';
 import { releaseRouted, routedCount } from './prefix-routed';
@@ -87,6 +87,9 @@ let inputCapacity: u32 = 0; // u64 values
 let ttlMs: f64 = 120_000;
 let maxRouted: u32 = 1 << 20;
 let pruneTarget: u32 = <u32>((1 << 20) * 0.8);
+
+// Where the warm-up reads of a worker's id table go, so they are not optimized away.
+let sink: u64 = 0;
 
 let unknownParents: u32 = 0;
 let unknownRemovals: u32 = 0;
@@ -139,9 +142,14 @@ export function indexStored(slot: u32, hasParent: u32, count: u32): u32 {
   if (count == 0) return 1;
   startTree();
   ensureSlot(slot);
+  const ids = slotTable(slot);
+  let touched: u64 = 0;
+  for (let i: u32 = 0; i < count; i++) touched ^= tableTouch(ids, inputAt(1 + i));
+  sink = touched;
+  let pos = NONE;
   for (let i: u32 = 0; i < count; i++) {
     const n = childEnsure(cur, inputAt(1 + count + i));
-    bindStored(slot, inputAt(1 + i), n);
+    pos = bindStored(slot, inputAt(1 + i), n, pos);
     cur = n;
   }
   return 1;
@@ -178,12 +186,13 @@ export function indexInsertRouted(slot: u32, count: u32, nowMs: f64): void {
   ensureSlot(slot);
   const expiry = nowMs + ttlMs;
   let cur = ROOT;
+  let pos = NONE;
   let seq: u64 = 0;
   for (let i: u32 = 0; i < count; i++) {
     const local = inputAt(i);
     seq = i == 0 ? local : chainMix(seq, local);
     const n = childEnsure(cur, local);
-    bindRouted(slot, seq, n, expiry);
+    pos = bindRouted(slot, seq, n, expiry, pos);
     cur = n;
   }
   if (routedCount() > maxRouted) pruneTo(pruneTarget);

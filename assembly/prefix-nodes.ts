@@ -15,7 +15,6 @@ export const NONE: u32 = 0xffffffff;
 /** kids value clearSlot uses to mark a membership already accounted for. */
 export const KIDS_DONE: u32 = 0xffffffff;
 
-const NODE_SHIFT: usize = 6; // 64-byte records
 export const LOCAL: usize = 0;
 export const PARENT: usize = 8;
 export const DEPTH: usize = 12;
@@ -47,13 +46,21 @@ export const M_SLOT: usize = 0;
 export const M_EXTS: usize = 4;
 export const M_KIDS: usize = 8;
 
-// Headers of the two global tables, in static data so an empty index holds
-// no heap memory for them.
+// Headers of the global tables (children, members, orphans), in static data
+// so an empty index holds no heap memory for them.
 export const childTable: usize = memory.data(<i32>TABLE_HEADER_BYTES, 16);
 export const memberTable: usize = memory.data(<i32>TABLE_HEADER_BYTES, 16);
+export const orphanTable: usize = memory.data(<i32>TABLE_HEADER_BYTES, 16);
 
-let pool: usize = 0;
-let poolCapacity: u32 = 0;
+// The pool is a list of fixed chunks, so records never move: growing adds a
+// chunk and copies nothing, and a record's address stays valid while it lives.
+const NODE_SHIFT: usize = 6; // 64-byte records
+const CHUNK_BITS: u32 = 13; // 8,192 records (512 KiB) per chunk
+const CHUNK_MASK: u32 = (1 << CHUNK_BITS) - 1;
+const CHUNK_BYTES: usize = (<usize>1) << (<usize>CHUNK_BITS + NODE_SHIFT);
+let chunks: usize = 0; // u32 addresses of the chunks
+let chunkSlots: u32 = 0; // capacity of the chunk list
+let chunkCount: u32 = 0;
 let poolTop: u32 = 0; // records ever handed out, root included
 let freeHead: u32 = 0; // 0: none (the root is never free)
 let liveNodes: u32 = 0; // root excluded
@@ -61,7 +68,7 @@ let memberships: u32 = 0;
 
 @inline
 export function nodeAt(n: u32): usize {
-  return pool + (<usize>n << NODE_SHIFT);
+  return <usize>load<u32>(chunks + (<usize>(n >> CHUNK_BITS) << 2)) + (<usize>(n & CHUNK_MASK) << NODE_SHIFT);
 }
 
 export function nodeCount(): u32 {
@@ -73,7 +80,7 @@ export function membershipCount(): u32 {
 }
 
 export function treeStarted(): bool {
-  return pool != 0;
+  return chunks != 0;
 }
 
 /** One past the highest record index, for walks over every record. */
@@ -86,21 +93,24 @@ export function nodeIsLive(n: u32): bool {
 }
 
 export function startTree(): void {
-  if (pool != 0) return;
-  poolCapacity = 1024;
-  pool = alloc(<usize>poolCapacity << NODE_SHIFT);
+  if (chunks != 0) return;
+  chunkSlots = 16;
+  chunks = alloc(<usize>chunkSlots << 2);
+  addChunk();
   poolTop = 1;
   initRecord(ROOT, ROOT, 0, 0);
 }
 
 /** Frees the whole tree; only when it holds no node besides the root. */
 export function releaseTree(): void {
-  if (pool == 0) return;
-  release(pool, <usize>poolCapacity << NODE_SHIFT);
+  if (chunks == 0) return;
+  for (let c: u32 = 0; c < chunkCount; c++) release(<usize>load<u32>(chunks + (<usize>c << 2)), CHUNK_BYTES);
+  release(chunks, <usize>chunkSlots << 2);
   tableRelease(childTable);
   tableRelease(memberTable);
-  pool = 0;
-  poolCapacity = poolTop = freeHead = liveNodes = memberships = 0;
+  tableRelease(orphanTable);
+  chunks = 0;
+  chunkSlots = chunkCount = poolTop = freeHead = liveNodes = memberships = 0;
 }
 
 function initRecord(n: u32, parent: u32, local: u64, depth: u32): void {
@@ -112,17 +122,20 @@ function initRecord(n: u32, parent: u32, local: u64, depth: u32): void {
   store<u32>(p, 1, WCAP);
 }
 
-// Allocating a record may move the pool: no nodeAt pointer survives it.
+function addChunk(): void {
+  if (chunkCount == chunkSlots) {
+    chunks = resize(chunks, <usize>chunkSlots << 2, <usize>chunkSlots << 3);
+    chunkSlots <<= 1;
+  }
+  store<u32>(chunks + (<usize>(chunkCount++) << 2), <u32>alloc(CHUNK_BYTES));
+}
+
 function allocNode(parent: u32, local: u64, depth: u32): u32 {
   let n = freeHead;
   if (n != 0) {
     freeHead = load<u32>(nodeAt(n), NEXT);
   } else {
-    if (poolTop == poolCapacity) {
-      const bytes = <usize>poolCapacity << NODE_SHIFT;
-      pool = resize(pool, bytes, bytes << 1);
-      poolCapacity <<= 1;
-    }
+    if (poolTop == chunkCount << CHUNK_BITS) addChunk();
     n = poolTop++;
   }
   initRecord(n, parent, local, depth);
@@ -338,34 +351,63 @@ function moveMembers(p: usize, cap: u32, next: u32, count: u32): void {
 }
 
 // ---- membership with orphans and kids kept exact ---------------------------
+//
+// The orphan registry holds one entry per orphan membership (w holds c but
+// not c's parent p): key p << 32 | w, a = c. Joining p then finds the
+// children to un-orphan directly, however many children p has.
 
-/** Makes slot a member of n (it must not be one); returns its position. */
-export function memberJoin(n: u32, slot: u32): u32 {
+@inline
+function orphanKey(parent: u32, slot: u32): u64 {
+  return (<u64>parent << 32) | <u64>slot;
+}
+
+function orphanAdd(c: u32, parent: u32, slot: u32): void {
+  const p = nodeAt(c);
+  store<u32>(p, load<u32>(p, ORPHANS) + 1, ORPHANS);
+  addSlotOrphans(slot, 1);
+  tableInsert(orphanTable, orphanKey(parent, slot), c, 0);
+}
+
+/** Ends the orphan membership (slot, c), c's parent being `parent`. */
+export function orphanEnd(c: u32, parent: u32, slot: u32): void {
+  const p = nodeAt(c);
+  store<u32>(p, load<u32>(p, ORPHANS) - 1, ORPHANS);
+  addSlotOrphans(slot, -1);
+  const key = orphanKey(parent, slot);
+  let e = tableFind(orphanTable, key);
+  while (load<u32>(e, 8) != c) e = tableFindNext(orphanTable, e, key);
+  tableDelete(orphanTable, e);
+}
+
+/**
+ * Makes slot a member of n (it must not be one) and returns its position.
+ * parentPos: the slot's position among the parent's members when the caller
+ * knows it holds the parent (a chain being stored), else NONE.
+ */
+export function memberJoin(n: u32, slot: u32, parentPos: u32): u32 {
   const parent = load<u32>(nodeAt(n), PARENT);
   const hadOrphans = slotOrphans(slot) != 0;
   if (parent != ROOT) {
-    const pp = memberFind(parent, slot);
+    const pp = parentPos != NONE ? parentPos : memberFind(parent, slot);
     if (pp == NONE) {
-      const p = nodeAt(n);
-      store<u32>(p, load<u32>(p, ORPHANS) + 1, ORPHANS);
-      addSlotOrphans(slot, 1);
+      orphanAdd(n, parent, slot);
     } else {
       const e = memberEntry(parent, pp);
       store<u32>(e, load<u32>(e, M_KIDS) + 1, M_KIDS);
     }
   }
   const pos = memberAppend(n, slot);
-  // Children of n this worker already held were orphans until now; only a
-  // worker with orphans anywhere can have any, so the common case skips the walk.
-  if (hadOrphans && load<u32>(nodeAt(n), NCHILD) != 0) {
+  // Children of n this worker already held stop being orphans.
+  if (hadOrphans) {
+    const key = orphanKey(n, slot);
     let kids: u32 = 0;
-    for (let c = load<u32>(nodeAt(n), FIRST); c != 0; c = load<u32>(nodeAt(c), NEXT)) {
-      if (memberFind(c, slot) != NONE) {
-        const cp = nodeAt(c);
-        store<u32>(cp, load<u32>(cp, ORPHANS) - 1, ORPHANS);
-        addSlotOrphans(slot, -1);
-        kids++;
-      }
+    for (let e = tableFind(orphanTable, key); e != 0; e = tableFind(orphanTable, key)) {
+      const c = load<u32>(e, 8);
+      tableDelete(orphanTable, e);
+      const cp = nodeAt(c);
+      store<u32>(cp, load<u32>(cp, ORPHANS) - 1, ORPHANS);
+      addSlotOrphans(slot, -1);
+      kids++;
     }
     store<u32>(memberEntry(n, pos), kids, M_KIDS);
   }
@@ -376,27 +418,25 @@ export function memberJoin(n: u32, slot: u32): u32 {
 export function memberLeave(n: u32, pos: u32): void {
   const e = memberEntry(n, pos);
   const slot = load<u32>(e, M_SLOT);
-  const kids = load<u32>(e, M_KIDS);
+  let kids = load<u32>(e, M_KIDS);
   const parent = load<u32>(nodeAt(n), PARENT);
   if (parent != ROOT) {
     const pp = memberFind(parent, slot);
     if (pp == NONE) {
-      const p = nodeAt(n);
-      store<u32>(p, load<u32>(p, ORPHANS) - 1, ORPHANS);
-      addSlotOrphans(slot, -1);
+      orphanEnd(n, parent, slot);
     } else {
       const pe = memberEntry(parent, pp);
       store<u32>(pe, load<u32>(pe, M_KIDS) - 1, M_KIDS);
     }
   }
   memberRemoveAt(n, pos);
-  if (kids != 0) {
-    for (let c = load<u32>(nodeAt(n), FIRST); c != 0; c = load<u32>(nodeAt(c), NEXT)) {
-      if (memberFind(c, slot) != NONE) {
-        const cp = nodeAt(c);
-        store<u32>(cp, load<u32>(cp, ORPHANS) + 1, ORPHANS);
-        addSlotOrphans(slot, 1);
-      }
+  // A removal in the middle of the worker's chain orphans the children it
+  // holds below. Engines evict tails first, so this walk is rare; it stops
+  // once it has found them all.
+  for (let c = load<u32>(nodeAt(n), FIRST); kids != 0 && c != 0; c = load<u32>(nodeAt(c), NEXT)) {
+    if (memberFind(c, slot) != NONE) {
+      orphanAdd(c, n, slot);
+      kids--;
     }
   }
   pruneUp(n);
@@ -409,10 +449,4 @@ export function memberLeave(n: u32, pos: u32): void {
 export function memberDrop(n: u32, pos: u32): void {
   memberRemoveAt(n, pos);
   pruneUp(n);
-}
-
-/** Lowers orphans(n) by one: clearSlot's accounting for a member about to go. */
-export function unorphan(n: u32): void {
-  const p = nodeAt(n);
-  store<u32>(p, load<u32>(p, ORPHANS) - 1, ORPHANS);
 }

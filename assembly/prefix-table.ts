@@ -49,6 +49,17 @@ export function tableEntry(h: usize, slot: u32): usize {
   return <usize>load<u32>(h) + (<usize>slot << 4);
 }
 
+/**
+ * Reads the home slot of a key and returns what is there. Reading the home
+ * slots of many keys in a row, before working on them one by one, lets the
+ * processor fetch those cache lines in parallel (wasm has no prefetch).
+ */
+@inline
+export function tableTouch(h: usize, key: u64): u64 {
+  const entries = <usize>load<u32>(h);
+  return entries == 0 ? 0 : load<u64>(entries + (<usize>home(key, load<u32>(h, 4)) << 4));
+}
+
 /** The first entry with this key, or 0. */
 export function tableFind(h: usize, key: u64): usize {
   const entries = <usize>load<u32>(h);
@@ -74,6 +85,42 @@ export function tableFindNext(h: usize, e: usize, key: u64): usize {
     if (load<u32>(next, 8) == TABLE_EMPTY) return 0;
     if (load<u64>(next) == key) return next;
   }
+}
+
+/** Whether the last tableUpsert added its entry (else it found one). */
+export let tableAdded = false;
+
+/**
+ * The entry with this key if there is one (tableAdded = false), else a new
+ * entry (key, a, b) (tableAdded = true): one probe for both. For tables
+ * whose keys do not repeat; a must not be TABLE_EMPTY.
+ */
+export function tableUpsert(h: usize, key: u64, a: u32, b: u32): usize {
+  if (load<u32>(h) != 0 && (load<u32>(h, 8) + 1) * 4 <= (load<u32>(h, 4) + 1) * 3) {
+    const entries = <usize>load<u32>(h);
+    const mask = load<u32>(h, 4);
+    let slot = home(key, mask);
+    while (true) {
+      const e = entries + (<usize>slot << 4);
+      if (load<u32>(e, 8) == TABLE_EMPTY) {
+        store<u64>(e, key);
+        store<u32>(e, a, 8);
+        store<u32>(e, b, 12);
+        store<u32>(h, load<u32>(h, 8) + 1, 8);
+        tableAdded = true;
+        return e;
+      }
+      if (load<u64>(e) == key) {
+        tableAdded = false;
+        return e;
+      }
+      slot = (slot + 1) & mask;
+    }
+  }
+  // Empty or about to grow: look first, so a present key never triggers growth.
+  const found = tableFind(h, key);
+  tableAdded = found == 0;
+  return found != 0 ? found : tableInsert(h, key, a, b);
 }
 
 /** Adds an entry (even when the key is present) and returns it; a must not be TABLE_EMPTY. */

@@ -30,6 +30,7 @@ import {
   nodeCount,
   nodeIsLive,
   nodeTop,
+  orphanTable,
 } from './prefix-nodes';
 import { TABLE_EMPTY, tableCapacity, tableEntry, tableFind, tableFindNext, tableSize } from './prefix-table';
 import { slotCapacity, slotOrphans, slotTable } from './prefix-slots';
@@ -107,6 +108,7 @@ export function verifyIndex(): u32 {
   let ids: u32 = 0;
   let exts: u32 = 0;
   let routed: u32 = 0;
+  let orphanTotal: u32 = 0;
   for (let slot: u32 = 0; slot < slotCapacity(); slot++) {
     const h = slotTable(slot);
     for (let i: u32 = 0; i < tableCapacity(h); i++) {
@@ -128,8 +130,22 @@ export function verifyIndex(): u32 {
       if (parent != ROOT && memberFind(parent, slot) == NONE) orphans++;
     }
     if (orphans != slotOrphans(slot)) return 16;
+    orphanTotal += orphans;
   }
   if (ids != exts) return 17;
   if (routed != routedCount()) return 18;
+  // The orphan registry: one entry per orphan membership, keyed by parent and slot.
+  let registered: u32 = 0;
+  for (let i: u32 = 0; i < tableCapacity(orphanTable); i++) {
+    const e = tableEntry(orphanTable, i);
+    const c = load<u32>(e, 8);
+    if (c == TABLE_EMPTY) continue;
+    const parent = <u32>(load<u64>(e) >> 32);
+    const slot = <u32>load<u64>(e);
+    if (!nodeIsLive(c) || load<u32>(nodeAt(c), PARENT) != parent) return 20;
+    if (memberFind(c, slot) == NONE || memberFind(parent, slot) != NONE) return 20;
+    registered++;
+  }
+  if (registered != orphanTotal) return 21;
   return 0;
 }

@@ -1,4 +1,5 @@
 // Every benchmark suite, in the order the runner measures them.
 import type { BenchSuite } from './figures.js';
+import { prefixIndexSuite } from './prefix-index.bench.js';
 
-export const suites: BenchSuite[] = [];
+export const suites: BenchSuite[] = [prefixIndexSuite];
