@@ -55,3 +55,25 @@ export {
   selectNextRandom,
 } from './select';
 export { hrwReserve, hrwOutPtr, hrwTopK } from './rendezvous';
+export {
+  indexInput,
+  indexConfigure,
+  indexStored,
+  indexRemoved,
+  indexCleared,
+  indexFind,
+  indexOutSlots,
+  indexOutDepths,
+  indexInsertRouted,
+  indexExpire,
+  indexNodes,
+  indexBlocks,
+  indexRoutedBlocks,
+  indexUnknownParents,
+  indexUnknownRemovals,
+  indexDumpNodes,
+  indexDumpSlot,
+  indexDumpBuffer,
+  indexDumpRelease,
+  indexVerify,
+} from './prefix-index';
