@@ -181,7 +181,9 @@ describe('Partition: load ledger through the lifecycle', () => {
 
   it('approximate mode: a worker without KV events learns from what was routed to it', () => {
     const { p } = setup(['a', 'b', 'c'], 'kv', { kvEvents: false });
-    const first = admit(p, p.prepare(fields(), prompt(32)));
+    const turn1 = p.prepare(fields(), prompt(32));
+    const first = admit(p, turn1);
+    p.release(turn1.id);
     const second = admit(p, p.prepare(fields(), prompt(40)));
     expect(second.worker).toEqual(first.worker);
     expect(second.overlapBlocks).toBe(8);
