@@ -5,9 +5,14 @@
 import { BlockHasher } from '../bindings/block-hasher.js';
 import { Core } from '../bindings/core.js';
 import { LoadTable } from '../bindings/load-table.js';
+import type { PrefixIndexApi } from '../bindings/prefix-index-api.js';
 import { PrefixIndex } from '../bindings/prefix-index.js';
+import { BlockHasher as ReferenceBlockHasher } from '../bindings/reference/block-hasher.js';
 import { seedFor } from '../bindings/reference/hash-inputs.js';
-import type { BusyThresholds, EligibilityCounts, OverlapList } from '../bindings/selection-contract.js';
+import { ReferenceLoadTable } from '../bindings/reference/load-table.js';
+import { ReferencePrefixIndex } from '../bindings/reference/prefix-index.js';
+import { ReferenceSelector } from '../bindings/reference/selector.js';
+import type { BusyThresholds, EligibilityCounts, LoadLedger, OverlapList, WorkerSelector } from '../bindings/selection-contract.js';
 import { Selector } from '../bindings/selector.js';
 import { WorkerSlots, workerLabel, type WorkerKey } from '../bindings/workers.js';
 import type { Clock } from './clock.js';
@@ -66,6 +71,14 @@ export interface PartitionOptions {
   maxRoutedBlocks?: number;
   /** Requests older than this are dropped from the ledger by sweep() (default 300 s). */
   sweepAgeMs?: number;
+  /** 'reference' runs the same decisions on the pure-TS twins (the benchmarks' baseline). */
+  kernels?: 'wasm' | 'reference';
+}
+
+/** What the partition needs of a block hasher: the wasm one and its twin both fit. */
+interface Hasher {
+  localHashes(tokens: ArrayLike<number>, blockSize: number, seed?: bigint): BigUint64Array;
+  sequenceHashes(local: BigUint64Array, seed?: bigint): BigUint64Array;
 }
 
 export interface WorkerExplanation {
@@ -115,12 +128,13 @@ export class Partition implements Placement<RoutedRequest> {
   readonly blockSize: number;
   readonly policy: SelectionPolicy;
   readonly workers = new WorkerSlots();
-  readonly core = new Core();
+  /** The wasm core holding this partition's kernels (undefined on the twins). */
+  readonly core: Core | undefined;
   private readonly clock: Clock;
-  private readonly hasher: BlockHasher;
-  private readonly index: PrefixIndex;
-  private readonly ledger: LoadTable;
-  private readonly selector: Selector;
+  private readonly hasher: Hasher;
+  private readonly index: PrefixIndexApi;
+  private readonly ledger: LoadLedger;
+  private readonly selector: WorkerSelector;
   private readonly meta = new Map<string, WorkerMeta>();
   private readonly approximate = new Set<number>();
   private readonly seeds = new Map<string, bigint>();
@@ -135,10 +149,23 @@ export class Partition implements Placement<RoutedRequest> {
     this.policy = options.policy ?? defaultCostPolicy();
     this.inputs = policyInputs(this.policy);
     this.sweepAgeMs = options.sweepAgeMs ?? 300_000;
-    this.hasher = new BlockHasher({ core: this.core });
-    this.index = new PrefixIndex({ core: this.core, workers: this.workers, ttlMs: options.routedTtlMs, maxRoutedBlocks: options.maxRoutedBlocks });
-    this.ledger = new LoadTable({ core: this.core, workers: this.workers });
-    this.selector = new Selector({ ledger: this.ledger, seed: options.seed ?? 0 });
+    const indexOptions = { workers: this.workers, ttlMs: options.routedTtlMs, maxRoutedBlocks: options.maxRoutedBlocks };
+    if (options.kernels === 'reference') {
+      this.core = undefined;
+      this.hasher = new ReferenceBlockHasher();
+      this.index = new ReferencePrefixIndex(indexOptions);
+      const ledger = new ReferenceLoadTable({ workers: this.workers });
+      this.ledger = ledger;
+      this.selector = new ReferenceSelector({ ledger, seed: options.seed ?? 0 });
+    } else {
+      const core = new Core();
+      this.core = core;
+      this.hasher = new BlockHasher({ core });
+      this.index = new PrefixIndex({ core, ...indexOptions });
+      const ledger = new LoadTable({ core, workers: this.workers });
+      this.ledger = ledger;
+      this.selector = new Selector({ ledger, seed: options.seed ?? 0 });
+    }
   }
 
   // ---- workers ----

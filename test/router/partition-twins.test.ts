@@ -1,0 +1,68 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { VirtualClock } from '../../router/clock.js';
+import { RouterError } from '../../router/errors.js';
+import { Partition } from '../../router/partition.js';
+
+const BS = 4;
+// Prompts drawn from a few shared prefixes so caches and active sequences overlap.
+const prefixes = [0, 1, 2].map((p) => Array.from({ length: 12 }, (_, i) => 100 * (p + 1) + i));
+
+const step = fc.oneof(
+  fc.record({ kind: fc.constant('store' as const), worker: fc.nat(3), prefix: fc.nat(2), blocks: fc.integer({ min: 1, max: 3 }) }),
+  fc.record({ kind: fc.constant('route' as const), prefix: fc.nat(2), tail: fc.nat(20), len: fc.integer({ min: 4, max: 30 }) }),
+  fc.record({ kind: fc.constant('first' as const), pick: fc.nat() }),
+  fc.record({ kind: fc.constant('release' as const), pick: fc.nat() }),
+);
+
+describe('Partition on the wasm core against the same partition on the pure-TS twins', () => {
+  it('makes the same decision, with the same overlap, at every step of random event and request streams', () => {
+    fc.assert(
+      fc.property(fc.array(step, { maxLength: 60 }), fc.nat(1000), (steps, seed) => {
+        const make = (kernels: 'wasm' | 'reference') => {
+          const p = new Partition({ model: 'm', blockSize: BS, clock: new VirtualClock(0), seed, kernels });
+          for (const id of ['a', 'b', 'c', 'd']) p.addWorker({ id, totalBlocks: 64, maxBatchedTokens: 64 });
+          return p;
+        };
+        const wasm = make('wasm');
+        const twin = make('reference');
+        const live: string[] = [];
+        let n = 0;
+        for (const s of steps) {
+          if (s.kind === 'store') {
+            const tokens = prefixes[s.prefix]!.slice(0, s.blocks * BS);
+            const blockHashes = Array.from({ length: s.blocks }, (_, i) => BigInt(s.prefix * 10 + i + 1));
+            const batch = { ts: 0, dpRank: 0, events: [{ type: 'stored' as const, blockHashes, parentBlockHash: null, tokenIds: tokens, blockSize: BS, loraName: null, medium: 'GPU' }] };
+            const worker = { id: 'abcd'[s.worker]!, rank: 0 };
+            wasm.applyEvents(worker, batch);
+            twin.applyEvents(worker, batch);
+          } else if (s.kind === 'route') {
+            const tokens = [...prefixes[s.prefix]!, ...Array.from({ length: s.tail }, (_, i) => 9000 + i)].slice(0, s.len);
+            const fields = { id: `r${n++}`, sessionId: null, sessionFinal: false, policyClass: null, priority: 0, tier: 0, pin: null, allowedWorkers: null };
+            const busy = { prefillTokens: 60 };
+            const a = wasm.admit(wasm.prepare(fields, tokens), null, busy, null, []);
+            const b = twin.admit(twin.prepare(fields, tokens), null, busy, null, []);
+            if (RouterError.is(a) || RouterError.is(b)) {
+              expect(RouterError.is(a) && RouterError.is(b) && a.code === b.code).toBe(true);
+            } else {
+              expect(a).toEqual(b);
+              live.push(fields.id);
+            }
+          } else if (live.length > 0) {
+            const id = live[s.pick % live.length]!;
+            if (s.kind === 'first') {
+              wasm.firstToken(id);
+              twin.firstToken(id);
+            } else {
+              wasm.release(id);
+              twin.release(id);
+              live.splice(live.indexOf(id), 1);
+            }
+          }
+          expect(wasm.load()).toEqual(twin.load());
+        }
+      }),
+      { numRuns: 150 },
+    );
+  });
+});
