@@ -81,6 +81,24 @@ interface Hasher {
   sequenceHashes(local: BigUint64Array, seed?: bigint): BigUint64Array;
 }
 
+/** A prompt's local and chained sequence hashes. */
+type PromptHashes = { local: BigUint64Array; sequence: BigUint64Array };
+
+/** Both hashes in one pass through the core: tokens go in once, both lists come out. */
+function coreHashes(hasher: BlockHasher, tokens: ArrayLike<number>, blockSize: number, seed: bigint): PromptHashes {
+  const view = hasher.tokenView(tokens.length);
+  if (tokens instanceof Uint32Array) view.set(tokens);
+  else {
+    for (let i = 0; i < tokens.length; i++) {
+      const t = tokens[i]!;
+      if (t >>> 0 !== t) throw new RangeError(`tokens[${i}] must be an integer in [0, 2^32), got ${t}`);
+      view[i] = t;
+    }
+  }
+  const count = hasher.hashInto(tokens.length, blockSize, seed, true);
+  return { local: hasher.localView(count).slice(), sequence: hasher.sequenceView(count).slice() };
+}
+
 export interface WorkerExplanation {
   worker: string;
   eligible: boolean;
@@ -132,6 +150,7 @@ export class Partition implements Placement<RoutedRequest> {
   readonly core: Core | undefined;
   private readonly clock: Clock;
   private readonly hasher: Hasher;
+  private readonly hash: (tokens: ArrayLike<number>, seed: bigint) => PromptHashes;
   private readonly index: PrefixIndexApi;
   private readonly ledger: LoadLedger;
   private readonly selector: WorkerSelector;
@@ -152,7 +171,12 @@ export class Partition implements Placement<RoutedRequest> {
     const indexOptions = { workers: this.workers, ttlMs: options.routedTtlMs, maxRoutedBlocks: options.maxRoutedBlocks };
     if (options.kernels === 'reference') {
       this.core = undefined;
-      this.hasher = new ReferenceBlockHasher();
+      const hasher = new ReferenceBlockHasher();
+      this.hasher = hasher;
+      this.hash = (tokens, seed) => {
+        const local = hasher.localHashes(tokens, this.blockSize, seed);
+        return { local, sequence: hasher.sequenceHashes(local, seed) };
+      };
       this.index = new ReferencePrefixIndex(indexOptions);
       const ledger = new ReferenceLoadTable({ workers: this.workers });
       this.ledger = ledger;
@@ -160,7 +184,9 @@ export class Partition implements Placement<RoutedRequest> {
     } else {
       const core = new Core();
       this.core = core;
-      this.hasher = new BlockHasher({ core });
+      const hasher = new BlockHasher({ core });
+      this.hasher = hasher;
+      this.hash = (tokens, seed) => coreHashes(hasher, tokens, this.blockSize, seed);
       this.index = new PrefixIndex({ core, ...indexOptions });
       const ledger = new LoadTable({ core, workers: this.workers });
       this.ledger = ledger;
@@ -241,8 +267,7 @@ export class Partition implements Placement<RoutedRequest> {
       }
     }
     const seed = this.seedOf(fields.loraName ?? null, fields.cacheSalt ?? null);
-    const localHashes = this.hasher.localHashes(tokens, this.blockSize, seed);
-    const seqHashes = this.hasher.sequenceHashes(localHashes, seed);
+    const { local: localHashes, sequence: seqHashes } = this.hash(tokens, seed);
     return {
       id: fields.id,
       promptTokens: tokens.length,
@@ -291,15 +316,37 @@ export class Partition implements Placement<RoutedRequest> {
     target: WorkerKey | null,
     exclude: readonly WorkerKey[],
   ): Admission | RouterError {
+    const choice = this.choose(request, allowed, busy, target, exclude);
+    if (RouterError.is(choice)) return choice;
+    this.book(request, choice.worker, choice.cachedTokens);
+    return choice;
+  }
+
+  /** The worker a request would go to now, without booking it. */
+  choose(
+    request: RoutedRequest,
+    allowed: readonly WorkerKey[] | null = request.allowedWorkers,
+    busy: BusyThresholds | null = null,
+    target: WorkerKey | null = null,
+    exclude: readonly WorkerKey[] = [],
+  ): Admission | RouterError {
     const decision = this.decide(request, allowed, busy, target, exclude);
     if (RouterError.is(decision)) return decision;
     const { slot, overlapBlocks } = decision;
-    const cachedTokens = Math.min(overlapBlocks * this.blockSize, request.promptTokens);
+    return { worker: this.workers.keyOf(slot), overlapBlocks, cachedTokens: Math.min(overlapBlocks * this.blockSize, request.promptTokens) };
+  }
+
+  /**
+   * Books a request on a worker in the ledger (and, for a worker without KV
+   * events, records its blocks as routed there). Admission books its own
+   * choices; replicas book the choices their peers made.
+   */
+  book(request: RoutedRequest, worker: WorkerKey, cachedTokens: number): void {
+    const slot = this.workers.slotOf(worker.id, worker.rank);
+    if (slot === undefined) throw new RangeError(`worker ${workerLabel(worker)} is not registered for model ${this.model}`);
     const now = this.clock.now();
-    this.ledger.add(request.id, slot, request.seqHashes, request.promptTokens - cachedTokens, now);
-    const worker = this.workers.keyOf(slot);
+    this.ledger.add(request.id, slot, request.seqHashes, Math.max(0, request.promptTokens - cachedTokens), now);
     if (this.approximate.has(slot)) this.index.insertRouted(worker, request.localHashes, now);
-    return { worker, overlapBlocks, cachedTokens };
   }
 
   firstToken(requestId: string): void {
