@@ -39,6 +39,7 @@ export class ReferenceLoadTable implements LoadLedger {
   private version = 0;
   private projectedAt = -1;
   private projectedRequest = { promptTokens: 0, blockSize: 0 };
+  private seqCount = 0;
 
   constructor(options: { workers?: WorkerSlots } = {}) {
     this.workers = options.workers ?? new WorkerSlots();
@@ -68,6 +69,11 @@ export class ReferenceLoadTable implements LoadLedger {
 
   get projected(): { promptTokens: number; blockSize: number } | undefined {
     return this.projectedAt === this.version ? { ...this.projectedRequest } : undefined;
+  }
+
+  /** Sequence hashes of the last projected request (the twin selector's cost reads it). */
+  get projectedSeqCount(): number {
+    return this.seqCount;
   }
 
   setWorker(slot: number, capacity: WorkerCapacity): void {
@@ -179,6 +185,7 @@ export class ReferenceLoadTable implements LoadLedger {
     }
     this.projectedAt = this.version;
     this.projectedRequest = { promptTokens, blockSize };
+    this.seqCount = prompt.length;
   }
 
   private isPresent(slot: number): boolean {
