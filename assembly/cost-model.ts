@@ -58,28 +58,23 @@ export function costConstant(promptBlocks: f64, seqCount: u32, scale: f64): f64 
 }
 
 /**
- * The cost of a worker whose key is `key`, for a request whose constant is
- * `constant` (the taint multiplier is applied by the caller).
+ * Whether the prefill term is clamped at 0: P / bs + B - credited < 0, where
+ * credited = credit x O. Only possible when credited > B (P / bs + B >= B holds
+ * after rounding too), so callers test that first and read P only then.
  */
 @inline
-export function costOf(
-  key: f64,
-  constant: f64,
-  prefillTokens: f64,
-  decodeBlocks: u32,
-  requests: u32,
-  overlap: u32,
-  held: u32,
-  blockSize: f64,
-  promptBlocks: f64,
-  seqCount: u32,
-  credit: f64,
-  scale: f64,
-  weight: f64,
-): f64 {
-  const credited = credit * <f64>overlap;
-  if (prefillTokens / blockSize + promptBlocks - credited < 0) {
-    return <f64>(decodeBlocks + seqCount - held) + weight * <f64>requests;
-  }
+export function prefillClamped(prefillTokens: f64, blockSize: f64, promptBlocks: f64, credited: f64): bool {
+  return prefillTokens / blockSize + promptBlocks - credited < 0;
+}
+
+/** The cost when the prefill term is not clamped: key + K - (scale x credited + H). */
+@inline
+export function unclampedCost(key: f64, constant: f64, credited: f64, held: u32, scale: f64): f64 {
   return key + constant - (scale * credited + <f64>held);
+}
+
+/** The cost when the prefill term is clamped at 0: (D + S - H) + a x R. */
+@inline
+export function clampedCost(decodeBlocks: u32, seqCount: u32, held: u32, requests: u32, weight: f64): f64 {
+  return <f64>(decodeBlocks + seqCount - held) + weight * <f64>requests;
 }

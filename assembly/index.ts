@@ -40,6 +40,7 @@ export {
   ledgerProject,
   ledgerProjectColumns,
   ledgerEnableFastPath,
+  ledgerTouchedCount,
   ledgerReserveInput,
   ledgerInputSeqPtr,
   ledgerInputSlotsPtr,

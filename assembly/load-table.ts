@@ -23,12 +23,14 @@ import { MAP_EMPTY, U64Map, mapCreate, mapDelete, mapGet, mapSet } from './u64-m
 //   7   OVERLAP             u32   projection: cached prefix depth in blocks
 //   8   POTENTIAL_PREFILL   f64   projection: ACTIVE_PREFILL + the request's uncached tokens there
 //   9   POTENTIAL_DECODE    u32   projection: ACTIVE_DECODE + prompt hashes it does not hold active
-//  10   HELD                u32   projection: prompt hashes it holds active
+//  10   TOUCH               2 x u32  projection: +0 the cached prefix depth, +4 the prompt
+//                                 hashes it holds active (one 8-byte record per slot, so a
+//                                 touched worker costs one cache line)
 //
-// The projection is sparse: `ledgerProject` writes OVERLAP and HELD only for
-// the workers the request touches (a nonzero overlap or held count; every
-// other row reads 0) and lists them at `ledgerTouchedPtr()`; the two potential
-// columns are filled for every row by `ledgerProjectColumns()`, on demand.
+// The projection is sparse: `ledgerProject` writes TOUCH only for the workers
+// the request touches (a nonzero depth or held count; every other row reads 0)
+// and lists them at `ledgerTouchedPtr()`; OVERLAP and the two potential columns
+// are filled for every row by `ledgerProjectColumns()`, on demand.
 //
 // Fast path (select-fast.ts): after `ledgerEnableFastPath(scale, weight,
 // blockSize, busy thresholds)` the ledger keeps every worker's cost key
@@ -46,11 +48,15 @@ import { MAP_EMPTY, U64Map, mapCreate, mapDelete, mapGet, mapSet } from './u64-m
 // Active sequences, so decode blocks count distinct hashes and the projection
 // costs time proportional to the matches rather than workers x blocks:
 //   seqIds   U64Map  sequence hash -> seq id
-//   seq      16-byte records by seq id: +0 hash u64 | +8 first holder node u32 | +12 holder count u32
-//   holders  U64Map  (seq id << 32 | worker slot) -> node
-//   node     16-byte records: +0 worker u32 | +4 refs u32 (that worker's active requests
-//            naming the hash) | +8 prev node u32 | +12 next node u32
-// Free seq ids and nodes are chained through +8 and +12 respectively.
+//   seq      32-byte records by seq id: +0 hash u64 | +8 holder 0 (8 bytes) | +16 more ptr |
+//            +20 holder count u32 | +24 more capacity u32
+//   holder   8 bytes: +0 worker u32 | +4 refs u32 (that worker's active requests naming the hash)
+// A sequence's holders are contiguous, so the projection walks them without
+// chasing pointers: holder 0 inside the record (most hashes have one holder),
+// holder i >= 1 at more + 8 (i - 1), an array that doubles as it fills.
+//   holders  U64Map  (seq id << 32 | worker slot) -> holder index, for indices >= 1
+// Removing a holder moves the last one into its place. Free seq ids are
+// chained through +16.
 //
 // Inputs: `ledgerReserveInput(seqCount, overlapCount)` sizes a staging area for
 // callers with no buffer of their own: `ledgerInputSeqPtr()` (u64 sequence
@@ -70,7 +76,7 @@ export const COL_ACTIVE_REQUESTS: u32 = 6;
 export const COL_OVERLAP: u32 = 7;
 export const COL_POTENTIAL_PREFILL: u32 = 8;
 export const COL_POTENTIAL_DECODE: u32 = 9;
-export const COL_HELD: u32 = 10;
+export const COL_TOUCH: u32 = 10;
 
 // ---- worker rows ----
 
@@ -86,7 +92,7 @@ let requestsCol: usize = 0;
 let overlapCol: usize = 0;
 let potentialPrefillCol: usize = 0;
 let potentialDecodeCol: usize = 0;
-let heldCol: usize = 0;
+let touchCol: usize = 0;
 // Per slot, the worker's standing at its last leaf update (STATE_* bits).
 let stateCol: usize = 0;
 // Slots the last projection touched, each once.
@@ -111,7 +117,7 @@ export function ledgerReserveWorkers(count: u32): void {
     overlapCol = regrow(overlapCol, rowCapacity, cap, 4);
     potentialPrefillCol = regrow(potentialPrefillCol, rowCapacity, cap, 8);
     potentialDecodeCol = regrow(potentialDecodeCol, rowCapacity, cap, 4);
-    heldCol = regrow(heldCol, rowCapacity, cap, 4);
+    touchCol = regrow(touchCol, rowCapacity, cap, 8);
     stateCol = regrow(stateCol, rowCapacity, cap, 1);
     touched = regrow(touched, rowCapacity, cap, 4);
     rowCapacity = cap;
@@ -136,7 +142,7 @@ export function ledgerColumn(id: u32): usize {
     case COL_OVERLAP: return overlapCol;
     case COL_POTENTIAL_PREFILL: return potentialPrefillCol;
     case COL_POTENTIAL_DECODE: return potentialDecodeCol;
-    case COL_HELD: return heldCol;
+    case COL_TOUCH: return touchCol;
   }
   return 0;
 }
@@ -327,17 +333,25 @@ export function ledgerLiveRequests(): u32 {
 
 const seqIds: U64Map = mapCreate(16);
 const holders: U64Map = mapCreate(16);
-const seqs: RecordPool = poolCreate(16, 8);
-const nodes: RecordPool = poolCreate(16, 12);
+const seqs: RecordPool = poolCreate(32, 16);
 
 @inline
 function seqRecord(sid: u32): usize {
   return poolRecord(seqs, sid);
 }
 
+/** Address of holder i of the sequence at s. */
 @inline
-function nodeRecord(node: u32): usize {
-  return poolRecord(nodes, node);
+function holderAt(s: usize, i: u32): usize {
+  return i == 0 ? s + 8 : load<usize>(s, 16) + (<usize>(i - 1) << 3);
+}
+
+/** Index of worker among the holders of the sequence sid (at s), or MAP_EMPTY. */
+@inline
+function holderIndex(s: usize, sid: u32, worker: u32): u32 {
+  if (load<u32>(s, 20) == 0) return MAP_EMPTY;
+  if (load<u32>(s, 8) == worker) return 0;
+  return mapGet(holders, holderKey(sid, worker));
 }
 
 @inline
@@ -352,56 +366,65 @@ function holdHash(worker: u32, hash: u64): void {
     sid = poolTake(seqs);
     const s = seqRecord(sid);
     store<u64>(s, hash, 0);
-    store<u32>(s, NIL, 8);
-    store<u32>(s, 0, 12);
+    store<usize>(s, 0, 16);
+    store<u32>(s, 0, 20);
+    store<u32>(s, 0, 24);
     mapSet(seqIds, hash, sid);
   }
-  const key = holderKey(sid, worker);
-  let node = mapGet(holders, key);
-  if (node == MAP_EMPTY) {
-    node = poolTake(nodes);
-    mapSet(holders, key, node);
-    const s = seqRecord(sid);
-    const first = load<u32>(s, 8);
-    const n = nodeRecord(node);
-    store<u32>(n, worker, 0);
-    store<u32>(n, 0, 4);
-    store<u32>(n, NIL, 8);
-    store<u32>(n, first, 12);
-    if (first != NIL) store<u32>(nodeRecord(first), node, 8);
-    store<u32>(s, node, 8);
-    store<u32>(s, load<u32>(s, 12) + 1, 12);
+  const s = seqRecord(sid);
+  let index = holderIndex(s, sid, worker);
+  if (index == MAP_EMPTY) {
+    index = load<u32>(s, 20);
+    if (index > 0) {
+      const capacity = load<u32>(s, 24);
+      if (index > capacity) {
+        const grown = capacity == 0 ? <u32>2 : capacity << 1;
+        store<usize>(s, regrow(load<usize>(s, 16), capacity, grown, 8), 16);
+        store<u32>(s, grown, 24);
+      }
+      mapSet(holders, holderKey(sid, worker), index);
+    }
+    const h = holderAt(s, index);
+    store<u32>(h, worker, 0);
+    store<u32>(h, 0, 4);
+    store<u32>(s, index + 1, 20);
     const d = decodeCol + (<usize>worker << 2);
     store<u32>(d, load<u32>(d) + 1);
   }
-  const n = nodeRecord(node);
-  store<u32>(n, load<u32>(n, 4) + 1, 4);
+  const h = holderAt(s, index);
+  store<u32>(h, load<u32>(h, 4) + 1, 4);
 }
 
 /** One fewer active request of `worker` names `hash` (it was held). */
 function releaseHash(worker: u32, hash: u64): void {
   const sid = mapGet(seqIds, hash);
-  const key = holderKey(sid, worker);
-  const node = mapGet(holders, key);
-  const n = nodeRecord(node);
-  const refs = load<u32>(n, 4) - 1;
+  const s = seqRecord(sid);
+  const index = holderIndex(s, sid, worker);
+  const h = holderAt(s, index);
+  const refs = load<u32>(h, 4) - 1;
   if (refs > 0) {
-    store<u32>(n, refs, 4);
+    store<u32>(h, refs, 4);
     return;
   }
-  const prev = load<u32>(n, 8);
-  const next = load<u32>(n, 12);
-  const s = seqRecord(sid);
-  if (prev != NIL) store<u32>(nodeRecord(prev), next, 12);
-  else store<u32>(s, next, 8);
-  if (next != NIL) store<u32>(nodeRecord(next), prev, 8);
-  poolGive(nodes, node);
-  mapDelete(holders, key);
   const d = decodeCol + (<usize>worker << 2);
   store<u32>(d, load<u32>(d) - 1);
-  const remaining = load<u32>(s, 12) - 1;
-  store<u32>(s, remaining, 12);
-  if (remaining == 0) {
+  if (index > 0) mapDelete(holders, holderKey(sid, worker));
+  const last = load<u32>(s, 20) - 1;
+  if (index != last) {
+    // the last holder takes the freed place
+    const moved = load<u32>(holderAt(s, last), 0);
+    store<u64>(h, load<u64>(holderAt(s, last)));
+    if (index == 0) mapDelete(holders, holderKey(sid, moved));
+    else mapSet(holders, holderKey(sid, moved), index);
+  }
+  store<u32>(s, last, 20);
+  if (last == 1 || last == 0) {
+    const capacity = load<u32>(s, 24);
+    if (capacity > 0) release(load<usize>(s, 16), <usize>capacity << 3);
+    store<usize>(s, 0, 16);
+    store<u32>(s, 0, 24);
+  }
+  if (last == 0) {
     mapDelete(seqIds, hash);
     poolGive(seqs, sid);
   }
@@ -414,13 +437,22 @@ export function ledgerActiveHashes(): u32 {
 
 // ---- projection ----
 
-/** Marks a slot touched by the projection, once. */
+/** Lists a slot as touched the first time the projection writes its TOUCH record; returns the record. */
 @inline
-function touch(slot: u32, at4: usize): void {
-  if (load<u32>(overlapCol + at4) == 0 && load<u32>(heldCol + at4) == 0) {
+function touch(slot: u32): usize {
+  const t = touchCol + (<usize>slot << 3);
+  if (load<u64>(t) == 0) {
     store<u32>(touched + (<usize>touchedCount << 2), slot);
     touchedCount++;
   }
+  return t;
+}
+
+/** One more of the request's hashes is held by `slot`. */
+@inline
+function countHeld(slot: u32): void {
+  const t = touch(slot);
+  store<u32>(t, load<u32>(t, 4) + 1, 4);
 }
 
 /**
@@ -438,33 +470,24 @@ export function ledgerProject(
   depthsPtr: usize,
   overlapCount: u32,
 ): void {
-  for (let i: u32 = 0; i < touchedCount; i++) {
-    const at4 = <usize>load<u32>(touched + (<usize>i << 2)) << 2;
-    store<u32>(overlapCol + at4, 0);
-    store<u32>(heldCol + at4, 0);
-  }
+  for (let i: u32 = 0; i < touchedCount; i++) store<u64>(touchCol + (<usize>load<u32>(touched + (<usize>i << 2)) << 3), 0);
   touchedCount = 0;
   const n = rows;
   for (let i: u32 = 0; i < overlapCount; i++) {
     const slot = load<u32>(slotsPtr + (<usize>i << 2));
     const depth = load<u32>(depthsPtr + (<usize>i << 2));
     if (slot >= n || depth == 0) continue;
-    const at4 = <usize>slot << 2;
-    touch(slot, at4);
-    if (depth > load<u32>(overlapCol + at4)) store<u32>(overlapCol + at4, depth);
+    const t = touch(slot);
+    if (depth > load<u32>(t)) store<u32>(t, depth);
   }
   for (let i: u32 = 0; i < seqCount; i++) {
     const sid = mapGet(seqIds, load<u64>(seqPtr + (<usize>i << 3)));
     if (sid == MAP_EMPTY) continue;
-    let node = load<u32>(seqRecord(sid), 8);
-    while (node != NIL) {
-      const r = nodeRecord(node);
-      const slot = load<u32>(r, 0);
-      const at4 = <usize>slot << 2;
-      touch(slot, at4);
-      store<u32>(heldCol + at4, load<u32>(heldCol + at4) + 1);
-      node = load<u32>(r, 12);
-    }
+    const s = seqRecord(sid);
+    countHeld(load<u32>(s, 8));
+    const more = load<usize>(s, 16);
+    const count = load<u32>(s, 20);
+    for (let j: u32 = 1; j < count; j++) countHeld(load<u32>(more + (<usize>(j - 1) << 3)));
   }
   projectedPromptTokens = promptTokens;
   projectedBlockSize = blockSize;
@@ -480,9 +503,10 @@ export function ledgerTouchedCount(): u32 {
 }
 
 /**
- * Fills the potential columns of every row from the last projection and the
- * current load: POTENTIAL_PREFILL = ACTIVE_PREFILL + max(promptTokens - OVERLAP x
- * blockSize, 0), POTENTIAL_DECODE = ACTIVE_DECODE + seqCount - HELD.
+ * Fills OVERLAP and the potential columns of every row from the last
+ * projection and the current load: POTENTIAL_PREFILL = ACTIVE_PREFILL +
+ * max(promptTokens - depth x blockSize, 0), POTENTIAL_DECODE = ACTIVE_DECODE +
+ * seqCount - held.
  */
 export function ledgerProjectColumns(): void {
   const prompt = <f64>projectedPromptTokens;
@@ -490,10 +514,12 @@ export function ledgerProjectColumns(): void {
   for (let w: u32 = 0; w < rows; w++) {
     const at4 = <usize>w << 2;
     const at8 = <usize>w << 3;
-    let uncached = prompt - <f64>load<u32>(overlapCol + at4) * size;
+    const depth = load<u32>(touchCol + at8);
+    store<u32>(overlapCol + at4, depth);
+    let uncached = prompt - <f64>depth * size;
     if (uncached < 0) uncached = 0;
     store<f64>(potentialPrefillCol + at8, load<f64>(prefillCol + at8) + uncached);
-    store<u32>(potentialDecodeCol + at4, load<u32>(decodeCol + at4) + projectedSeqCount - load<u32>(heldCol + at4));
+    store<u32>(potentialDecodeCol + at4, load<u32>(decodeCol + at4) + projectedSeqCount - load<u32>(touchCol + at8, 4));
   }
 }
 

@@ -1,13 +1,12 @@
-import { costConstant, costOf } from './cost-model';
+import { clampedCost, costConstant, prefillClamped, unclampedCost } from './cost-model';
 import { grownCapacity, regrow } from './grow';
 import {
   COL_ACTIVE_DECODE,
   COL_ACTIVE_PREFILL,
   COL_ACTIVE_REQUESTS,
   COL_AVAILABLE,
-  COL_HELD,
-  COL_OVERLAP,
   COL_PRESENT,
+  COL_TOUCH,
   ledgerAvailableCount,
   ledgerColumn,
   ledgerFastPathMatches,
@@ -71,8 +70,7 @@ let scratchCapacity: u32 = 0;
 let prefill: usize = 0;
 let decode: usize = 0;
 let requests: usize = 0;
-let overlap: usize = 0;
-let held: usize = 0;
+let touch: usize = 0;
 let blockSize: f64 = 0;
 let promptBlocks: f64 = 0;
 let seqCount: u32 = 0;
@@ -257,8 +255,7 @@ function bindDecision(n: u32, overlapCredit: f64, prefillLoadScale: f64, activeR
   prefill = ledgerColumn(COL_ACTIVE_PREFILL);
   decode = ledgerColumn(COL_ACTIVE_DECODE);
   requests = ledgerColumn(COL_ACTIVE_REQUESTS);
-  overlap = ledgerColumn(COL_OVERLAP);
-  held = ledgerColumn(COL_HELD);
+  touch = ledgerColumn(COL_TOUCH);
   blockSize = <f64>ledgerProjectedBlockSize();
   promptBlocks = Math.ceil(<f64>ledgerProjectedPromptTokens() / blockSize);
   seqCount = ledgerProjectedSeqCount();
@@ -268,30 +265,21 @@ function bindDecision(n: u32, overlapCredit: f64, prefillLoadScale: f64, activeR
   constant = costConstant(promptBlocks, seqCount, scale);
 }
 
+/** A worker's cost from its key: reads its load only where the prefill term may be clamped. */
 @inline
 function costAt(w: u32, key: f64): f64 {
-  const at4 = <usize>w << 2;
-  return costOf(
-    key,
-    constant,
-    load<f64>(prefill + (<usize>w << 3)),
-    load<u32>(decode + at4),
-    load<u32>(requests + at4),
-    load<u32>(overlap + at4),
-    load<u32>(held + at4),
-    blockSize,
-    promptBlocks,
-    seqCount,
-    credit,
-    scale,
-    weight,
-  );
+  const t = touch + (<usize>w << 3);
+  const credited = credit * <f64>load<u32>(t);
+  const held = load<u32>(t, 4);
+  if (credited > promptBlocks && prefillClamped(load<f64>(prefill + (<usize>w << 3)), blockSize, promptBlocks, credited)) {
+    return clampedCost(load<u32>(decode + (<usize>w << 2)), seqCount, held, load<u32>(requests + (<usize>w << 2)), weight);
+  }
+  return unclampedCost(key, constant, credited, held, scale);
 }
 
 @inline
 function isTouched(w: u32): bool {
-  const at4 = <usize>w << 2;
-  return load<u32>(overlap + at4) != 0 || load<u32>(held + at4) != 0;
+  return load<u64>(touch + (<usize>w << 3)) != 0;
 }
 
 /** One of the k collected ties, uniformly. */

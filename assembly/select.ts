@@ -3,9 +3,11 @@ import {
   REASON_BUSY_PREFILL_FRACTION,
   REASON_BUSY_PREFILL_TOKENS,
   busyReason,
+  clampedCost,
   costConstant,
   costKey,
-  costOf,
+  prefillClamped,
+  unclampedCost,
 } from './cost-model';
 import { grownCapacity, regrow } from './grow';
 import {
@@ -13,11 +15,10 @@ import {
   COL_ACTIVE_PREFILL,
   COL_ACTIVE_REQUESTS,
   COL_AVAILABLE,
-  COL_HELD,
   COL_MAX_BATCHED_TOKENS,
-  COL_OVERLAP,
   COL_PRESENT,
   COL_TOTAL_BLOCKS,
+  COL_TOUCH,
   ledgerColumn,
   ledgerProjectedBlockSize,
   ledgerProjectedPromptTokens,
@@ -140,13 +141,13 @@ let prefill: usize = 0;
 let maxBatched: usize = 0;
 let decode: usize = 0;
 let total: usize = 0;
-let overlap: usize = 0;
-let held: usize = 0;
+let touch: usize = 0;
 let requests: usize = 0;
 // The cost's per-request terms, set by beginCost.
 let blockSize: f64 = 0;
 let promptBlocks: f64 = 0;
 let seqCount: u32 = 0;
+let constant: f64 = 0;
 
 function bindLedger(): u32 {
   selectReserve();
@@ -156,16 +157,16 @@ function bindLedger(): u32 {
   maxBatched = ledgerColumn(COL_MAX_BATCHED_TOKENS);
   decode = ledgerColumn(COL_ACTIVE_DECODE);
   total = ledgerColumn(COL_TOTAL_BLOCKS);
-  overlap = ledgerColumn(COL_OVERLAP);
-  held = ledgerColumn(COL_HELD);
+  touch = ledgerColumn(COL_TOUCH);
   requests = ledgerColumn(COL_ACTIVE_REQUESTS);
   return ledgerRows();
 }
 
-function beginCost(): void {
+function beginCost(prefillLoadScale: f64): void {
   blockSize = <f64>ledgerProjectedBlockSize();
   promptBlocks = Math.ceil(<f64>ledgerProjectedPromptTokens() / blockSize);
   seqCount = ledgerProjectedSeqCount();
+  constant = costConstant(promptBlocks, seqCount, prefillLoadScale);
 }
 
 /** Why row w may not take the request, or REASON_ELIGIBLE (busy: see cost-model.ts). */
@@ -235,22 +236,11 @@ function rowCost(w: u32, overlapCredit: f64, prefillLoadScale: f64, activeReques
   const tokens = load<f64>(prefill + at8);
   const decodeBlocks = load<u32>(decode + at4);
   const active = load<u32>(requests + at4);
-  const key = costKey(tokens, decodeBlocks, active, blockSize, prefillLoadScale, activeRequestWeight);
-  let cost = costOf(
-    key,
-    costConstant(promptBlocks, seqCount, prefillLoadScale),
-    tokens,
-    decodeBlocks,
-    active,
-    load<u32>(overlap + at4),
-    load<u32>(held + at4),
-    blockSize,
-    promptBlocks,
-    seqCount,
-    overlapCredit,
-    prefillLoadScale,
-    activeRequestWeight,
-  );
+  const credited = overlapCredit * <f64>load<u32>(touch + at8);
+  const held = load<u32>(touch + at8, 4);
+  let cost = prefillClamped(tokens, blockSize, promptBlocks, credited)
+    ? clampedCost(decodeBlocks, seqCount, held, active, activeRequestWeight)
+    : unclampedCost(costKey(tokens, decodeBlocks, active, blockSize, prefillLoadScale, activeRequestWeight), constant, credited, held, prefillLoadScale);
   if (useTaint) {
     const weight = load<f64>(taintCol + at8);
     if (weight != 0) cost *= Math.exp(-Math.tanh(weight));
@@ -277,7 +267,7 @@ export function selectEligibility(allowedCount: i32, prefillTokens: f64, prefill
  */
 export function selectCost(overlapCredit: f64, prefillLoadScale: f64, activeRequestWeight: f64, useTaint: bool): void {
   const n = bindLedger();
-  beginCost();
+  beginCost(prefillLoadScale);
   for (let w: u32 = 0; w < n; w++) {
     const cost = load<u8>(eligibleCol + w) != 0 ? rowCost(w, overlapCredit, prefillLoadScale, activeRequestWeight, useTaint) : Infinity;
     store<f64>(costCol + (<usize>w << 3), cost);
@@ -301,7 +291,7 @@ export function selectRun(
   temperature: f64,
 ): i32 {
   const n = bindLedger();
-  beginCost();
+  beginCost(prefillLoadScale);
   const useAllowed = allowedCount >= 0;
   if (useAllowed) buildAllowedMask(<u32>allowedCount, n);
   const greedy = !(temperature > 0);
