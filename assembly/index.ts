@@ -40,7 +40,6 @@ export {
   ledgerProject,
   ledgerProjectColumns,
   ledgerEnableFastPath,
-  ledgerTouchedCount,
   ledgerReserveInput,
   ledgerInputSeqPtr,
   ledgerInputSlotsPtr,

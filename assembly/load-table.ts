@@ -1,8 +1,8 @@
+import { seqActiveCount, seqFind, seqHold, seqHolderCount, seqHolderWorker, seqRelease } from './active-seqs';
 import { alloc, release } from './alloc';
 import { busyReason, costKey } from './cost-model';
 import { NIL, RecordPool, grownCapacity, poolCreate, poolGive, poolRecord, poolTake, regrow } from './grow';
 import { tieTreeFill, tieTreeLeaves, tieTreeRebuild, tieTreeResize, tieTreeSet } from './tie-tree';
-import { MAP_EMPTY, U64Map, mapCreate, mapDelete, mapGet, mapSet } from './u64-map';
 
 // The load ledger: what every worker is carrying (the requests dispatched to
 // it and not yet finished) and the projection of one new request onto every
@@ -45,18 +45,8 @@ import { MAP_EMPTY, U64Map, mapCreate, mapDelete, mapGet, mapSet } from './u64-m
 //   prefillComplete) | +8 hashes ptr (its own copy of the u64 sequence hashes) |
 //   +12 count u32 | +16 addedAt f64 | +24 live u32 | +28 next free handle u32
 //
-// Active sequences, so decode blocks count distinct hashes and the projection
-// costs time proportional to the matches rather than workers x blocks:
-//   seqIds   U64Map  sequence hash -> seq id
-//   seq      32-byte records by seq id: +0 hash u64 | +8 holder 0 (8 bytes) | +16 more ptr |
-//            +20 holder count u32 | +24 more capacity u32
-//   holder   8 bytes: +0 worker u32 | +4 refs u32 (that worker's active requests naming the hash)
-// A sequence's holders are contiguous, so the projection walks them without
-// chasing pointers: holder 0 inside the record (most hashes have one holder),
-// holder i >= 1 at more + 8 (i - 1), an array that doubles as it fills.
-//   holders  U64Map  (seq id << 32 | worker slot) -> holder index, for indices >= 1
-// Removing a holder moves the last one into its place. Free seq ids are
-// chained through +16.
+// Active sequences (active-seqs.ts) count decode blocks as distinct hashes and
+// give the projection the workers holding a prompt's hashes.
 //
 // Inputs: `ledgerReserveInput(seqCount, overlapCount)` sizes a staging area for
 // callers with no buffer of their own: `ledgerInputSeqPtr()` (u64 sequence
@@ -217,7 +207,9 @@ export function ledgerAdd(worker: u32, seqPtr: usize, seqCount: u32, prefillToke
   if (seqCount > 0) {
     hashes = alloc(<usize>seqCount << 3);
     memory.copy(hashes, seqPtr, <usize>seqCount << 3);
-    for (let i: u32 = 0; i < seqCount; i++) holdHash(worker, load<u64>(hashes + (<usize>i << 3)));
+    for (let i: u32 = 0; i < seqCount; i++) {
+      if (seqHold(worker, load<u64>(hashes + (<usize>i << 3)))) addDecode(worker, 1);
+    }
   }
   const r = record(handle);
   store<u32>(r, worker, 0);
@@ -233,6 +225,13 @@ export function ledgerAdd(worker: u32, seqPtr: usize, seqCount: u32, prefillToke
   liveRequests++;
   refreshLeaf(worker);
   return handle;
+}
+
+/** Distinct active hashes of a worker go up or down by one. */
+@inline
+function addDecode(worker: u32, delta: i32): void {
+  const d = decodeCol + (<usize>worker << 2);
+  store<u32>(d, load<u32>(d) + <u32>delta);
 }
 
 /** Releases a request's prefill tokens (first output token). False when unknown. */
@@ -268,7 +267,9 @@ function freeRequest(handle: u32): u32 {
   const hashes = load<usize>(r, 8);
   const count = load<u32>(r, 12);
   if (count > 0) {
-    for (let i: u32 = 0; i < count; i++) releaseHash(worker, load<u64>(hashes + (<usize>i << 3)));
+    for (let i: u32 = 0; i < count; i++) {
+      if (seqRelease(worker, load<u64>(hashes + (<usize>i << 3)))) addDecode(worker, -1);
+    }
     release(hashes, <usize>count << 3);
   }
   const q = requestsCol + (<usize>worker << 2);
@@ -329,110 +330,9 @@ export function ledgerLiveRequests(): u32 {
   return liveRequests;
 }
 
-// ---- active sequences ----
-
-const seqIds: U64Map = mapCreate(16);
-const holders: U64Map = mapCreate(16);
-const seqs: RecordPool = poolCreate(32, 16);
-
-@inline
-function seqRecord(sid: u32): usize {
-  return poolRecord(seqs, sid);
-}
-
-/** Address of holder i of the sequence at s. */
-@inline
-function holderAt(s: usize, i: u32): usize {
-  return i == 0 ? s + 8 : load<usize>(s, 16) + (<usize>(i - 1) << 3);
-}
-
-/** Index of worker among the holders of the sequence sid (at s), or MAP_EMPTY. */
-@inline
-function holderIndex(s: usize, sid: u32, worker: u32): u32 {
-  if (load<u32>(s, 20) == 0) return MAP_EMPTY;
-  if (load<u32>(s, 8) == worker) return 0;
-  return mapGet(holders, holderKey(sid, worker));
-}
-
-@inline
-function holderKey(sid: u32, worker: u32): u64 {
-  return (<u64>sid << 32) | <u64>worker;
-}
-
-/** One more active request of `worker` names `hash`. */
-function holdHash(worker: u32, hash: u64): void {
-  let sid = mapGet(seqIds, hash);
-  if (sid == MAP_EMPTY) {
-    sid = poolTake(seqs);
-    const s = seqRecord(sid);
-    store<u64>(s, hash, 0);
-    store<usize>(s, 0, 16);
-    store<u32>(s, 0, 20);
-    store<u32>(s, 0, 24);
-    mapSet(seqIds, hash, sid);
-  }
-  const s = seqRecord(sid);
-  let index = holderIndex(s, sid, worker);
-  if (index == MAP_EMPTY) {
-    index = load<u32>(s, 20);
-    if (index > 0) {
-      const capacity = load<u32>(s, 24);
-      if (index > capacity) {
-        const grown = capacity == 0 ? <u32>2 : capacity << 1;
-        store<usize>(s, regrow(load<usize>(s, 16), capacity, grown, 8), 16);
-        store<u32>(s, grown, 24);
-      }
-      mapSet(holders, holderKey(sid, worker), index);
-    }
-    const h = holderAt(s, index);
-    store<u32>(h, worker, 0);
-    store<u32>(h, 0, 4);
-    store<u32>(s, index + 1, 20);
-    const d = decodeCol + (<usize>worker << 2);
-    store<u32>(d, load<u32>(d) + 1);
-  }
-  const h = holderAt(s, index);
-  store<u32>(h, load<u32>(h, 4) + 1, 4);
-}
-
-/** One fewer active request of `worker` names `hash` (it was held). */
-function releaseHash(worker: u32, hash: u64): void {
-  const sid = mapGet(seqIds, hash);
-  const s = seqRecord(sid);
-  const index = holderIndex(s, sid, worker);
-  const h = holderAt(s, index);
-  const refs = load<u32>(h, 4) - 1;
-  if (refs > 0) {
-    store<u32>(h, refs, 4);
-    return;
-  }
-  const d = decodeCol + (<usize>worker << 2);
-  store<u32>(d, load<u32>(d) - 1);
-  if (index > 0) mapDelete(holders, holderKey(sid, worker));
-  const last = load<u32>(s, 20) - 1;
-  if (index != last) {
-    // the last holder takes the freed place
-    const moved = load<u32>(holderAt(s, last), 0);
-    store<u64>(h, load<u64>(holderAt(s, last)));
-    if (index == 0) mapDelete(holders, holderKey(sid, moved));
-    else mapSet(holders, holderKey(sid, moved), index);
-  }
-  store<u32>(s, last, 20);
-  if (last == 1 || last == 0) {
-    const capacity = load<u32>(s, 24);
-    if (capacity > 0) release(load<usize>(s, 16), <usize>capacity << 3);
-    store<usize>(s, 0, 16);
-    store<u32>(s, 0, 24);
-  }
-  if (last == 0) {
-    mapDelete(seqIds, hash);
-    poolGive(seqs, sid);
-  }
-}
-
 /** Distinct sequence hashes active on any worker. */
 export function ledgerActiveHashes(): u32 {
-  return seqIds.size;
+  return seqActiveCount();
 }
 
 // ---- projection ----
@@ -481,13 +381,10 @@ export function ledgerProject(
     if (depth > load<u32>(t)) store<u32>(t, depth);
   }
   for (let i: u32 = 0; i < seqCount; i++) {
-    const sid = mapGet(seqIds, load<u64>(seqPtr + (<usize>i << 3)));
-    if (sid == MAP_EMPTY) continue;
-    const s = seqRecord(sid);
-    countHeld(load<u32>(s, 8));
-    const more = load<usize>(s, 16);
-    const count = load<u32>(s, 20);
-    for (let j: u32 = 1; j < count; j++) countHeld(load<u32>(more + (<usize>(j - 1) << 3)));
+    const s = seqFind(load<u64>(seqPtr + (<usize>i << 3)));
+    if (s == 0) continue;
+    const count = seqHolderCount(s);
+    for (let j: u32 = 0; j < count; j++) countHeld(seqHolderWorker(s, j));
   }
   projectedPromptTokens = promptTokens;
   projectedBlockSize = blockSize;
