@@ -41,10 +41,13 @@ import { tieTreeCount, tieTreeIsMember, tieTreeKey, tieTreeMin, tieTreeNext, tie
 //      accepted outcome has the same probability.
 // It falls back to selectRun (the full scan) when the parameters differ from
 // the ones the tree was built for, for preferred taints and temperature > 0,
-// when the tie draws keep landing on touched workers (MAX_DRAWS), and where
-// rounding could merge key levels. A small allow-list (at most 1/LIST_SHARE of
-// the rows), or one the tie draws keep missing, is evaluated slot by slot
-// instead of through the tree.
+// where rounding could merge key levels, when every member holding m is
+// touched and no touched worker is cheaper than next + K, and when the tie
+// draws keep landing on touched workers (MAX_DRAWS). A small allow-list (at
+// most 1/LIST_SHARE of the rows), or one the tie draws keep missing, is
+// evaluated slot by slot instead of through the tree.
+// Its cost grows with the touched workers: a prefix cached on every worker
+// touches them all, and the decision is then as slow as the scan.
 // Counts come from the ledger's running counts (plus one pass over an
 // allow-list), so they are exact on both paths.
 
@@ -78,6 +81,28 @@ let constant: f64 = 0;
 let credit: f64 = 0;
 let scale: f64 = 0;
 let weight: f64 = 0;
+
+// The cheapest workers offered so far (`tieCount` of them at `ties`, each at `tieCost`).
+let tieCount: u32 = 0;
+let tieCost: f64 = Infinity;
+
+@inline
+function resetTies(): void {
+  tieCount = 0;
+  tieCost = Infinity;
+}
+
+@inline
+function offerTie(w: u32, cost: f64): void {
+  if (cost < tieCost) {
+    tieCost = cost;
+    tieCount = 0;
+  }
+  if (cost == tieCost) {
+    store<u32>(ties + (<usize>tieCount << 2), w);
+    tieCount++;
+  }
+}
 
 /** How the last selectDecide answered: PATH_FAST or PATH_SCAN. */
 export function selectLastPath(): u32 {
@@ -146,25 +171,18 @@ function decideFast(allowedCount: i32, overlapCredit: f64, prefillLoadScale: f64
   const min = tieTreeMin();
   const touchedList = ledgerTouchedPtr();
   const touchedCount = ledgerTouchedCount();
-  let best: f64 = Infinity;
-  let k: u32 = 0;
   let touchedAtMin: u32 = 0;
+  resetTies();
   for (let i: u32 = 0; i < touchedCount; i++) {
     const w = load<u32>(touchedList + (<usize>i << 2));
     if (!tieTreeIsMember(w)) continue;
     const key = tieTreeKey(w);
     if (key == min) touchedAtMin++;
     if (useMask && load<u8>(mask + w) == 0) continue;
-    const cost = costAt(w, key);
-    if (cost < best) {
-      best = cost;
-      k = 0;
-    }
-    if (cost == best) {
-      store<u32>(ties + (<usize>k << 2), w);
-      k++;
-    }
+    offerTie(w, costAt(w, key));
   }
+  const best = tieCost;
+  const k = tieCount;
 
   // 2. the cheapest untouched workers, from the tree
   const floor = min + constant;
@@ -199,14 +217,10 @@ function decideListed(count: u32, n: u32): i32 {
   return pickTie(tieCount, tieCost);
 }
 
-// The cheapest listed workers found by walkList.
-let tieCount: u32 = 0;
-let tieCost: f64 = Infinity;
-
 /**
  * Counts the distinct staged allow-list slots that are available and that are
- * eligible (tree members), storing the counts; with `evaluate`, also collects
- * the cheapest eligible ones into ties (tieCount, tieCost). Returns the eligible count.
+ * eligible (tree members), storing the counts; with `evaluate`, also offers the
+ * eligible ones as ties. Returns the eligible count.
  */
 function walkList(count: u32, n: u32, evaluate: bool): u32 {
   const list = selectAllowedPtr();
@@ -214,8 +228,7 @@ function walkList(count: u32, n: u32, evaluate: bool): u32 {
   const available = ledgerColumn(COL_AVAILABLE);
   let allowed: u32 = 0;
   let eligible: u32 = 0;
-  let best: f64 = Infinity;
-  let k: u32 = 0;
+  resetTies();
   for (let i: u32 = 0; i < count; i++) {
     const w = load<u32>(list + (<usize>i << 2));
     if (w >= n || load<u8>(seen + w) != 0) continue;
@@ -224,24 +237,13 @@ function walkList(count: u32, n: u32, evaluate: bool): u32 {
     allowed++;
     if (!tieTreeIsMember(w)) continue;
     eligible++;
-    if (!evaluate) continue;
-    const cost = costAt(w, tieTreeKey(w));
-    if (cost < best) {
-      best = cost;
-      k = 0;
-    }
-    if (cost == best) {
-      store<u32>(ties + (<usize>k << 2), w);
-      k++;
-    }
+    if (evaluate) offerTie(w, costAt(w, tieTreeKey(w)));
   }
   for (let i: u32 = 0; i < count; i++) {
     const w = load<u32>(list + (<usize>i << 2));
     if (w < n) store<u8>(seen + w, 0);
   }
   storeCounts(ledgerPresentCount(), ledgerAvailableCount(), allowed, eligible);
-  tieCount = k;
-  tieCost = best;
   return eligible;
 }
 

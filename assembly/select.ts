@@ -1,7 +1,4 @@
 import {
-  REASON_BUSY_DECODE_FRACTION,
-  REASON_BUSY_PREFILL_FRACTION,
-  REASON_BUSY_PREFILL_TOKENS,
   busyReason,
   clampedCost,
   costConstant,
@@ -40,9 +37,10 @@ import { chance, unit } from './random';
 //                       staged at `selectAllowedPtr()` when a call is given its length)
 //   4   TAINT     f64   input: summed weights of the preferred taints each worker matches
 //                       (read when asked; 0 means no effect)
-// `selectCountsPtr()` points at five u32 counts written by eligibility:
-//   present, available (and present), allowed (and available), overloaded (allowed
-//   but busy), eligible.
+// `selectCountsPtr()` points at five u32 counts written by eligibility and by
+// every decision: present, available (and present), allowed (and available),
+// overloaded (allowed but busy), eligible. `selectLastCost()` is the cost of the
+// last pick (+Infinity when none).
 // The steps run as `selectEligibility`, `selectCost`, `selectPick` (so a caller
 // can filter the ELIGIBLE column in between) or fused as `selectRun`, the full
 // scan; `selectDecide` (select-fast.ts) answers most temperature-0 decisions

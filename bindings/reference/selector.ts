@@ -155,26 +155,24 @@ export class ReferenceSelector implements WorkerSelector {
     const p = this.ledger.projection;
     const blockSize = projected.blockSize;
     const promptBlocks = Math.ceil(projected.promptTokens / blockSize);
-    const seqCount = this.ledger.projectedSeqCount;
-    // See assembly/cost-model.ts: scale x max(P / bs + B - credit x O, 0) + (D + S - H) + a x R,
-    // as key + K - (scale x credit x O + H) unless the prefill term is clamped.
-    const constant = scale * promptBlocks + seqCount;
+    const held = this.ledger.projectedHeldBlocks;
+    // scale x max(P / bs + B - credit x O, 0) + (D + S - H) + a x R, evaluated as in
+    // assembly/cost-model.ts: key + K - (scale x credit x O + H) unless the prefill term is clamped.
+    const constant = scale * promptBlocks + this.ledger.projectedSeqCount;
     for (let w = 0; w < this.ledger.rows; w++) {
       if (!this.eligible[w]) {
         this.cost[w] = Infinity;
         continue;
       }
       const tokens = c.activePrefillTokens[w]!;
-      const decode = c.activeDecodeBlocks[w]!;
       const requests = c.activeRequests[w]!;
-      const held = decode + seqCount - p.potentialDecodeBlocks[w]!;
       const credited = credit * p.overlapBlocks[w]!;
       let cost: number;
       if (tokens / blockSize + promptBlocks - credited < 0) {
-        cost = decode + seqCount - held + weight * requests;
+        cost = p.potentialDecodeBlocks[w]! + weight * requests;
       } else {
-        const key = scale * (tokens / blockSize) + decode + weight * requests;
-        cost = key + constant - (scale * credited + held);
+        const key = scale * (tokens / blockSize) + c.activeDecodeBlocks[w]! + weight * requests;
+        cost = key + constant - (scale * credited + held[w]!);
       }
       const taint = taints?.[w] ?? 0;
       if (taint !== 0) cost *= Math.exp(-Math.tanh(taint));
