@@ -60,3 +60,25 @@ export {
 export { selectDecide, selectLastPath } from './select-fast';
 export { selectSeed, selectNextRandom } from './random';
 export { hrwReserve, hrwOutPtr, hrwTopK } from './rendezvous';
+export {
+  indexInput,
+  indexConfigure,
+  indexStored,
+  indexRemoved,
+  indexCleared,
+  indexFind,
+  indexOutSlots,
+  indexOutDepths,
+  indexInsertRouted,
+  indexExpire,
+  indexNodes,
+  indexBlocks,
+  indexRoutedBlocks,
+  indexUnknownParents,
+  indexUnknownRemovals,
+  indexDumpNodes,
+  indexDumpSlot,
+  indexDumpBuffer,
+  indexDumpRelease,
+  indexVerify,
+} from './prefix-index';

@@ -5,15 +5,9 @@ import type { WorkerKey } from '../../bindings/workers.js';
 import type { RouterError } from '../errors.js';
 import type { WorkerInputMask, WorkerRows } from '../worker-inputs.js';
 
-/** Any one threshold set makes a worker busy for the class. */
-export interface BusyThresholds {
-  /** Active prefill tokens above this many. */
-  prefillTokens?: number;
-  /** Active prefill tokens above this fraction of the worker's max batched tokens. */
-  prefillFraction?: number;
-  /** Active decode blocks above this fraction of the worker's KV blocks. */
-  decodeFraction?: number;
-}
+/** Any one threshold set makes a worker busy for the class (shared with the selector kernel). */
+export type { BusyThresholds } from '../../bindings/selection-contract.js';
+import type { BusyThresholds } from '../../bindings/selection-contract.js';
 
 export type QueuePolicy = 'fcfs' | 'wspt';
 

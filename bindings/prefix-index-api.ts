@@ -1,0 +1,125 @@
+// What the prefix index binding and its pure-TS twin share: the public types
+// and the checks on caller input, so both reject the same input the same way.
+import type { WorkerKey, WorkerSlots } from './workers.js';
+
+/** Workers that hold a prompt's leading blocks: the first `count` entries, slot and matched blocks. */
+export interface MatchResult {
+  count: number;
+  /** Worker slots (see `PrefixIndex.workers`); from the wasm index, a view valid until the next index call. */
+  slots: Uint32Array;
+  /** Leading blocks each worker holds, same order as slots. */
+  depths: Uint32Array;
+}
+
+export interface PrefixIndexOptions {
+  /** Time-to-live of a routed block, refreshed on reinsert (approximate mode). Default 120 s. */
+  ttlMs?: number;
+  /** Routed blocks kept at most; past it the earliest-expiring are pruned. Default 2^20. */
+  maxRoutedBlocks?: number;
+  /** A prune keeps floor(maxRoutedBlocks * ratio) routed blocks. Default 0.8. */
+  pruneTargetRatio?: number;
+}
+
+export interface PrefixIndexStats {
+  /** Tree nodes (distinct block positions), the root excluded. */
+  nodes: number;
+  /** (worker, block) pairs: each worker counted once per block it holds. */
+  blocks: number;
+  /** Blocks held only through approximate-mode inserts. */
+  routedBlocks: number;
+  /** Stored events skipped because the worker did not know their parent id. */
+  unknownParents: number;
+  /** Removed ids the worker did not hold. */
+  unknownRemovals: number;
+  /** Bytes the wasm core holds (all its kernels); 0 for the twin. */
+  liveBytes: number;
+}
+
+/** An event that rebuilds index state: what `dump()` returns. */
+export type IndexEvent =
+  | { type: 'stored'; worker: WorkerKey; parent: bigint | null; external: bigint[]; local: bigint[] }
+  | { type: 'removed'; worker: WorkerKey; external: bigint[] };
+
+/** The prefix index as callers see it: the wasm PrefixIndex and its twin both implement it. */
+export interface PrefixIndexApi {
+  readonly workers: WorkerSlots;
+  /** A stored event; false (and counted) when the worker does not know the parent id. */
+  applyStored(worker: WorkerKey, parent: bigint | null, external: ArrayLike<bigint>, local: ArrayLike<bigint>): boolean;
+  applyRemoved(worker: WorkerKey, external: ArrayLike<bigint>): void;
+  applyCleared(worker: WorkerKey): void;
+  /** Removes every rank of a worker id. */
+  removeWorker(id: string): void;
+  findMatches(local: ArrayLike<bigint>, earlyExit?: boolean): MatchResult;
+  /** Approximate mode: the worker was sent these blocks at nowMs. */
+  insertRouted(worker: WorkerKey, local: ArrayLike<bigint>, nowMs: number): void;
+  /** Removes routed blocks whose expiry is at or before nowMs; returns how many. */
+  expire(nowMs: number): number;
+  dump(): IndexEvent[];
+  stats(): PrefixIndexStats;
+}
+
+export interface ResolvedIndexOptions {
+  ttlMs: number;
+  maxRoutedBlocks: number;
+  /** Routed blocks a prune keeps. */
+  pruneTarget: number;
+}
+
+export const DEFAULT_TTL_MS = 120_000;
+export const DEFAULT_MAX_ROUTED_BLOCKS = 2 ** 20;
+export const DEFAULT_PRUNE_TARGET_RATIO = 0.8;
+
+const U64_MAX = (1n << 64n) - 1n;
+
+export function resolveIndexOptions(opts: PrefixIndexOptions): ResolvedIndexOptions {
+  const ttlMs = opts.ttlMs ?? DEFAULT_TTL_MS;
+  if (typeof ttlMs !== 'number' || !Number.isFinite(ttlMs) || ttlMs <= 0) {
+    throw new RangeError(`ttlMs must be a positive finite number of milliseconds, got ${String(ttlMs)}`);
+  }
+  const maxRoutedBlocks = opts.maxRoutedBlocks ?? DEFAULT_MAX_ROUTED_BLOCKS;
+  if (!Number.isInteger(maxRoutedBlocks) || maxRoutedBlocks < 1 || maxRoutedBlocks > 2 ** 31) {
+    throw new RangeError(`maxRoutedBlocks must be an integer in [1, 2^31], got ${String(maxRoutedBlocks)}`);
+  }
+  const ratio = opts.pruneTargetRatio ?? DEFAULT_PRUNE_TARGET_RATIO;
+  if (typeof ratio !== 'number' || !(ratio > 0 && ratio <= 1)) {
+    throw new RangeError(`pruneTargetRatio must be in (0, 1], got ${String(ratio)}`);
+  }
+  return { ttlMs, maxRoutedBlocks, pruneTarget: Math.floor(maxRoutedBlocks * ratio) };
+}
+
+export function checkWorker(worker: WorkerKey, field = 'worker'): void {
+  if (typeof worker !== 'object' || worker === null) throw new TypeError(`${field} must be a { id, rank } object`);
+  if (typeof worker.id !== 'string' || worker.id.length === 0) throw new TypeError(`${field}.id must be a non-empty string`);
+  if (!Number.isInteger(worker.rank) || worker.rank < 0 || worker.rank > 0xffff) {
+    throw new RangeError(`${field}.rank must be an integer in [0, 65535], got ${String(worker.rank)}`);
+  }
+}
+
+export function checkHash(value: bigint, field: string): void {
+  if (typeof value !== 'bigint') throw new TypeError(`${field} must be a bigint, got ${typeof value}`);
+  if (value < 0n || value > U64_MAX) throw new RangeError(`${field} must be an unsigned 64-bit integer, got ${value}`);
+}
+
+/** Checks every element; a BigUint64Array is valid by construction. */
+export function checkHashes(values: ArrayLike<bigint>, field: string): void {
+  if (values instanceof BigUint64Array) return;
+  if (typeof values !== 'object' || values === null || !Number.isInteger(values.length) || values.length < 0) {
+    throw new TypeError(`${field} must be an array of bigint hashes`);
+  }
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i]!;
+    if (typeof v !== 'bigint' || v < 0n || v > U64_MAX) checkHash(v, `${field}[${i}]`);
+  }
+}
+
+export function checkChain(external: ArrayLike<bigint>, local: ArrayLike<bigint>): void {
+  checkHashes(external, 'external');
+  checkHashes(local, 'local');
+  if (external.length !== local.length) {
+    throw new RangeError(`external and local must have one hash per block each, got ${external.length} and ${local.length}`);
+  }
+}
+
+export function checkTime(nowMs: number): void {
+  if (typeof nowMs !== 'number' || !Number.isFinite(nowMs)) throw new TypeError(`nowMs must be a finite number, got ${String(nowMs)}`);
+}

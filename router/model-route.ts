@@ -1,0 +1,169 @@
+// Everything that routes one model: its partition (workers, cache index, load
+// ledger, selection) and its admission scheduler, driven by one clock. The
+// live server and the replay both go through this, so they run the same code.
+import type { WorkerKey } from '../bindings/workers.js';
+import type { Clock, Timer } from './clock.js';
+import { RouterError } from './errors.js';
+import type { KvEventBatch } from './kv-events.js';
+import { Partition, type Explanation, type RequestFields, type RoutedRequest, type WorkerSpec } from './partition.js';
+import { defaultCostPolicy } from './plugins/selection/default-cost.js';
+import type { Admission, BusyThresholds, PolicyClass, RequestClassifier } from './scheduler/contracts.js';
+import { Scheduler, type DispatchHandlers } from './scheduler/scheduler.js';
+import type { SelectionPolicy } from './selection/contracts.js';
+
+export interface ModelRouteOptions {
+  model: string;
+  blockSize: number;
+  clock: Clock;
+  policy?: SelectionPolicy;
+  /** Policy classes; default: one class "default" that never finds a worker busy. */
+  classes?: PolicyClass[];
+  defaultClass?: string;
+  classifier?: RequestClassifier<RoutedRequest>;
+  seed?: number;
+  /** Recheck interval for held and blocked heads (ms). */
+  tickMs?: number;
+  /** How often the ledger sweep runs (ms); 0 disables it. */
+  sweepIntervalMs?: number;
+  sweepAgeMs?: number;
+  routedTtlMs?: number;
+  maxRoutedBlocks?: number;
+}
+
+export const DEFAULT_CLASS: PolicyClass = Object.freeze({
+  name: 'default',
+  quantum: 4096,
+  queuePolicy: 'fcfs',
+  busy: null,
+  queueLimit: { requests: null, tokens: null },
+  sloMs: null,
+});
+
+export class ModelRoute {
+  readonly model: string;
+  readonly partition: Partition;
+  readonly scheduler: Scheduler<RoutedRequest>;
+  private readonly clock: Clock;
+  private readonly classes: Map<string, PolicyClass>;
+  private readonly defaultClass: string;
+  private sweepTimer: Timer | undefined;
+  private readonly sweepIntervalMs: number;
+
+  constructor(options: ModelRouteOptions) {
+    this.model = options.model;
+    this.clock = options.clock;
+    // Own copies: busy thresholds change at runtime through setBusyThresholds.
+    const classes = (options.classes ?? [DEFAULT_CLASS]).map((c) => ({ ...c, busy: c.busy && { ...c.busy }, queueLimit: { ...c.queueLimit } }));
+    this.classes = new Map(classes.map((c) => [c.name, c]));
+    this.defaultClass = options.defaultClass ?? classes[0]!.name;
+    this.partition = new Partition({
+      model: options.model,
+      blockSize: options.blockSize,
+      clock: options.clock,
+      policy: options.policy ?? defaultCostPolicy(),
+      seed: options.seed,
+      routedTtlMs: options.routedTtlMs,
+      maxRoutedBlocks: options.maxRoutedBlocks,
+      sweepAgeMs: options.sweepAgeMs,
+    });
+    this.scheduler = new Scheduler<RoutedRequest>({
+      clock: options.clock,
+      placement: this.partition,
+      classes,
+      defaultClass: options.defaultClass,
+      classifier: options.classifier,
+      tickMs: options.tickMs,
+    });
+    this.sweepIntervalMs = options.sweepIntervalMs ?? 60_000;
+    this.armSweep();
+  }
+
+  /** Hashes the prompt and admits the request; exactly one handler runs, now or later. */
+  submit(fields: RequestFields, tokens: ArrayLike<number>, handlers: DispatchHandlers): RoutedRequest | undefined {
+    let request: RoutedRequest;
+    try {
+      request = this.partition.prepare(fields, tokens);
+    } catch (error) {
+      if (!RouterError.is(error)) throw error;
+      handlers.reject(error);
+      return undefined;
+    }
+    this.scheduler.submit(request, handlers);
+    return request;
+  }
+
+  /** The routing decision for a request, without dispatching or booking it. */
+  explain(fields: RequestFields, tokens: ArrayLike<number>): Explanation {
+    const request = this.partition.prepare(fields, tokens);
+    const cls = this.classes.get(fields.policyClass ?? '') ?? this.classes.get(this.defaultClass)!;
+    return this.partition.explain(request, cls.busy);
+  }
+
+  sent(requestId: string, worker: WorkerKey): void {
+    this.scheduler.sent(requestId, worker);
+  }
+  firstToken(requestId: string): void {
+    this.scheduler.firstToken(requestId);
+  }
+  completed(requestId: string): void {
+    this.scheduler.completed(requestId);
+  }
+  aborted(requestId: string): void {
+    this.scheduler.aborted(requestId);
+  }
+  retry(requestId: string, failed: WorkerKey): Admission | RouterError {
+    return this.scheduler.retry(requestId, failed);
+  }
+
+  addWorker(spec: WorkerSpec): WorkerKey[] {
+    const keys = this.partition.addWorker(spec);
+    this.scheduler.capacityChanged();
+    return keys;
+  }
+
+  /** Removes a worker; its in-flight requests stay with their callers, who will see the worker fail. */
+  removeWorker(id: string): void {
+    this.partition.removeWorker(id);
+    this.scheduler.capacityChanged();
+  }
+
+  setDraining(id: string, draining: boolean): void {
+    this.partition.setDraining(id, draining);
+    this.scheduler.capacityChanged();
+  }
+
+  applyEvents(worker: WorkerKey, batch: KvEventBatch): void {
+    this.partition.applyEvents(worker, batch);
+  }
+
+  markStale(worker: WorkerKey): void {
+    this.partition.markStale(worker);
+  }
+
+  /** The busy thresholds of every class, for the admin API. */
+  busyThresholds(): Record<string, BusyThresholds | null> {
+    return Object.fromEntries([...this.classes.values()].map((c) => [c.name, c.busy && { ...c.busy }]));
+  }
+
+  /** Changes a class's busy thresholds at runtime (null: never busy). */
+  setBusyThresholds(className: string, busy: BusyThresholds | null): void {
+    const cls = this.classes.get(className);
+    if (!cls) throw new RangeError(`no policy class "${className}" for model ${this.model}`);
+    cls.busy = busy && { ...busy };
+    this.scheduler.capacityChanged();
+  }
+
+  close(): void {
+    this.sweepTimer?.cancel();
+    this.sweepTimer = undefined;
+    this.scheduler.close();
+  }
+
+  private armSweep(): void {
+    if (this.sweepIntervalMs <= 0) return;
+    this.sweepTimer = this.clock.at(this.clock.now() + this.sweepIntervalMs, () => {
+      if (this.partition.sweep().length > 0) this.scheduler.capacityChanged();
+      this.armSweep();
+    });
+  }
+}

@@ -1,0 +1,61 @@
+// The worker-selection pipeline's seams: filters drop rows, scorers add costs,
+// one picker chooses a row. Each component declares the worker-input groups it
+// reads; only declared groups are built, once per decision, for the eligible
+// workers. The built-in default cost runs fused in the wasm core instead.
+import type { CostWeights } from '../../bindings/selection-contract.js';
+import type { WorkerInputMask, WorkerRows } from '../worker-inputs.js';
+
+export interface SelectionContext {
+  readonly promptTokens: number;
+  readonly blockSize: number;
+  /** ceil(prompt tokens / block size). */
+  readonly promptBlocks: number;
+  /** The session the request belongs to, if any. */
+  readonly sessionId: string | null;
+  /** Uniform in [0, 1) from the partition's seeded generator (decisions are reproducible). */
+  random(): number;
+}
+
+export interface WorkerFilter {
+  readonly name: string;
+  readonly inputs: WorkerInputMask;
+  /** Clears keep[i] for rows that must not be picked. */
+  filter(rows: WorkerRows, keep: Uint8Array, context: SelectionContext): void;
+}
+
+export interface WorkerScorer {
+  readonly name: string;
+  readonly inputs: WorkerInputMask;
+  /** Adds a finite cost (lower is better) to costs[i] for every row. */
+  score(rows: WorkerRows, costs: Float64Array, context: SelectionContext): void;
+}
+
+export interface WorkerPicker {
+  readonly name: string;
+  readonly inputs: WorkerInputMask;
+  /** Returns a row index in [0, rows.count); costs are the scorers' sums (zeros without scorers). */
+  pick(rows: WorkerRows, costs: Float64Array, context: SelectionContext): number;
+}
+
+/** The default cost and picker, evaluated in the wasm core for every worker in one pass. */
+export interface CoreCost extends Required<CostWeights> {
+  temperature: number;
+}
+
+export interface SelectionPolicy {
+  readonly name: string;
+  readonly filters: readonly WorkerFilter[];
+  readonly scorers: readonly WorkerScorer[];
+  /** The JS picker; absent when the core cost picks. */
+  readonly picker?: WorkerPicker;
+  /** Present when the default cost (in the core) scores and picks. */
+  readonly coreCost?: CoreCost;
+}
+
+/** The union of every group a policy's components declared. */
+export function policyInputs(policy: SelectionPolicy): WorkerInputMask {
+  let mask = policy.picker?.inputs ?? 0;
+  for (const f of policy.filters) mask |= f.inputs;
+  for (const s of policy.scorers) mask |= s.inputs;
+  return mask;
+}
