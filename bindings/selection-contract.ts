@@ -124,9 +124,8 @@ export interface SelectOptions extends EligibilityOptions, CostOptions {
   /** 0 (default) takes the cheapest; T > 0 samples a softmax over normalised costs. */
   temperature?: number;
   /**
-   * Run the full scan even where the fast path could answer: it fills the
-   * selector's columns (eligible, reason, cost of every worker) for explain
-   * output or classifier rows. The pick follows the same rule either way.
+   * Run the full scan even where the fast path could answer (it writes the
+   * selector's columns as it goes). The pick follows the same rule either way.
    */
   fullScan?: boolean;
 }
@@ -177,7 +176,10 @@ export interface SelectorColumns {
 }
 
 export interface WorkerSelector {
-  /** After a select() answered on the fast path these were not written: reading them throws. */
+  /**
+   * After a select() answered on the fast path, a full pass fills these when
+   * they are first read (O(rows)); read them before the ledger changes.
+   */
   readonly columns: SelectorColumns;
   /** How the last select() was answered (undefined before any). */
   readonly lastPath: SelectionPath | undefined;
@@ -336,8 +338,8 @@ export function fastPathArgs(config: FastPathConfig): [number, number, number, n
   return [scale, weight, config.blockSize, ...busyLimits(config.busy)];
 }
 
-export function columnsNotWritten(): Error {
-  return new Error('the last select() took the fast path and did not write the selector columns: pass fullScan: true to get them');
+export function columnsGone(): Error {
+  return new Error('the ledger changed since the fast-path select(): read the selector columns before booking, or pass fullScan: true');
 }
 
 export function checkTaintWeights(weights: ArrayLike<number>, rows: number): void {

@@ -12,7 +12,7 @@ import {
   checkSeed,
   checkTaintWeights,
   checkTemperature,
-  columnsNotWritten,
+  columnsGone,
   costWeights,
   fastPathArgs,
   notScored,
@@ -65,6 +65,10 @@ export class Selector implements WorkerSelector {
   private readonly ex: SelectExports & Pick<LedgerExports, 'ledgerEnableFastPath'> & CoreExports;
   private scored = false;
   private path: SelectionPath | undefined;
+  // The last fast-path select's [allowedCount, busy limits x 3, cost weights x 3],
+  // while its columns are still to be filled (by the scan, when first read).
+  private readonly fastArgs = new Float64Array(7);
+  private unfilled = false;
   private viewsKey = '';
   private cols!: SelectorColumns;
 
@@ -76,8 +80,9 @@ export class Selector implements WorkerSelector {
     this.reseed(options.seed ?? 0);
   }
 
+  /** After a fast-path select() the scan fills them when first read (O(rows)). */
   get columns(): SelectorColumns {
-    if (this.path === 'fast') throw columnsNotWritten();
+    if (this.unfilled) this.fillColumns();
     this.ex.selectReserve();
     const rows = this.ledger.rows;
     const key = `${this.ledger.core.generation}:${rows}`;
@@ -116,13 +121,14 @@ export class Selector implements WorkerSelector {
     this.ex.selectEligibility(allowedCount, prefillTokens, prefillFraction, decodeFraction);
     this.scored = false;
     this.path = undefined;
+    this.unfilled = false;
     return this.counts();
   }
 
   score(options: CostOptions = {}): void {
     const [credit, scale, weight] = costWeights(options.cost);
     if (!this.ledger.projected) throw staleProjection();
-    if (this.path === 'fast') throw columnsNotWritten();
+    if (this.unfilled) this.fillColumns();
     const useTaint = this.stageTaints(options.taintWeights);
     this.ex.selectCost(credit, scale, weight, useTaint);
     this.scored = true;
@@ -130,6 +136,7 @@ export class Selector implements WorkerSelector {
 
   pick(temperature = 0): number {
     checkTemperature(temperature);
+    if (this.unfilled) this.fillColumns();
     if (!this.scored) throw notScored();
     return this.ex.selectPick(temperature);
   }
@@ -150,7 +157,28 @@ export class Selector implements WorkerSelector {
     const slot = this.ex.selectDecide(allowedCount, prefillTokens, prefillFraction, decodeFraction, credit, scale, weight, useTaint, temperature, forceScan);
     this.path = this.ex.selectLastPath() === PATH_FAST ? 'fast' : 'scan';
     this.scored = this.path === 'scan';
+    this.unfilled = this.path === 'fast';
+    if (this.unfilled) {
+      const args = this.fastArgs;
+      args[0] = allowedCount;
+      args[1] = prefillTokens;
+      args[2] = prefillFraction;
+      args[3] = decodeFraction;
+      args[4] = credit;
+      args[5] = scale;
+      args[6] = weight;
+    }
     return { slot, cost: this.ex.selectLastCost(), counts: this.counts() };
+  }
+
+  /** Eligibility and cost of every row for the last fast-path select, as its scan would have written them. */
+  private fillColumns(): void {
+    if (!this.ledger.projected) throw columnsGone();
+    const [allowedCount, prefillTokens, prefillFraction, decodeFraction, credit, scale, weight] = this.fastArgs;
+    this.ex.selectEligibility(allowedCount!, prefillTokens!, prefillFraction!, decodeFraction!);
+    this.ex.selectCost(credit!, scale!, weight!, 0);
+    this.unfilled = false;
+    this.scored = true;
   }
 
   private counts(): EligibilityCounts {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { LoadTable } from '../../bindings/load-table.js';
-import type { FastPathConfig, SelectOptions } from '../../bindings/selection-contract.js';
+import { EligibilityReason as Reason, type FastPathConfig, type SelectOptions } from '../../bindings/selection-contract.js';
 import { Selector } from '../../bindings/selector.js';
 import { addFleet, chain, makePair } from './load-table.fixtures.js';
 
@@ -62,24 +62,36 @@ describe('Selector fast path', () => {
     expect(path({ cost: { activeRequestWeight: 1 } })).toBe('fast');
   });
 
-  it('a fast-path select writes no columns: reading them, score and pick throw; fullScan writes them', () => {
-    const { ledger, selector } = fastPair(1);
-    addFleet(ledger, 3);
-    selector.enableFastPath(CONFIG);
-    ledger.project({ seqHashes: [], promptTokens: 16, blockSize: 16 });
-    selector.select(OPTIONS);
-    expect(() => selector.columns).toThrow(/fullScan: true/);
-    expect(() => selector.score(OPTIONS)).toThrow(/fullScan: true/);
-    expect(() => selector.pick()).toThrow(/score\(\)/);
-    const scanned = selector.select({ ...OPTIONS, fullScan: true });
-    expect(selector.lastPath).toBe('scan');
-    expect(Array.from(selector.columns.cost)).toEqual([1, 1, 1]);
-    expect(scanned.cost).toBe(1);
-    // the three steps still work after a fast select
-    selector.select(OPTIONS);
-    selector.eligibility(OPTIONS);
-    selector.score(OPTIONS);
-    expect(selector.columns.eligible[0]).toBe(1);
+  it('the columns of a fast-path select are filled by a full pass when first read, as the scan writes them', () => {
+    const fast = fastPair(6);
+    const scan = makePair('twin', 6);
+    for (const { ledger } of [fast, scan]) {
+      const slots = addFleet(ledger, 6);
+      ledger.setAvailable(slots[0]!, false);
+      ledger.add('r', slots[1]!, chain(1, 3), 40, 0);
+      ledger.add('s', slots[2]!, chain(2, 3), 900, 0);
+      ledger.project({ seqHashes: chain(1, 4), promptTokens: 64, blockSize: 16, overlaps: { slots: [3], depths: [2] } });
+    }
+    fast.selector.enableFastPath({ blockSize: 16, busy: { prefillTokens: 500 } });
+    const options: SelectOptions = { busy: { prefillTokens: 500 }, allowedSlots: [0, 1, 2, 3, 4], cost: { overlapCredit: 0.5 } };
+    const picked = fast.selector.select(options);
+    expect(fast.selector.lastPath).toBe('fast');
+    const want = scan.selector.select(options);
+    expect(picked.cost).toBe(want.cost);
+    const columns = fast.selector.columns;
+    expect(Array.from(columns.reason)).toEqual(Array.from(scan.selector.columns.reason));
+    expect(Array.from(columns.cost)).toEqual(Array.from(scan.selector.columns.cost));
+    expect(columns.eligible[picked.slot]).toBe(1);
+    // once the ledger has changed they can no longer be computed
+    fast.selector.select(options);
+    fast.ledger.add('t', 4, [], 1, 0);
+    expect(() => fast.selector.columns).toThrow(/fullScan: true/);
+    // fullScan writes them as it goes
+    fast.ledger.project({ seqHashes: [], promptTokens: 16, blockSize: 16 });
+    fast.selector.select({ ...options, fullScan: true });
+    expect(fast.selector.lastPath).toBe('scan');
+    fast.ledger.add('u', 5, [], 1, 0);
+    expect([fast.selector.columns.eligible[4], fast.selector.columns.reason[5]]).toEqual([1, Reason.notAllowed]);
   });
 
   it('the worked example: a touched worker cheaper than every untouched one wins, at the scan\'s cost', () => {
