@@ -38,6 +38,8 @@ export {
   ledgerLiveRequests,
   ledgerActiveHashes,
   ledgerProject,
+  ledgerProjectColumns,
+  ledgerEnableFastPath,
   ledgerReserveInput,
   ledgerInputSeqPtr,
   ledgerInputSlotsPtr,
@@ -47,13 +49,16 @@ export {
   selectReserve,
   selectColumn,
   selectCountsPtr,
+  selectReserveAllowed,
+  selectAllowedPtr,
+  selectLastCost,
   selectEligibility,
   selectCost,
   selectPick,
   selectRun,
-  selectSeed,
-  selectNextRandom,
 } from './select';
+export { selectDecide, selectLastPath } from './select-fast';
+export { selectSeed, selectNextRandom } from './random';
 export { hrwReserve, hrwOutPtr, hrwTopK } from './rendezvous';
 export {
   indexInput,

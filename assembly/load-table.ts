@@ -1,6 +1,8 @@
+import { seqActiveCount, seqFind, seqHold, seqHolderCount, seqHolderWorker, seqRelease } from './active-seqs';
 import { alloc, release } from './alloc';
+import { busyReason, costKey } from './cost-model';
 import { NIL, RecordPool, grownCapacity, poolCreate, poolGive, poolRecord, poolTake, regrow } from './grow';
-import { MAP_EMPTY, U64Map, mapCreate, mapDelete, mapGet, mapSet } from './u64-map';
+import { tieTreeFill, tieTreeLeaves, tieTreeRebuild, tieTreeResize, tieTreeSet } from './tie-tree';
 
 // The load ledger: what every worker is carrying (the requests dispatched to
 // it and not yet finished) and the projection of one new request onto every
@@ -21,6 +23,21 @@ import { MAP_EMPTY, U64Map, mapCreate, mapDelete, mapGet, mapSet } from './u64-m
 //   7   OVERLAP             u32   projection: cached prefix depth in blocks
 //   8   POTENTIAL_PREFILL   f64   projection: ACTIVE_PREFILL + the request's uncached tokens there
 //   9   POTENTIAL_DECODE    u32   projection: ACTIVE_DECODE + prompt hashes it does not hold active
+//  10   TOUCH               2 x u32  projection: +0 the cached prefix depth, +4 the prompt
+//                                 hashes it holds active (one 8-byte record per slot, so a
+//                                 touched worker costs one cache line)
+//
+// The projection is sparse: `ledgerProject` writes TOUCH only for the workers
+// the request touches (a nonzero depth or held count; every other row reads 0)
+// and lists them at `ledgerTouchedPtr()`; OVERLAP and the two potential columns
+// are filled for every row by `ledgerProjectColumns()`, on demand.
+//
+// Fast path (select-fast.ts): after `ledgerEnableFastPath(scale, weight,
+// blockSize, busy thresholds)` the ledger keeps every worker's cost key
+// (cost-model.ts) in the tie tree (tie-tree.ts), as a member when the worker is
+// present, available and not busy under those thresholds, and counts present,
+// available and member workers. Every change to a worker's load, capacity,
+// presence or availability updates its leaf in O(log n).
 //
 // Requests: the binding maps request ids to u32 handles; `ledgerAdd` hands
 // one out (freed handles are reused). A record is 32 bytes:
@@ -28,14 +45,8 @@ import { MAP_EMPTY, U64Map, mapCreate, mapDelete, mapGet, mapSet } from './u64-m
 //   prefillComplete) | +8 hashes ptr (its own copy of the u64 sequence hashes) |
 //   +12 count u32 | +16 addedAt f64 | +24 live u32 | +28 next free handle u32
 //
-// Active sequences, so decode blocks count distinct hashes and the projection
-// costs time proportional to the matches rather than workers x blocks:
-//   seqIds   U64Map  sequence hash -> seq id
-//   seq      16-byte records by seq id: +0 hash u64 | +8 first holder node u32 | +12 holder count u32
-//   holders  U64Map  (seq id << 32 | worker slot) -> node
-//   node     16-byte records: +0 worker u32 | +4 refs u32 (that worker's active requests
-//            naming the hash) | +8 prev node u32 | +12 next node u32
-// Free seq ids and nodes are chained through +8 and +12 respectively.
+// Active sequences (active-seqs.ts) count decode blocks as distinct hashes and
+// give the projection the workers holding a prompt's hashes.
 //
 // Inputs: `ledgerReserveInput(seqCount, overlapCount)` sizes a staging area for
 // callers with no buffer of their own: `ledgerInputSeqPtr()` (u64 sequence
@@ -55,6 +66,7 @@ export const COL_ACTIVE_REQUESTS: u32 = 6;
 export const COL_OVERLAP: u32 = 7;
 export const COL_POTENTIAL_PREFILL: u32 = 8;
 export const COL_POTENTIAL_DECODE: u32 = 9;
+export const COL_TOUCH: u32 = 10;
 
 // ---- worker rows ----
 
@@ -70,13 +82,17 @@ let requestsCol: usize = 0;
 let overlapCol: usize = 0;
 let potentialPrefillCol: usize = 0;
 let potentialDecodeCol: usize = 0;
-// Per-projection scratch: prompt hashes each worker holds active. Zero between
-// projections (the projection clears what it counted).
-let heldCol: usize = 0;
+let touchCol: usize = 0;
+// Per slot, the worker's standing at its last leaf update (STATE_* bits).
+let stateCol: usize = 0;
+// Slots the last projection touched, each once.
+let touched: usize = 0;
+let touchedCount: u32 = 0;
 
 // The request the columns were last projected for (the cost reads them).
 let projectedPromptTokens: u32 = 0;
 let projectedBlockSize: u32 = 0;
+let projectedSeqCount: u32 = 0;
 
 export function ledgerReserveWorkers(count: u32): void {
   if (count > rowCapacity) {
@@ -91,10 +107,13 @@ export function ledgerReserveWorkers(count: u32): void {
     overlapCol = regrow(overlapCol, rowCapacity, cap, 4);
     potentialPrefillCol = regrow(potentialPrefillCol, rowCapacity, cap, 8);
     potentialDecodeCol = regrow(potentialDecodeCol, rowCapacity, cap, 4);
-    heldCol = regrow(heldCol, rowCapacity, cap, 4);
+    touchCol = regrow(touchCol, rowCapacity, cap, 8);
+    stateCol = regrow(stateCol, rowCapacity, cap, 1);
+    touched = regrow(touched, rowCapacity, cap, 4);
     rowCapacity = cap;
   }
   if (count > rows) rows = count;
+  if (fastPath && tieTreeLeaves() < rowCapacity) rebuildTree();
 }
 
 export function ledgerRows(): u32 {
@@ -113,6 +132,7 @@ export function ledgerColumn(id: u32): usize {
     case COL_OVERLAP: return overlapCol;
     case COL_POTENTIAL_PREFILL: return potentialPrefillCol;
     case COL_POTENTIAL_DECODE: return potentialDecodeCol;
+    case COL_TOUCH: return touchCol;
   }
   return 0;
 }
@@ -125,6 +145,11 @@ export function ledgerProjectedPromptTokens(): u32 {
 /** Block size of the last projection (0 before any). */
 export function ledgerProjectedBlockSize(): u32 {
   return projectedBlockSize;
+}
+
+/** Sequence hashes of the last projection. */
+export function ledgerProjectedSeqCount(): u32 {
+  return projectedSeqCount;
 }
 
 @inline
@@ -141,12 +166,14 @@ export function ledgerSetWorker(slot: u32, totalBlocks: u32, maxBatchedTokens: u
   }
   store<u32>(totalBlocksCol + (<usize>slot << 2), totalBlocks);
   store<u32>(maxBatchedCol + (<usize>slot << 2), maxBatchedTokens);
+  refreshLeaf(slot);
 }
 
 /** Marks a present worker available or not; false when the slot is not present. */
 export function ledgerSetAvailable(slot: u32, available: bool): bool {
   if (!isPresent(slot)) return false;
   store<u8>(availableCol + slot, available ? 1 : 0);
+  refreshLeaf(slot);
   return true;
 }
 
@@ -180,7 +207,9 @@ export function ledgerAdd(worker: u32, seqPtr: usize, seqCount: u32, prefillToke
   if (seqCount > 0) {
     hashes = alloc(<usize>seqCount << 3);
     memory.copy(hashes, seqPtr, <usize>seqCount << 3);
-    for (let i: u32 = 0; i < seqCount; i++) holdHash(worker, load<u64>(hashes + (<usize>i << 3)));
+    for (let i: u32 = 0; i < seqCount; i++) {
+      if (seqHold(worker, load<u64>(hashes + (<usize>i << 3)))) addDecode(worker, 1);
+    }
   }
   const r = record(handle);
   store<u32>(r, worker, 0);
@@ -194,12 +223,26 @@ export function ledgerAdd(worker: u32, seqPtr: usize, seqCount: u32, prefillToke
   const q = requestsCol + (<usize>worker << 2);
   store<u32>(q, load<u32>(q) + 1);
   liveRequests++;
+  refreshLeaf(worker);
   return handle;
+}
+
+/** Distinct active hashes of a worker go up or down by one. */
+@inline
+function addDecode(worker: u32, delta: i32): void {
+  const d = decodeCol + (<usize>worker << 2);
+  store<u32>(d, load<u32>(d) + <u32>delta);
 }
 
 /** Releases a request's prefill tokens (first output token). False when unknown. */
 export function ledgerPrefillComplete(handle: u32): bool {
   if (!isLive(handle)) return false;
+  releasePrefill(handle);
+  refreshLeaf(load<u32>(record(handle), 0));
+  return true;
+}
+
+function releasePrefill(handle: u32): void {
   const r = record(handle);
   const tokens = load<u32>(r, 4);
   if (tokens != 0) {
@@ -207,19 +250,26 @@ export function ledgerPrefillComplete(handle: u32): bool {
     store<f64>(p, load<f64>(p) - <f64>tokens);
     store<u32>(r, 0, 4);
   }
-  return true;
 }
 
 /** Releases everything a request holds (completion, error, cancel). False when unknown. */
 export function ledgerFree(handle: u32): bool {
   if (!isLive(handle)) return false;
-  ledgerPrefillComplete(handle);
+  refreshLeaf(freeRequest(handle));
+  return true;
+}
+
+/** Releases a live request without updating its worker's leaf; returns the worker. */
+function freeRequest(handle: u32): u32 {
+  releasePrefill(handle);
   const r = record(handle);
   const worker = load<u32>(r, 0);
   const hashes = load<usize>(r, 8);
   const count = load<u32>(r, 12);
   if (count > 0) {
-    for (let i: u32 = 0; i < count; i++) releaseHash(worker, load<u64>(hashes + (<usize>i << 3)));
+    for (let i: u32 = 0; i < count; i++) {
+      if (seqRelease(worker, load<u64>(hashes + (<usize>i << 3)))) addDecode(worker, -1);
+    }
     release(hashes, <usize>count << 3);
   }
   const q = requestsCol + (<usize>worker << 2);
@@ -227,7 +277,7 @@ export function ledgerFree(handle: u32): bool {
   store<u32>(r, 0, 24);
   poolGive(requests, handle);
   liveRequests--;
-  return true;
+  return worker;
 }
 
 function reserveDropped(): void {
@@ -244,7 +294,7 @@ export function ledgerSweep(now: f64, maxAgeMs: f64): u32 {
   let count: u32 = 0;
   for (let h: u32 = 0; h < requests.high; h++) {
     if (isLive(h) && now - load<f64>(record(h), 16) > maxAgeMs) {
-      ledgerFree(h);
+      refreshLeaf(freeRequest(h));
       store<u32>(dropped + (<usize>count << 2), h);
       count++;
     }
@@ -259,7 +309,7 @@ export function ledgerRemoveWorker(slot: u32): u32 {
   let count: u32 = 0;
   for (let h: u32 = 0; h < requests.high; h++) {
     if (isLive(h) && load<u32>(record(h), 0) == slot) {
-      ledgerFree(h);
+      freeRequest(h);
       store<u32>(dropped + (<usize>count << 2), h);
       count++;
     }
@@ -268,6 +318,7 @@ export function ledgerRemoveWorker(slot: u32): u32 {
   store<u8>(availableCol + slot, 0);
   store<u32>(totalBlocksCol + (<usize>slot << 2), 0);
   store<u32>(maxBatchedCol + (<usize>slot << 2), 0);
+  refreshLeaf(slot);
   return count;
 }
 
@@ -279,103 +330,36 @@ export function ledgerLiveRequests(): u32 {
   return liveRequests;
 }
 
-// ---- active sequences ----
-
-const seqIds: U64Map = mapCreate(16);
-const holders: U64Map = mapCreate(16);
-const seqs: RecordPool = poolCreate(16, 8);
-const nodes: RecordPool = poolCreate(16, 12);
-
-@inline
-function seqRecord(sid: u32): usize {
-  return poolRecord(seqs, sid);
-}
-
-@inline
-function nodeRecord(node: u32): usize {
-  return poolRecord(nodes, node);
-}
-
-@inline
-function holderKey(sid: u32, worker: u32): u64 {
-  return (<u64>sid << 32) | <u64>worker;
-}
-
-/** One more active request of `worker` names `hash`. */
-function holdHash(worker: u32, hash: u64): void {
-  let sid = mapGet(seqIds, hash);
-  if (sid == MAP_EMPTY) {
-    sid = poolTake(seqs);
-    const s = seqRecord(sid);
-    store<u64>(s, hash, 0);
-    store<u32>(s, NIL, 8);
-    store<u32>(s, 0, 12);
-    mapSet(seqIds, hash, sid);
-  }
-  const key = holderKey(sid, worker);
-  let node = mapGet(holders, key);
-  if (node == MAP_EMPTY) {
-    node = poolTake(nodes);
-    mapSet(holders, key, node);
-    const s = seqRecord(sid);
-    const first = load<u32>(s, 8);
-    const n = nodeRecord(node);
-    store<u32>(n, worker, 0);
-    store<u32>(n, 0, 4);
-    store<u32>(n, NIL, 8);
-    store<u32>(n, first, 12);
-    if (first != NIL) store<u32>(nodeRecord(first), node, 8);
-    store<u32>(s, node, 8);
-    store<u32>(s, load<u32>(s, 12) + 1, 12);
-    const d = decodeCol + (<usize>worker << 2);
-    store<u32>(d, load<u32>(d) + 1);
-  }
-  const n = nodeRecord(node);
-  store<u32>(n, load<u32>(n, 4) + 1, 4);
-}
-
-/** One fewer active request of `worker` names `hash` (it was held). */
-function releaseHash(worker: u32, hash: u64): void {
-  const sid = mapGet(seqIds, hash);
-  const key = holderKey(sid, worker);
-  const node = mapGet(holders, key);
-  const n = nodeRecord(node);
-  const refs = load<u32>(n, 4) - 1;
-  if (refs > 0) {
-    store<u32>(n, refs, 4);
-    return;
-  }
-  const prev = load<u32>(n, 8);
-  const next = load<u32>(n, 12);
-  const s = seqRecord(sid);
-  if (prev != NIL) store<u32>(nodeRecord(prev), next, 12);
-  else store<u32>(s, next, 8);
-  if (next != NIL) store<u32>(nodeRecord(next), prev, 8);
-  poolGive(nodes, node);
-  mapDelete(holders, key);
-  const d = decodeCol + (<usize>worker << 2);
-  store<u32>(d, load<u32>(d) - 1);
-  const remaining = load<u32>(s, 12) - 1;
-  store<u32>(s, remaining, 12);
-  if (remaining == 0) {
-    mapDelete(seqIds, hash);
-    poolGive(seqs, sid);
-  }
-}
-
 /** Distinct sequence hashes active on any worker. */
 export function ledgerActiveHashes(): u32 {
-  return seqIds.size;
+  return seqActiveCount();
 }
 
 // ---- projection ----
 
+/** Lists a slot as touched the first time the projection writes its TOUCH record; returns the record. */
+@inline
+function touch(slot: u32): usize {
+  const t = touchCol + (<usize>slot << 3);
+  if (load<u64>(t) == 0) {
+    store<u32>(touched + (<usize>touchedCount << 2), slot);
+    touchedCount++;
+  }
+  return t;
+}
+
+/** One more of the request's hashes is held by `slot`. */
+@inline
+function countHeld(slot: u32): void {
+  const t = touch(slot);
+  store<u32>(t, load<u32>(t, 4) + 1, 4);
+}
+
 /**
- * Projects a new request onto every row: OVERLAP from the sparse overlap list
- * (the deepest entry per slot; slots outside the table are ignored),
- * POTENTIAL_PREFILL = ACTIVE_PREFILL + max(promptTokens - OVERLAP x blockSize, 0),
- * POTENTIAL_DECODE = ACTIVE_DECODE + seqCount - (prompt hashes the worker holds
- * active, counted through the reverse index).
+ * Projects a new request onto the workers it touches: OVERLAP from the sparse
+ * overlap list (the deepest entry per slot; slots outside the table are
+ * ignored) and HELD, the prompt hashes each worker holds active, through the
+ * reverse index. Costs time in the list and the holders, not the rows.
  */
 export function ledgerProject(
   seqPtr: usize,
@@ -386,39 +370,199 @@ export function ledgerProject(
   depthsPtr: usize,
   overlapCount: u32,
 ): void {
+  for (let i: u32 = 0; i < touchedCount; i++) store<u64>(touchCol + (<usize>load<u32>(touched + (<usize>i << 2)) << 3), 0);
+  touchedCount = 0;
   const n = rows;
-  memory.fill(overlapCol, 0, <usize>n << 2);
   for (let i: u32 = 0; i < overlapCount; i++) {
     const slot = load<u32>(slotsPtr + (<usize>i << 2));
-    if (slot >= n) continue;
     const depth = load<u32>(depthsPtr + (<usize>i << 2));
-    const o = overlapCol + (<usize>slot << 2);
-    if (depth > load<u32>(o)) store<u32>(o, depth);
+    if (slot >= n || depth == 0) continue;
+    const t = touch(slot);
+    if (depth > load<u32>(t)) store<u32>(t, depth);
   }
   for (let i: u32 = 0; i < seqCount; i++) {
-    const sid = mapGet(seqIds, load<u64>(seqPtr + (<usize>i << 3)));
-    if (sid == MAP_EMPTY) continue;
-    let node = load<u32>(seqRecord(sid), 8);
-    while (node != NIL) {
-      const r = nodeRecord(node);
-      const h = heldCol + (<usize>load<u32>(r, 0) << 2);
-      store<u32>(h, load<u32>(h) + 1);
-      node = load<u32>(r, 12);
-    }
-  }
-  const prompt = <f64>promptTokens;
-  const size = <f64>blockSize;
-  for (let w: u32 = 0; w < n; w++) {
-    const at4 = <usize>w << 2;
-    const at8 = <usize>w << 3;
-    let uncached = prompt - <f64>load<u32>(overlapCol + at4) * size;
-    if (uncached < 0) uncached = 0;
-    store<f64>(potentialPrefillCol + at8, load<f64>(prefillCol + at8) + uncached);
-    store<u32>(potentialDecodeCol + at4, load<u32>(decodeCol + at4) + seqCount - load<u32>(heldCol + at4));
-    store<u32>(heldCol + at4, 0);
+    const s = seqFind(load<u64>(seqPtr + (<usize>i << 3)));
+    if (s == 0) continue;
+    const count = seqHolderCount(s);
+    for (let j: u32 = 0; j < count; j++) countHeld(seqHolderWorker(s, j));
   }
   projectedPromptTokens = promptTokens;
   projectedBlockSize = blockSize;
+  projectedSeqCount = seqCount;
+}
+
+export function ledgerTouchedPtr(): usize {
+  return touched;
+}
+
+export function ledgerTouchedCount(): u32 {
+  return touchedCount;
+}
+
+/**
+ * Fills OVERLAP and the potential columns of every row from the last
+ * projection and the current load: POTENTIAL_PREFILL = ACTIVE_PREFILL +
+ * max(promptTokens - depth x blockSize, 0), POTENTIAL_DECODE = ACTIVE_DECODE +
+ * seqCount - held.
+ */
+export function ledgerProjectColumns(): void {
+  const prompt = <f64>projectedPromptTokens;
+  const size = <f64>projectedBlockSize;
+  for (let w: u32 = 0; w < rows; w++) {
+    const at4 = <usize>w << 2;
+    const at8 = <usize>w << 3;
+    const depth = load<u32>(touchCol + at8);
+    store<u32>(overlapCol + at4, depth);
+    let uncached = prompt - <f64>depth * size;
+    if (uncached < 0) uncached = 0;
+    store<f64>(potentialPrefillCol + at8, load<f64>(prefillCol + at8) + uncached);
+    store<u32>(potentialDecodeCol + at4, load<u32>(decodeCol + at4) + projectedSeqCount - load<u32>(touchCol + at8, 4));
+  }
+}
+
+// ---- fast path: cost keys in the tie tree ----
+
+const STATE_PRESENT: u8 = 1;
+const STATE_AVAILABLE: u8 = 2;
+const STATE_MEMBER: u8 = 4;
+
+let fastPath = false;
+let fastScale: f64 = 0;
+let fastWeight: f64 = 0;
+let fastBlockSize: f64 = 0;
+let fastPrefillTokens: f64 = 0;
+let fastPrefillFraction: f64 = 0;
+let fastDecodeFraction: f64 = 0;
+let presentCount: u32 = 0;
+let availableCount: u32 = 0;
+let memberCount: u32 = 0;
+
+/**
+ * Keeps cost keys for prefill load scale `scale`, active request weight
+ * `weight` and block size `blockSize`, with members not busy under the given
+ * thresholds (+Infinity: off). Rebuilds the tree: O(rows).
+ */
+export function ledgerEnableFastPath(
+  scale: f64,
+  weight: f64,
+  blockSize: u32,
+  prefillTokens: f64,
+  prefillFraction: f64,
+  decodeFraction: f64,
+): void {
+  fastScale = scale;
+  fastWeight = weight;
+  fastBlockSize = <f64>blockSize;
+  fastPrefillTokens = prefillTokens;
+  fastPrefillFraction = prefillFraction;
+  fastDecodeFraction = decodeFraction;
+  fastPath = true;
+  rebuildTree();
+}
+
+function rebuildTree(): void {
+  // The tree's leaves cover the row capacity (a power of two, at least 16).
+  const cap = grownCapacity(rowCapacity, rowCapacity);
+  if (tieTreeLeaves() != cap) tieTreeResize(cap);
+  presentCount = 0;
+  availableCount = 0;
+  memberCount = 0;
+  for (let w: u32 = 0; w < rows; w++) {
+    const state = standing(w);
+    store<u8>(stateCol + w, state);
+    countStanding(state, 1);
+    tieTreeFill(w, keyOf(w), (state & STATE_MEMBER) != 0);
+  }
+  tieTreeRebuild();
+}
+
+/** The worker's STATE_* bits under the fast path's thresholds. */
+@inline
+function standing(w: u32): u8 {
+  if (load<u8>(presentCol + w) == 0) return 0;
+  if (load<u8>(availableCol + w) == 0) return STATE_PRESENT;
+  const busy = busyReason(
+    load<f64>(prefillCol + (<usize>w << 3)),
+    load<u32>(maxBatchedCol + (<usize>w << 2)),
+    load<u32>(decodeCol + (<usize>w << 2)),
+    load<u32>(totalBlocksCol + (<usize>w << 2)),
+    fastPrefillTokens,
+    fastPrefillFraction,
+    fastDecodeFraction,
+  );
+  return STATE_PRESENT | STATE_AVAILABLE | (busy == 0 ? STATE_MEMBER : 0);
+}
+
+@inline
+function countStanding(state: u8, sign: i32): void {
+  presentCount += <u32>(sign * <i32>(state & STATE_PRESENT));
+  availableCount += <u32>(sign * <i32>((state & STATE_AVAILABLE) >> 1));
+  memberCount += <u32>(sign * <i32>((state & STATE_MEMBER) >> 2));
+}
+
+@inline
+function keyOf(w: u32): f64 {
+  return costKey(
+    load<f64>(prefillCol + (<usize>w << 3)),
+    load<u32>(decodeCol + (<usize>w << 2)),
+    load<u32>(requestsCol + (<usize>w << 2)),
+    fastBlockSize,
+    fastScale,
+    fastWeight,
+  );
+}
+
+/** Brings a worker's leaf and the counts up to date after any change to it. */
+@inline
+function refreshLeaf(w: u32): void {
+  if (fastPath) updateLeaf(w);
+}
+
+function updateLeaf(w: u32): void {
+  const state = standing(w);
+  const before = load<u8>(stateCol + w);
+  if (state != before) {
+    countStanding(before, -1);
+    countStanding(state, 1);
+    store<u8>(stateCol + w, state);
+  }
+  tieTreeSet(w, keyOf(w), (state & STATE_MEMBER) != 0);
+}
+
+export function ledgerFastPathOn(): bool {
+  return fastPath;
+}
+
+/** Whether a decision with these parameters may use the tree's keys and members. */
+export function ledgerFastPathMatches(
+  scale: f64,
+  weight: f64,
+  blockSize: u32,
+  prefillTokens: f64,
+  prefillFraction: f64,
+  decodeFraction: f64,
+): bool {
+  return (
+    fastPath &&
+    scale == fastScale &&
+    weight == fastWeight &&
+    <f64>blockSize == fastBlockSize &&
+    prefillTokens == fastPrefillTokens &&
+    prefillFraction == fastPrefillFraction &&
+    decodeFraction == fastDecodeFraction
+  );
+}
+
+export function ledgerPresentCount(): u32 {
+  return presentCount;
+}
+
+export function ledgerAvailableCount(): u32 {
+  return availableCount;
+}
+
+export function ledgerMemberCount(): u32 {
+  return memberCount;
 }
 
 // ---- input staging ----

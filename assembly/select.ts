@@ -1,3 +1,11 @@
+import {
+  busyReason,
+  clampedCost,
+  costConstant,
+  costKey,
+  prefillClamped,
+  unclampedCost,
+} from './cost-model';
 import { grownCapacity, regrow } from './grow';
 import {
   COL_ACTIVE_DECODE,
@@ -5,15 +13,16 @@ import {
   COL_ACTIVE_REQUESTS,
   COL_AVAILABLE,
   COL_MAX_BATCHED_TOKENS,
-  COL_OVERLAP,
-  COL_POTENTIAL_DECODE,
   COL_PRESENT,
   COL_TOTAL_BLOCKS,
+  COL_TOUCH,
   ledgerColumn,
   ledgerProjectedBlockSize,
   ledgerProjectedPromptTokens,
+  ledgerProjectedSeqCount,
   ledgerRows,
 } from './load-table';
+import { chance, unit } from './random';
 
 // Worker selection over the load ledger's rows: eligibility, the default cost
 // and the picker. Export prefix `select`. It reads the ledger's columns and its
@@ -24,29 +33,30 @@ import {
 //                       callers may clear entries before cost and pick, e.g. custom filters)
 //   1   REASON    u8    why a row is ineligible (REASON_* below; 0 = eligible)
 //   2   COST      f64   the default cost, lower is better; +Infinity when not eligible
-//   3   ALLOWED   u8    input: 1 for slots in the request's allow-list (read when asked)
+//   3   ALLOWED   u8    1 for slots in the request's allow-list (built from the list
+//                       staged at `selectAllowedPtr()` when a call is given its length)
 //   4   TAINT     f64   input: summed weights of the preferred taints each worker matches
 //                       (read when asked; 0 means no effect)
-// `selectCountsPtr()` points at five u32 counts written by eligibility:
-//   present, available (and present), allowed (and available), overloaded (allowed
-//   but busy), eligible.
+// `selectCountsPtr()` points at five u32 counts written by eligibility and by
+// every decision: present, available (and present), allowed (and available),
+// overloaded (allowed but busy), eligible. `selectLastCost()` is the cost of the
+// last pick (+Infinity when none).
 // The steps run as `selectEligibility`, `selectCost`, `selectPick` (so a caller
-// can filter the ELIGIBLE column in between) or fused as `selectRun`.
-// Randomness (tie-breaks, softmax draws) comes from xoshiro128** seeded by
-// `selectSeed`, so a seed fixes every decision.
+// can filter the ELIGIBLE column in between) or fused as `selectRun`, the full
+// scan; `selectDecide` (select-fast.ts) answers most temperature-0 decisions
+// without it. Randomness (tie-breaks, softmax draws) comes from random.ts, so a
+// seed fixes every decision.
 
 export const REASON_ELIGIBLE: u8 = 0;
 export const REASON_ABSENT: u8 = 1;
 export const REASON_UNAVAILABLE: u8 = 2;
 export const REASON_NOT_ALLOWED: u8 = 3;
-export const REASON_BUSY_PREFILL_TOKENS: u8 = 4;
-export const REASON_BUSY_PREFILL_FRACTION: u8 = 5;
-export const REASON_BUSY_DECODE_FRACTION: u8 = 6;
+// 4..6: REASON_BUSY_* in cost-model.ts
 
 const COL_ELIGIBLE: u32 = 0;
 const COL_REASON: u32 = 1;
 const COL_COST: u32 = 2;
-const COL_ALLOWED: u32 = 3;
+export const COL_ALLOWED: u32 = 3;
 const COL_TAINT: u32 = 4;
 
 let capacity: u32 = 0;
@@ -58,6 +68,11 @@ let taintCol: usize = 0;
 // Softmax weights of the last temperature pick (scratch).
 let weightCol: usize = 0;
 const counts: usize = memory.data(20);
+// The staged allow-list: u32 slots, any order, duplicates and slots past the rows allowed.
+let allowedList: usize = 0;
+let allowedListCapacity: u32 = 0;
+// The cost of the last pick (+Infinity when none).
+let lastCost: f64 = Infinity;
 
 /** Sizes the selector's columns to the ledger's rows. */
 export function selectReserve(): void {
@@ -71,6 +86,35 @@ export function selectReserve(): void {
   taintCol = regrow(taintCol, capacity, cap, 8);
   weightCol = regrow(weightCol, capacity, cap, 8);
   capacity = cap;
+}
+
+/** Room for an allow-list of `count` slots at selectAllowedPtr(). */
+export function selectReserveAllowed(count: u32): void {
+  if (count <= allowedListCapacity) return;
+  const cap = grownCapacity(allowedListCapacity, count);
+  allowedList = regrow(allowedList, allowedListCapacity, cap, 4);
+  allowedListCapacity = cap;
+}
+
+export function selectAllowedPtr(): usize {
+  return allowedList;
+}
+
+/** The ALLOWED column from the first `count` staged slots (slots past the rows are ignored). */
+export function buildAllowedMask(count: u32, rows: u32): void {
+  memory.fill(allowedCol, 0, <usize>rows);
+  for (let i: u32 = 0; i < count; i++) {
+    const slot = load<u32>(allowedList + (<usize>i << 2));
+    if (slot < rows) store<u8>(allowedCol + slot, 1);
+  }
+}
+
+export function selectLastCost(): f64 {
+  return lastCost;
+}
+
+export function setLastCost(cost: f64): void {
+  lastCost = cost;
 }
 
 export function selectColumn(id: u32): usize {
@@ -95,12 +139,13 @@ let prefill: usize = 0;
 let maxBatched: usize = 0;
 let decode: usize = 0;
 let total: usize = 0;
-let overlap: usize = 0;
-let potentialDecode: usize = 0;
+let touch: usize = 0;
 let requests: usize = 0;
 // The cost's per-request terms, set by beginCost.
 let blockSize: f64 = 0;
 let promptBlocks: f64 = 0;
+let seqCount: u32 = 0;
+let constant: f64 = 0;
 
 function bindLedger(): u32 {
   selectReserve();
@@ -110,35 +155,33 @@ function bindLedger(): u32 {
   maxBatched = ledgerColumn(COL_MAX_BATCHED_TOKENS);
   decode = ledgerColumn(COL_ACTIVE_DECODE);
   total = ledgerColumn(COL_TOTAL_BLOCKS);
-  overlap = ledgerColumn(COL_OVERLAP);
-  potentialDecode = ledgerColumn(COL_POTENTIAL_DECODE);
+  touch = ledgerColumn(COL_TOUCH);
   requests = ledgerColumn(COL_ACTIVE_REQUESTS);
   return ledgerRows();
 }
 
-function beginCost(): void {
+function beginCost(prefillLoadScale: f64): void {
   blockSize = <f64>ledgerProjectedBlockSize();
   promptBlocks = Math.ceil(<f64>ledgerProjectedPromptTokens() / blockSize);
+  seqCount = ledgerProjectedSeqCount();
+  constant = costConstant(promptBlocks, seqCount, prefillLoadScale);
 }
 
-/**
- * Why row w may not take the request, or REASON_ELIGIBLE. Busy means any of:
- * ACTIVE_PREFILL > prefillTokens; ACTIVE_PREFILL > prefillFraction x
- * MAX_BATCHED_TOKENS (rows with a known max only); ACTIVE_DECODE / TOTAL_BLOCKS
- * > decodeFraction (rows with a known capacity only). +Infinity disables one.
- */
+/** Why row w may not take the request, or REASON_ELIGIBLE (busy: see cost-model.ts). */
 @inline
 function rowReason(w: u32, useAllowed: bool, prefillTokens: f64, prefillFraction: f64, decodeFraction: f64): u8 {
   if (load<u8>(present + w) == 0) return REASON_ABSENT;
   if (load<u8>(available + w) == 0) return REASON_UNAVAILABLE;
   if (useAllowed && load<u8>(allowedCol + w) == 0) return REASON_NOT_ALLOWED;
-  const tokens = load<f64>(prefill + (<usize>w << 3));
-  if (tokens > prefillTokens) return REASON_BUSY_PREFILL_TOKENS;
-  const maxTokens = load<u32>(maxBatched + (<usize>w << 2));
-  if (maxTokens > 0 && tokens > prefillFraction * <f64>maxTokens) return REASON_BUSY_PREFILL_FRACTION;
-  const blocks = load<u32>(total + (<usize>w << 2));
-  if (blocks > 0 && <f64>load<u32>(decode + (<usize>w << 2)) / <f64>blocks > decodeFraction) return REASON_BUSY_DECODE_FRACTION;
-  return REASON_ELIGIBLE;
+  return busyReason(
+    load<f64>(prefill + (<usize>w << 3)),
+    load<u32>(maxBatched + (<usize>w << 2)),
+    load<u32>(decode + (<usize>w << 2)),
+    load<u32>(total + (<usize>w << 2)),
+    prefillTokens,
+    prefillFraction,
+    decodeFraction,
+  );
 }
 
 /** Records row w's reason in the REASON and ELIGIBLE columns. */
@@ -167,28 +210,35 @@ function writeCounts(rows: u32): u32 {
   }
   const nPresent = rows - absent;
   const nAvailable = nPresent - unavailable;
-  const nAllowed = nAvailable - notAllowed;
-  store<u32>(counts, nPresent, 0);
-  store<u32>(counts, nAvailable, 4);
-  store<u32>(counts, nAllowed, 8);
-  store<u32>(counts, nAllowed - eligible, 12);
-  store<u32>(counts, eligible, 16);
+  storeCounts(nPresent, nAvailable, nAvailable - notAllowed, eligible);
   return eligible;
 }
 
+/** Writes the counts at selectCountsPtr (overloaded = allowed - eligible). */
+export function storeCounts(present: u32, available: u32, allowed: u32, eligible: u32): void {
+  store<u32>(counts, present, 0);
+  store<u32>(counts, available, 4);
+  store<u32>(counts, allowed, 8);
+  store<u32>(counts, allowed - eligible, 12);
+  store<u32>(counts, eligible, 16);
+}
+
 /**
- * The default cost of row w from the ledger's last projection, lower is better:
- *   prefillLoadScale x max(ACTIVE_PREFILL / bs + ceil(prompt / bs) - overlapCredit x OVERLAP, 0)
- *   + POTENTIAL_DECODE + activeRequestWeight x ACTIVE_REQUESTS,
+ * The default cost of row w from the ledger's last projection (cost-model.ts),
  * times exp(-tanh(TAINT)) when useTaint and the row's TAINT is not 0.
  */
 @inline
 function rowCost(w: u32, overlapCredit: f64, prefillLoadScale: f64, activeRequestWeight: f64, useTaint: bool): f64 {
   const at4 = <usize>w << 2;
   const at8 = <usize>w << 3;
-  let prefillBlocks = load<f64>(prefill + at8) / blockSize + promptBlocks - overlapCredit * <f64>load<u32>(overlap + at4);
-  if (prefillBlocks < 0) prefillBlocks = 0;
-  let cost = prefillLoadScale * prefillBlocks + <f64>load<u32>(potentialDecode + at4) + activeRequestWeight * <f64>load<u32>(requests + at4);
+  const tokens = load<f64>(prefill + at8);
+  const decodeBlocks = load<u32>(decode + at4);
+  const active = load<u32>(requests + at4);
+  const credited = overlapCredit * <f64>load<u32>(touch + at8);
+  const held = load<u32>(touch + at8, 4);
+  let cost = prefillClamped(tokens, blockSize, promptBlocks, credited)
+    ? clampedCost(decodeBlocks, seqCount, held, active, activeRequestWeight)
+    : unclampedCost(costKey(tokens, decodeBlocks, active, blockSize, prefillLoadScale, activeRequestWeight), constant, credited, held, prefillLoadScale);
   if (useTaint) {
     const weight = load<f64>(taintCol + at8);
     if (weight != 0) cost *= Math.exp(-Math.tanh(weight));
@@ -196,9 +246,15 @@ function rowCost(w: u32, overlapCredit: f64, prefillLoadScale: f64, activeReques
   return cost;
 }
 
-/** One pass over all rows into ELIGIBLE, REASON and the counts; returns the eligible count. */
-export function selectEligibility(useAllowed: bool, prefillTokens: f64, prefillFraction: f64, decodeFraction: f64): u32 {
+/**
+ * One pass over all rows into ELIGIBLE, REASON and the counts; returns the
+ * eligible count. allowedCount < 0: no allow-list; else the first allowedCount
+ * staged slots.
+ */
+export function selectEligibility(allowedCount: i32, prefillTokens: f64, prefillFraction: f64, decodeFraction: f64): u32 {
   const n = bindLedger();
+  const useAllowed = allowedCount >= 0;
+  if (useAllowed) buildAllowedMask(<u32>allowedCount, n);
   for (let w: u32 = 0; w < n; w++) markRow(w, rowReason(w, useAllowed, prefillTokens, prefillFraction, decodeFraction));
   return writeCounts(n);
 }
@@ -209,7 +265,7 @@ export function selectEligibility(useAllowed: bool, prefillTokens: f64, prefillF
  */
 export function selectCost(overlapCredit: f64, prefillLoadScale: f64, activeRequestWeight: f64, useTaint: bool): void {
   const n = bindLedger();
-  beginCost();
+  beginCost(prefillLoadScale);
   for (let w: u32 = 0; w < n; w++) {
     const cost = load<u8>(eligibleCol + w) != 0 ? rowCost(w, overlapCredit, prefillLoadScale, activeRequestWeight, useTaint) : Infinity;
     store<f64>(costCol + (<usize>w << 3), cost);
@@ -222,7 +278,7 @@ export function selectCost(overlapCredit: f64, prefillLoadScale: f64, activeRequ
  * selectEligibility, selectCost and selectPick called in turn.
  */
 export function selectRun(
-  useAllowed: bool,
+  allowedCount: i32,
   prefillTokens: f64,
   prefillFraction: f64,
   decodeFraction: f64,
@@ -233,7 +289,9 @@ export function selectRun(
   temperature: f64,
 ): i32 {
   const n = bindLedger();
-  beginCost();
+  beginCost(prefillLoadScale);
+  const useAllowed = allowedCount >= 0;
+  if (useAllowed) buildAllowedMask(<u32>allowedCount, n);
   const greedy = !(temperature > 0);
   const cheapest = changetype<Cheapest>(cheapestState);
   cheapest.reset();
@@ -248,7 +306,7 @@ export function selectRun(
     store<f64>(costCol + (<usize>w << 3), cost);
   }
   writeCounts(n);
-  return greedy ? cheapest.best : pickSoftmax(temperature);
+  return recordPick(greedy ? cheapest.best : pickSoftmax(temperature));
 }
 
 /**
@@ -261,7 +319,13 @@ export function selectRun(
  */
 export function selectPick(temperature: f64): i32 {
   selectReserve();
-  return temperature > 0 ? pickSoftmax(temperature) : pickCheapest();
+  return recordPick(temperature > 0 ? pickSoftmax(temperature) : pickCheapest());
+}
+
+@inline
+function recordPick(slot: i32): i32 {
+  lastCost = slot < 0 ? Infinity : load<f64>(costCol + (<usize>slot << 3));
+  return slot;
 }
 
 // The temperature-0 pick as a running state, so the fused pass and the pick
@@ -338,55 +402,4 @@ function pickSoftmax(temperature: f64): i32 {
     if (target < acc) return last;
   }
   return last;
-}
-
-// ---- randomness: xoshiro128** on u32 words ----
-
-let s0: u32 = 1;
-let s1: u32 = 2;
-let s2: u32 = 3;
-let s3: u32 = 4;
-
-// Expands a seed into four state words: a Weyl sequence through the murmur3
-// finalizer, a bijection, so at most one word is 0 and the state never is.
-function seedWord(x: u32): u32 {
-  x = (x ^ (x >>> 16)) * 0x85ebca6b;
-  x = (x ^ (x >>> 13)) * 0xc2b2ae35;
-  return x ^ (x >>> 16);
-}
-
-export function selectSeed(seed: u32): void {
-  s0 = seedWord(seed + 0x9e3779b9);
-  s1 = seedWord(seed + 0x3c6ef372);
-  s2 = seedWord(seed + 0xdaa66d2b);
-  s3 = seedWord(seed + 0x78dde6e4);
-}
-
-function nextU32(): u32 {
-  const result = rotl<u32>(s1 * 5, 7) * 9;
-  const t = s1 << 9;
-  s2 ^= s0;
-  s3 ^= s1;
-  s1 ^= s2;
-  s0 ^= s3;
-  s2 ^= t;
-  s3 = rotl<u32>(s3, 11);
-  return result;
-}
-
-/** True with probability about 1/k (exactly ceil(2^32 / k) / 2^32). */
-@inline
-function chance(k: u32): bool {
-  return (<u64>nextU32() * <u64>k) >> 32 == 0;
-}
-
-/** Uniform in [0, 1) with 32 random bits. */
-@inline
-function unit(): f64 {
-  return <f64>nextU32() / 4294967296.0;
-}
-
-// For tests of the generator itself: the next raw word.
-export function selectNextRandom(): u32 {
-  return nextU32();
 }

@@ -1,5 +1,6 @@
 // The load ledger over the wasm core (assembly/load-table.ts): what every
-// worker is carrying, and the projection of a new request onto every worker.
+// worker is carrying, and the projection of a new request onto the workers it
+// touches (the potential columns of every worker are filled when first read).
 // Request ids are strings here and u32 handles in the core.
 import { Core, type CoreExports } from './core.js';
 import {
@@ -45,6 +46,15 @@ export interface LedgerExports {
     depthsPtr: number,
     overlapCount: number,
   ): void;
+  ledgerProjectColumns(): void;
+  ledgerEnableFastPath(
+    scale: number,
+    weight: number,
+    blockSize: number,
+    prefillTokens: number,
+    prefillFraction: number,
+    decodeFraction: number,
+  ): void;
   ledgerReserveInput(seqCount: number, overlapCount: number): void;
   ledgerInputSeqPtr(): number;
   ledgerInputSlotsPtr(): number;
@@ -77,6 +87,9 @@ export class LoadTable implements LoadLedger {
   private version = 0;
   private projectedAt = -1;
   private projectedRequest = { promptTokens: 0, blockSize: 0 };
+  // Projections made, and the one whose potential columns were last filled.
+  private projections = 0;
+  private filledFor = -1;
   private viewsKey = '';
   private cols!: LedgerColumns;
   private proj!: ProjectionColumns;
@@ -106,6 +119,10 @@ export class LoadTable implements LoadLedger {
   }
 
   get projection(): ProjectionColumns {
+    if (this.filledFor !== this.projections) {
+      this.ex.ledgerProjectColumns();
+      this.filledFor = this.projections;
+    }
     this.refreshViews();
     return this.proj;
   }
@@ -190,6 +207,7 @@ export class LoadTable implements LoadLedger {
       this.core.u32(depthsPtr, overlapCount).set(overlaps.depths);
     }
     this.ex.ledgerProject(seqPtr, seqHashes.length, request.promptTokens, request.blockSize, slotsPtr, depthsPtr, overlapCount);
+    this.projections++;
     this.projectedAt = this.version;
     this.projectedRequest = { promptTokens: request.promptTokens, blockSize: request.blockSize };
   }

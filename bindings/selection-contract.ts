@@ -26,7 +26,12 @@ export interface LedgerColumns {
   activeRequests: Uint32Array;
 }
 
-/** The last projection, indexed by slot. Views: valid until the next call on the Core. */
+/**
+ * The last projection, indexed by slot. Views: valid until the next call on the
+ * Core. The wasm ledger fills the potential columns when they are first read
+ * after project(), from the load at that moment: read them while `projected` is
+ * defined (the ledger has not changed since).
+ */
 export interface ProjectionColumns {
   overlapBlocks: Uint32Array;
   potentialPrefillTokens: Float64Array;
@@ -118,7 +123,29 @@ export interface CostOptions {
 export interface SelectOptions extends EligibilityOptions, CostOptions {
   /** 0 (default) takes the cheapest; T > 0 samples a softmax over normalised costs. */
   temperature?: number;
+  /**
+   * Run the full scan even where the fast path could answer (it writes the
+   * selector's columns as it goes). The pick follows the same rule either way.
+   */
+  fullScan?: boolean;
 }
+
+/**
+ * The parameters a partition decides with, fixed ahead of its decisions so the
+ * ledger can keep every worker's request-independent cost and busy state in a
+ * tree (Selector.enableFastPath). A select() whose block size (the projection's),
+ * prefill load scale, active request weight and busy thresholds equal these,
+ * with temperature 0 and no taint weights, may take the fast path; any other
+ * select() runs the full scan. The overlap credit may differ per request.
+ */
+export interface FastPathConfig {
+  blockSize: number;
+  cost?: Omit<CostWeights, 'overlapCredit'>;
+  busy?: BusyThresholds;
+}
+
+/** How a select() was answered: 'fast' (touched workers plus the tree) or 'scan' (every row). */
+export type SelectionPath = 'fast' | 'scan';
 
 export interface EligibilityCounts {
   /** Rows with a worker. */
@@ -149,7 +176,15 @@ export interface SelectorColumns {
 }
 
 export interface WorkerSelector {
+  /**
+   * After a select() answered on the fast path, a full pass fills these when
+   * they are first read (O(rows)); read them before the ledger changes.
+   */
   readonly columns: SelectorColumns;
+  /** How the last select() was answered (undefined before any). */
+  readonly lastPath: SelectionPath | undefined;
+  /** Fixes the partition's parameters and turns the fast path on (O(rows)); call again to change them. */
+  enableFastPath(config: FastPathConfig): void;
   reseed(seed: number): void;
   /** The generator's next raw u32 (advances the stream the picker draws from). */
   nextRandom(): number;
@@ -158,7 +193,11 @@ export interface WorkerSelector {
   score(options?: CostOptions): void;
   /** Picks among eligible rows by cost; -1 when none. Needs score() after the last eligibility(). */
   pick(temperature?: number): number;
-  /** eligibility, score and pick in one go. */
+  /**
+   * Picks a worker for the projected request: the same pick rule, cost and
+   * counts as eligibility, score and pick in turn (ties drawn differently on
+   * the fast path).
+   */
   select(options?: SelectOptions): Selection;
 }
 
@@ -191,6 +230,7 @@ export function checkCount(name: string, value: unknown, max = U32_MAX): asserts
 
 /** Every element an integer in [0, max]; the message names the first bad index. */
 export function checkCounts(name: string, values: ArrayLike<number>, max = U32_MAX): void {
+  if (values instanceof Uint32Array && max === U32_MAX) return;
   for (let i = 0; i < values.length; i++) {
     const v = values[i];
     if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > max) checkCount(`${name}[${i}]`, v, max);
@@ -287,6 +327,19 @@ export function costWeights(cost: CostWeights | undefined): [overlapCredit: numb
   checkFinite('cost.prefillLoadScale', scale);
   checkFinite('cost.activeRequestWeight', weight);
   return [credit, scale, weight];
+}
+
+/** The fast path's parameters as the core takes them: [scale, weight, blockSize, prefillTokens, prefillFraction, decodeFraction]. */
+export function fastPathArgs(config: FastPathConfig): [number, number, number, number, number, number] {
+  if (typeof config !== 'object' || config === null) throw new TypeError('fast path config must be an object');
+  checkCount('blockSize', config.blockSize);
+  if (config.blockSize === 0) throw new RangeError('blockSize must be at least 1');
+  const [, scale, weight] = costWeights(config.cost);
+  return [scale, weight, config.blockSize, ...busyLimits(config.busy)];
+}
+
+export function columnsGone(): Error {
+  return new Error('the ledger changed since the fast-path select(): read the selector columns before booking, or pass fullScan: true');
 }
 
 export function checkTaintWeights(weights: ArrayLike<number>, rows: number): void {

@@ -1,22 +1,29 @@
-// Worker selection over the wasm core (assembly/select.ts): eligibility, the
-// default cost and the picker, over the rows of a LoadTable in the same Core.
-// Decisions are reproducible: the core's generator is seeded here.
+// Worker selection over the wasm core (assembly/select.ts, select-fast.ts):
+// eligibility, the default cost and the picker, over the rows of a LoadTable in
+// the same Core. After enableFastPath, select() answers temperature-0 decisions
+// with the partition's parameters from the workers the request touches and the
+// ledger's tree, without the full scan. Decisions are reproducible: the core's
+// generator is seeded here.
 import type { CoreExports } from './core.js';
-import type { LoadTable } from './load-table.js';
+import type { LedgerExports, LoadTable } from './load-table.js';
 import {
   busyLimits,
   checkCounts,
   checkSeed,
   checkTaintWeights,
   checkTemperature,
+  columnsGone,
   costWeights,
+  fastPathArgs,
   notScored,
   staleProjection,
   type CostOptions,
   type EligibilityCounts,
   type EligibilityOptions,
+  type FastPathConfig,
   type SelectOptions,
   type Selection,
+  type SelectionPath,
   type SelectorColumns,
   type WorkerSelector,
 } from './selection-contract.js';
@@ -25,11 +32,14 @@ export interface SelectExports {
   selectReserve(): void;
   selectColumn(id: number): number;
   selectCountsPtr(): number;
-  selectEligibility(useAllowed: number, prefillTokens: number, prefillFraction: number, decodeFraction: number): number;
+  selectReserveAllowed(count: number): void;
+  selectAllowedPtr(): number;
+  selectLastCost(): number;
+  selectEligibility(allowedCount: number, prefillTokens: number, prefillFraction: number, decodeFraction: number): number;
   selectCost(overlapCredit: number, prefillLoadScale: number, activeRequestWeight: number, useTaint: number): void;
   selectPick(temperature: number): number;
-  selectRun(
-    useAllowed: number,
+  selectDecide(
+    allowedCount: number,
     prefillTokens: number,
     prefillFraction: number,
     decodeFraction: number,
@@ -38,18 +48,27 @@ export interface SelectExports {
     activeRequestWeight: number,
     useTaint: number,
     temperature: number,
+    forceScan: number,
   ): number;
+  selectLastPath(): number;
   selectSeed(seed: number): void;
   selectNextRandom(): number;
 }
 
 /** Column ids of assembly/select.ts. */
-const Col = { Eligible: 0, Reason: 1, Cost: 2, Allowed: 3, Taint: 4 } as const;
+const Col = { Eligible: 0, Reason: 1, Cost: 2, Taint: 4 } as const;
+/** selectLastPath() values. */
+const PATH_FAST = 1;
 
 export class Selector implements WorkerSelector {
   readonly ledger: LoadTable;
-  private readonly ex: SelectExports & CoreExports;
+  private readonly ex: SelectExports & Pick<LedgerExports, 'ledgerEnableFastPath'> & CoreExports;
   private scored = false;
+  private path: SelectionPath | undefined;
+  // The last fast-path select's [allowedCount, busy limits x 3, cost weights x 3],
+  // while its columns are still to be filled (by the scan, when first read).
+  private readonly fastArgs = new Float64Array(7);
+  private unfilled = false;
   private viewsKey = '';
   private cols!: SelectorColumns;
 
@@ -57,11 +76,13 @@ export class Selector implements WorkerSelector {
   constructor(options: { ledger: LoadTable; seed?: number }) {
     this.ledger = options.ledger;
     this.ledger.core.claim('select');
-    this.ex = this.ledger.core.kernel<SelectExports>();
+    this.ex = this.ledger.core.kernel<SelectExports & Pick<LedgerExports, 'ledgerEnableFastPath'>>();
     this.reseed(options.seed ?? 0);
   }
 
+  /** After a fast-path select() the scan fills them when first read (O(rows)). */
   get columns(): SelectorColumns {
+    if (this.unfilled) this.fillColumns();
     this.ex.selectReserve();
     const rows = this.ledger.rows;
     const key = `${this.ledger.core.generation}:${rows}`;
@@ -77,6 +98,14 @@ export class Selector implements WorkerSelector {
     return this.cols;
   }
 
+  get lastPath(): SelectionPath | undefined {
+    return this.path;
+  }
+
+  enableFastPath(config: FastPathConfig): void {
+    this.ex.ledgerEnableFastPath(...fastPathArgs(config));
+  }
+
   reseed(seed: number): void {
     checkSeed(seed);
     this.ex.selectSeed(seed);
@@ -88,15 +117,18 @@ export class Selector implements WorkerSelector {
 
   eligibility(options: EligibilityOptions = {}): EligibilityCounts {
     const [prefillTokens, prefillFraction, decodeFraction] = busyLimits(options.busy);
-    const useAllowed = this.stageAllowed(options.allowedSlots);
-    this.ex.selectEligibility(useAllowed, prefillTokens, prefillFraction, decodeFraction);
+    const allowedCount = this.stageAllowed(options.allowedSlots);
+    this.ex.selectEligibility(allowedCount, prefillTokens, prefillFraction, decodeFraction);
     this.scored = false;
+    this.path = undefined;
+    this.unfilled = false;
     return this.counts();
   }
 
   score(options: CostOptions = {}): void {
     const [credit, scale, weight] = costWeights(options.cost);
     if (!this.ledger.projected) throw staleProjection();
+    if (this.unfilled) this.fillColumns();
     const useTaint = this.stageTaints(options.taintWeights);
     this.ex.selectCost(credit, scale, weight, useTaint);
     this.scored = true;
@@ -104,22 +136,49 @@ export class Selector implements WorkerSelector {
 
   pick(temperature = 0): number {
     checkTemperature(temperature);
+    if (this.unfilled) this.fillColumns();
     if (!this.scored) throw notScored();
     return this.ex.selectPick(temperature);
   }
 
-  /** The three steps fused into one pass in the core; the same result as calling them in turn. */
+  /**
+   * The fast path where it applies (see FastPathConfig), else the three steps
+   * fused into one pass in the core, with the same result as calling them in turn.
+   */
   select(options: SelectOptions = {}): Selection {
     const temperature = options.temperature ?? 0;
     checkTemperature(temperature);
     const [prefillTokens, prefillFraction, decodeFraction] = busyLimits(options.busy);
     const [credit, scale, weight] = costWeights(options.cost);
     if (!this.ledger.projected) throw staleProjection();
-    const useAllowed = this.stageAllowed(options.allowedSlots);
+    const allowedCount = this.stageAllowed(options.allowedSlots);
     const useTaint = this.stageTaints(options.taintWeights);
-    const slot = this.ex.selectRun(useAllowed, prefillTokens, prefillFraction, decodeFraction, credit, scale, weight, useTaint, temperature);
+    const forceScan = options.fullScan ? 1 : 0;
+    const slot = this.ex.selectDecide(allowedCount, prefillTokens, prefillFraction, decodeFraction, credit, scale, weight, useTaint, temperature, forceScan);
+    this.path = this.ex.selectLastPath() === PATH_FAST ? 'fast' : 'scan';
+    this.scored = this.path === 'scan';
+    this.unfilled = this.path === 'fast';
+    if (this.unfilled) {
+      const args = this.fastArgs;
+      args[0] = allowedCount;
+      args[1] = prefillTokens;
+      args[2] = prefillFraction;
+      args[3] = decodeFraction;
+      args[4] = credit;
+      args[5] = scale;
+      args[6] = weight;
+    }
+    return { slot, cost: this.ex.selectLastCost(), counts: this.counts() };
+  }
+
+  /** Eligibility and cost of every row for the last fast-path select, as its scan would have written them. */
+  private fillColumns(): void {
+    if (!this.ledger.projected) throw columnsGone();
+    const [allowedCount, prefillTokens, prefillFraction, decodeFraction, credit, scale, weight] = this.fastArgs;
+    this.ex.selectEligibility(allowedCount!, prefillTokens!, prefillFraction!, decodeFraction!);
+    this.ex.selectCost(credit!, scale!, weight!, 0);
+    this.unfilled = false;
     this.scored = true;
-    return { slot, cost: slot < 0 ? Infinity : this.columns.cost[slot]!, counts: this.counts() };
   }
 
   private counts(): EligibilityCounts {
@@ -127,19 +186,13 @@ export class Selector implements WorkerSelector {
     return { present: c[0]!, available: c[1]!, allowed: c[2]!, overloaded: c[3]!, eligible: c[4]! };
   }
 
-  /** Writes the allow-list into the core's ALLOWED column; 1 when there is one. */
+  /** Copies the allow-list into the core; its length, or -1 when there is none. */
   private stageAllowed(slots: ArrayLike<number> | undefined): number {
-    if (!slots) return 0;
+    if (!slots) return -1;
     checkCounts('allowedSlots', slots);
-    this.ex.selectReserve();
-    const rows = this.ledger.rows;
-    const mask = this.ledger.core.u8(this.ex.selectColumn(Col.Allowed), rows);
-    mask.fill(0);
-    for (let i = 0; i < slots.length; i++) {
-      const slot = slots[i]!;
-      if (slot < rows) mask[slot] = 1;
-    }
-    return 1;
+    this.ex.selectReserveAllowed(slots.length);
+    if (slots.length > 0) this.ledger.core.u32(this.ex.selectAllowedPtr(), slots.length).set(slots);
+    return slots.length;
   }
 
   /** Writes the taint weights into the core's TAINT column; 1 when there are some. */

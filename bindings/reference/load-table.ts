@@ -39,6 +39,8 @@ export class ReferenceLoadTable implements LoadLedger {
   private version = 0;
   private projectedAt = -1;
   private projectedRequest = { promptTokens: 0, blockSize: 0 };
+  private seqCount = 0;
+  private heldByPrompt = new Uint32Array(0);
 
   constructor(options: { workers?: WorkerSlots } = {}) {
     this.workers = options.workers ?? new WorkerSlots();
@@ -68,6 +70,16 @@ export class ReferenceLoadTable implements LoadLedger {
 
   get projected(): { promptTokens: number; blockSize: number } | undefined {
     return this.projectedAt === this.version ? { ...this.projectedRequest } : undefined;
+  }
+
+  /** Sequence hashes of the last projected request (the twin selector's cost reads it). */
+  get projectedSeqCount(): number {
+    return this.seqCount;
+  }
+
+  /** Per slot, how many of the last projected request's hashes the worker holds active. */
+  get projectedHeldBlocks(): Uint32Array {
+    return this.heldByPrompt;
   }
 
   setWorker(slot: number, capacity: WorkerCapacity): void {
@@ -169,16 +181,18 @@ export class ReferenceLoadTable implements LoadLedger {
       const slot = slots[i]!;
       if (slot < this.n) overlap[slot] = Math.max(overlap[slot]!, depths[i]!);
     }
+    this.heldByPrompt = new Uint32Array(this.n);
     for (let w = 0; w < this.n; w++) {
       let uncached = promptTokens - overlap[w]! * blockSize;
       if (uncached < 0) uncached = 0;
       this.proj.potentialPrefillTokens[w] = this.cols.activePrefillTokens[w]! + uncached;
       const refs = this.held[w]!;
-      const alreadyActive = prompt.filter((hash) => refs.has(hash)).length;
-      this.proj.potentialDecodeBlocks[w] = this.cols.activeDecodeBlocks[w]! + prompt.length - alreadyActive;
+      this.heldByPrompt[w] = prompt.filter((hash) => refs.has(hash)).length;
+      this.proj.potentialDecodeBlocks[w] = this.cols.activeDecodeBlocks[w]! + prompt.length - this.heldByPrompt[w]!;
     }
     this.projectedAt = this.version;
     this.projectedRequest = { promptTokens, blockSize };
+    this.seqCount = prompt.length;
   }
 
   private isPresent(slot: number): boolean {

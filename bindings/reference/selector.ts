@@ -1,9 +1,10 @@
-// Pure-TS twin of Selector over a ReferenceLoadTable. It implements the core's
-// generator (xoshiro128**, same seeding) bit for bit and the cost with the
-// same floating-point operations in the same order, so temperature-0 picks,
-// ties included, match the core exactly. exp and tanh may differ from the
-// core's in the last ulp, so costs with taint weights and softmax draws match
-// only to a tolerance.
+// Pure-TS twin of Selector over a ReferenceLoadTable: always the full scan.
+// It implements the core's generator (xoshiro128**, same seeding) bit for bit
+// and the cost with the same floating-point operations in the same order
+// (assembly/cost-model.ts), so the core's full-scan picks at temperature 0,
+// ties included, match it exactly. exp and tanh may differ from the core's in
+// the last ulp, so costs with taint weights and softmax draws match only to a
+// tolerance. enableFastPath checks its input and changes nothing here.
 import {
   busyLimits,
   checkCounts,
@@ -12,12 +13,15 @@ import {
   checkTemperature,
   costWeights,
   EligibilityReason as Reason,
+  fastPathArgs,
   notScored,
   staleProjection,
   type CostOptions,
   type EligibilityCounts,
   type EligibilityOptions,
+  type FastPathConfig,
   type SelectOptions,
+  type SelectionPath,
   type Selection,
   type SelectorColumns,
   type WorkerSelector,
@@ -76,6 +80,7 @@ export class ReferenceSelector implements WorkerSelector {
   private reason = new Uint8Array(0);
   private cost = new Float64Array(0);
   private scored = false;
+  private path: SelectionPath | undefined;
 
   constructor(options: { ledger: ReferenceLoadTable; seed?: number }) {
     this.ledger = options.ledger;
@@ -87,6 +92,14 @@ export class ReferenceSelector implements WorkerSelector {
   get columns(): SelectorColumns {
     this.fitRows();
     return { eligible: this.eligible, reason: this.reason, cost: this.cost };
+  }
+
+  get lastPath(): SelectionPath | undefined {
+    return this.path;
+  }
+
+  enableFastPath(config: FastPathConfig): void {
+    fastPathArgs(config);
   }
 
   reseed(seed: number): void {
@@ -142,14 +155,25 @@ export class ReferenceSelector implements WorkerSelector {
     const p = this.ledger.projection;
     const blockSize = projected.blockSize;
     const promptBlocks = Math.ceil(projected.promptTokens / blockSize);
+    const held = this.ledger.projectedHeldBlocks;
+    // scale x max(P / bs + B - credit x O, 0) + (D + S - H) + a x R, evaluated as in
+    // assembly/cost-model.ts: key + K - (scale x credit x O + H) unless the prefill term is clamped.
+    const constant = scale * promptBlocks + this.ledger.projectedSeqCount;
     for (let w = 0; w < this.ledger.rows; w++) {
       if (!this.eligible[w]) {
         this.cost[w] = Infinity;
         continue;
       }
-      let prefillBlocks = c.activePrefillTokens[w]! / blockSize + promptBlocks - credit * p.overlapBlocks[w]!;
-      if (prefillBlocks < 0) prefillBlocks = 0;
-      let cost = scale * prefillBlocks + p.potentialDecodeBlocks[w]! + weight * c.activeRequests[w]!;
+      const tokens = c.activePrefillTokens[w]!;
+      const requests = c.activeRequests[w]!;
+      const credited = credit * p.overlapBlocks[w]!;
+      let cost: number;
+      if (tokens / blockSize + promptBlocks - credited < 0) {
+        cost = p.potentialDecodeBlocks[w]! + weight * requests;
+      } else {
+        const key = scale * (tokens / blockSize) + c.activeDecodeBlocks[w]! + weight * requests;
+        cost = key + constant - (scale * credited + held[w]!);
+      }
       const taint = taints?.[w] ?? 0;
       if (taint !== 0) cost *= Math.exp(-Math.tanh(taint));
       this.cost[w] = cost;
@@ -171,6 +195,7 @@ export class ReferenceSelector implements WorkerSelector {
     const counts = this.eligibility(options);
     this.score(options);
     const slot = this.pick(temperature);
+    this.path = 'scan';
     return { slot, cost: slot < 0 ? Infinity : this.cost[slot]!, counts };
   }
 

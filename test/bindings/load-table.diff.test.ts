@@ -4,11 +4,15 @@ import { LoadTable } from '../../bindings/load-table.js';
 import { ReferenceLoadTable } from '../../bindings/reference/load-table.js';
 import { applyOp, fleetOps, LARGE, type LedgerOp, lifecycle, type LifecycleScale, SMALL, snapshot } from './load-table.fixtures.js';
 
+// Frees every request and removes every worker, releasing its slot too, so a
+// second pass hands out the same slots as the first and grows the rows alike.
 function drain(ledger: LoadTable | ReferenceLoadTable, scale: LifecycleScale): void {
   for (let r = 0; r <= scale.requests; r++) ledger.free(`r${r}`);
   for (let w = 0; w < scale.workers; w++) {
     const slot = ledger.workers.slotOf(`w${w}`);
-    if (slot !== undefined) ledger.removeWorker(slot);
+    if (slot === undefined) continue;
+    ledger.removeWorker(slot);
+    ledger.workers.release(`w${w}`);
   }
 }
 

@@ -157,6 +157,21 @@ describe.each(IMPLS)('LoadTable rules (%s)', (impl) => {
     expect(ledger.projection.potentialDecodeBlocks[c!]).toBe(5);
   });
 
+  it('a projection forgets the workers the previous one touched (cached prefix and held hashes)', () => {
+    const ledger = makeLedger(impl);
+    const [a, b, c] = addFleet(ledger, 3);
+    const prompt = chain(1, 4);
+    ledger.add('r1', a!, prompt, 0, 0);
+    ledger.add('r2', b!, prompt.slice(0, 2), 0, 0);
+    ledger.project({ seqHashes: prompt, promptTokens: 64, blockSize: 16, overlaps: { slots: [c!], depths: [3] } });
+    expect(Array.from(ledger.projection.potentialDecodeBlocks)).toEqual([4, 2 + 2, 4]);
+    expect(Array.from(ledger.projection.overlapBlocks)).toEqual([0, 0, 3]);
+    ledger.project({ seqHashes: chain(2, 4), promptTokens: 64, blockSize: 16, overlaps: { slots: [b!], depths: [1] } });
+    expect(Array.from(ledger.projection.potentialDecodeBlocks)).toEqual([4 + 4, 2 + 4, 4]);
+    expect(Array.from(ledger.projection.overlapBlocks)).toEqual([0, 1, 0]);
+    expect(Array.from(ledger.projection.potentialPrefillTokens)).toEqual([64, 48, 64]);
+  });
+
   it('projection matches the load the request would book there', () => {
     const ledger = makeLedger(impl);
     const [a] = addFleet(ledger, 1);

@@ -59,8 +59,11 @@ describe('Selector vs its twin', () => {
           side.ledger.project(request);
         }
         expect(snapshot(fused.ledger)).toEqual(snapshot(twin.ledger));
+        // the tree is on, but fullScan forces the scan the twin mirrors draw for draw
+        fused.selector.enableFastPath({ blockSize: request.blockSize, cost: options.cost, busy: options.busy });
         const expected = twin.selector.select(options);
-        expect(fused.selector.select(options)).toEqual(expected);
+        expect(fused.selector.select({ ...options, fullScan: true })).toEqual(expected);
+        expect(fused.selector.lastPath).toBe('scan');
         const counts = steps.selector.eligibility(options);
         steps.selector.score(options);
         expect({ slot: steps.selector.pick(0), counts }).toEqual({ slot: expected.slot, counts: expected.counts });
