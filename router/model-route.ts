@@ -65,6 +65,7 @@ export class ModelRoute {
       routedTtlMs: options.routedTtlMs,
       maxRoutedBlocks: options.maxRoutedBlocks,
       sweepAgeMs: options.sweepAgeMs,
+      fastPathBusy: this.classes.get(this.defaultClass)!.busy,
     });
     this.scheduler = new Scheduler<RoutedRequest>({
       clock: options.clock,
@@ -150,6 +151,7 @@ export class ModelRoute {
     const cls = this.classes.get(className);
     if (!cls) throw new RangeError(`no policy class "${className}" for model ${this.model}`);
     cls.busy = busy && { ...busy };
+    if (className === this.defaultClass) this.partition.configureFastPath(cls.busy);
     this.scheduler.capacityChanged();
   }
 

@@ -12,7 +12,7 @@ import { seedFor } from '../bindings/reference/hash-inputs.js';
 import { ReferenceLoadTable } from '../bindings/reference/load-table.js';
 import { ReferencePrefixIndex } from '../bindings/reference/prefix-index.js';
 import { ReferenceSelector } from '../bindings/reference/selector.js';
-import type { BusyThresholds, EligibilityCounts, LoadLedger, OverlapList, WorkerSelector } from '../bindings/selection-contract.js';
+import type { BusyThresholds, EligibilityCounts, LoadLedger, WorkerSelector } from '../bindings/selection-contract.js';
 import { Selector } from '../bindings/selector.js';
 import { WorkerSlots, workerLabel, type WorkerKey } from '../bindings/workers.js';
 import type { Clock } from './clock.js';
@@ -73,6 +73,12 @@ export interface PartitionOptions {
   sweepAgeMs?: number;
   /** 'reference' runs the same decisions on the pure-TS twins (the benchmarks' baseline). */
   kernels?: 'wasm' | 'reference';
+  /**
+   * The busy thresholds most decisions use (the default class's). Decisions
+   * with them take the core's fast path, which looks only at the workers a
+   * request touches; others scan every worker.
+   */
+  fastPathBusy?: BusyThresholds | null;
 }
 
 /** What the partition needs of a block hasher: the wasm one and its twin both fit. */
@@ -139,7 +145,7 @@ interface WorkerMeta {
   events: EventCounts;
 }
 
-const EMPTY_OVERLAPS: OverlapList = { slots: new Uint32Array(0), depths: new Uint32Array(0) };
+const EMPTY_OVERLAPS = { slots: new Uint32Array(0), depths: new Uint32Array(0) };
 
 export class Partition implements Placement<RoutedRequest> {
   readonly model: string;
@@ -159,6 +165,8 @@ export class Partition implements Placement<RoutedRequest> {
   private readonly seeds = new Map<string, bigint>();
   private readonly inputs: WorkerInputMask;
   private readonly sweepAgeMs: number;
+  /** The last projection's overlap list (slot, depth), for the chosen worker's overlap. */
+  private overlaps: { slots: Uint32Array; depths: Uint32Array } = { slots: new Uint32Array(0), depths: new Uint32Array(0) };
 
   constructor(options: PartitionOptions) {
     if (!Number.isInteger(options.blockSize) || options.blockSize <= 0) throw new RangeError(`block size must be a positive integer, got ${options.blockSize}`);
@@ -192,6 +200,18 @@ export class Partition implements Placement<RoutedRequest> {
       this.ledger = ledger;
       this.selector = new Selector({ ledger, seed: options.seed ?? 0 });
     }
+    this.configureFastPath(options.fastPathBusy ?? null);
+  }
+
+  /** Sets the busy thresholds decisions take the fast path with (see PartitionOptions.fastPathBusy). */
+  configureFastPath(busy: BusyThresholds | null): void {
+    const core = this.policy.coreCost;
+    if (!core) return;
+    this.selector.enableFastPath({
+      blockSize: this.blockSize,
+      cost: { prefillLoadScale: core.prefillLoadScale, activeRequestWeight: core.activeRequestWeight },
+      busy: busy ?? undefined,
+    });
   }
 
   // ---- workers ----
@@ -304,7 +324,9 @@ export class Partition implements Placement<RoutedRequest> {
   }
 
   capacity(request: RoutedRequest, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null): CapacityVerdict {
-    const counts = this.selector.eligibility({ busy: busy ?? undefined, allowedSlots: this.allowedSlots(request, allowed, []) ?? undefined });
+    // The same decision admission would make (fast where it applies), so the
+    // capacity check and selection can never disagree.
+    const { counts } = this.select(request, allowed, busy, []);
     if (counts.eligible > 0) return 'free';
     return counts.allowed === 0 ? 'none' : 'busy';
   }
@@ -473,28 +495,48 @@ export class Partition implements Placement<RoutedRequest> {
     target: WorkerKey | null,
     exclude: readonly WorkerKey[],
   ): { slot: number; overlapBlocks: number } | RouterError {
+    let slot = -1;
+    // A soft target (from the dispatch gate) wins when it is eligible: ask for it alone first.
+    const t = target ? this.workers.slotOf(target.id, target.rank) : undefined;
+    if (t !== undefined && this.isAllowed(t, request, allowed, exclude)) slot = this.select(request, [target!], busy, exclude).slot;
+    if (slot < 0) {
+      const selection = this.select(request, allowed, busy, exclude);
+      if (selection.slot < 0) return this.noWorker(request, selection.counts);
+      slot = selection.slot;
+    }
+    return { slot, overlapBlocks: this.overlapOf(slot) };
+  }
+
+  /** Projects the request and runs the policy over the workers it may use. */
+  private select(
+    request: RoutedRequest,
+    allowed: readonly WorkerKey[] | null,
+    busy: BusyThresholds | null,
+    exclude: readonly WorkerKey[],
+  ): { slot: number; counts: EligibilityCounts } {
     this.project(request);
     const allowedSlots = this.allowedSlots(request, allowed, exclude) ?? undefined;
     const taintWeights = this.taintWeights(request);
     const policy = this.policy;
-    let slot: number;
-    let counts: EligibilityCounts;
     if (policy.coreCost && policy.filters.length === 0) {
       const { temperature, ...cost } = policy.coreCost;
-      const selection = this.selector.select({ busy: busy ?? undefined, allowedSlots, taintWeights, cost, temperature });
-      slot = selection.slot;
-      counts = selection.counts;
-    } else {
-      counts = this.selector.eligibility({ busy: busy ?? undefined, allowedSlots });
-      slot = counts.eligible > 0 ? this.runPipeline(request, taintWeights) : -1;
+      return this.selector.select({ busy: busy ?? undefined, allowedSlots, taintWeights, cost, temperature });
     }
-    if (slot < 0) return this.noWorker(request, counts);
-    // A soft target (from the dispatch gate) wins when it is eligible.
-    if (target) {
-      const t = this.workers.slotOf(target.id, target.rank);
-      if (t !== undefined && this.selector.columns.eligible[t] === 1) slot = t;
-    }
-    return { slot, overlapBlocks: this.ledger.projection.overlapBlocks[slot]! };
+    const counts = this.selector.eligibility({ busy: busy ?? undefined, allowedSlots });
+    return { slot: counts.eligible > 0 ? this.runPipeline(request, taintWeights) : -1, counts };
+  }
+
+  private isAllowed(slot: number, request: RoutedRequest, allowed: readonly WorkerKey[] | null, exclude: readonly WorkerKey[]): boolean {
+    const slots = this.allowedSlots(request, allowed, exclude);
+    return slots === null || slots.includes(slot);
+  }
+
+  /** Cached prefix blocks of a worker in the last projection. */
+  private overlapOf(slot: number): number {
+    const { slots, depths } = this.overlaps;
+    let depth = 0;
+    for (let i = 0; i < slots.length; i++) if (slots[i] === slot && depths[i]! > depth) depth = depths[i]!;
+    return depth;
   }
 
   /** Filters, scorers and picker in JS over rows of the eligible workers. */
@@ -552,12 +594,11 @@ export class Partition implements Placement<RoutedRequest> {
 
   private project(request: RoutedRequest): void {
     const matches = request.localHashes.length > 0 ? this.index.findMatches(request.localHashes) : null;
-    this.ledger.project({
-      seqHashes: request.seqHashes,
-      promptTokens: request.promptTokens,
-      blockSize: this.blockSize,
-      overlaps: matches ? { slots: matches.slots, depths: matches.depths } : EMPTY_OVERLAPS,
-    });
+    // The index's result is a view over core memory: keep a copy for overlapOf.
+    this.overlaps = matches
+      ? { slots: matches.slots.slice(0, matches.count), depths: matches.depths.slice(0, matches.count) }
+      : EMPTY_OVERLAPS;
+    this.ledger.project({ seqHashes: request.seqHashes, promptTokens: request.promptTokens, blockSize: this.blockSize, overlaps: this.overlaps });
   }
 
   /**
