@@ -36,7 +36,7 @@ function fields(): RequestFields {
 }
 
 function buildFleet(workers: number, kernels: 'wasm' | 'reference'): Partition {
-  const p = new Partition({ model: 'bench', blockSize: BLOCK, clock: new VirtualClock(0), seed: 1, kernels });
+  const p = new Partition({ model: 'bench', blockSize: BLOCK, clock: new VirtualClock(0), seed: 1, kernels, fastPathBusy: BUSY });
   const holders16 = Math.max(1, Math.floor(workers / 10));
   const holders64 = Math.max(1, Math.floor(holders16 / 100));
   for (let w = 0; w < workers; w++) {
