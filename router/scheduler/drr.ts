@@ -15,8 +15,12 @@ export type DrrOffer = { cost: number } | 'empty' | 'blocked';
 
 export class DeficitRoundRobin<C extends DrrClass> {
   private cursor = 0;
+  /** Per class, the cost offered in the current pick (NaN: nothing dispatchable). Reused across picks. */
+  private readonly costs: Float64Array;
 
-  constructor(private readonly classes: readonly C[]) {}
+  constructor(private readonly classes: readonly C[]) {
+    this.costs = new Float64Array(classes.length);
+  }
 
   /** Index of the class the next turn starts from. */
   get position(): number {
@@ -30,7 +34,7 @@ export class DeficitRoundRobin<C extends DrrClass> {
    */
   pick(offer: (c: C) => DrrOffer): C | undefined {
     const n = this.classes.length;
-    const costs: (number | undefined)[] = new Array(n);
+    const costs = this.costs.fill(NaN);
     for (let k = 0; k < n; k++) {
       const i = (this.cursor + k) % n;
       const c = this.classes[i]!;
@@ -50,19 +54,19 @@ export class DeficitRoundRobin<C extends DrrClass> {
     }
     let rounds = Infinity;
     for (let i = 0; i < n; i++) {
-      const cost = costs[i];
-      if (cost === undefined) continue;
+      const cost = costs[i]!;
+      if (Number.isNaN(cost)) continue;
       const c = this.classes[i]!;
       rounds = Math.min(rounds, Math.ceil((cost - c.deficit) / c.quantum));
     }
     if (rounds === Infinity) return undefined;
     for (let i = 0; i < n; i++) {
-      if (costs[i] !== undefined) this.classes[i]!.deficit += this.classes[i]!.quantum * rounds;
+      if (!Number.isNaN(costs[i]!)) this.classes[i]!.deficit += this.classes[i]!.quantum * rounds;
     }
     for (let k = 0; k < n; k++) {
       const i = (this.cursor + k) % n;
-      const cost = costs[i];
-      if (cost !== undefined && this.classes[i]!.deficit >= cost) {
+      const cost = costs[i]!;
+      if (!Number.isNaN(cost) && this.classes[i]!.deficit >= cost) {
         this.cursor = i;
         return this.classes[i];
       }

@@ -124,11 +124,6 @@ export class ClassQueue<E extends LaneEntry> implements DrrClass {
     for (const lane of [...this.blocked]) this.unblock(lane);
   }
 
-  /** Unblocks lanes whose hold ended by `now`. */
-  unblockDue(now: number): void {
-    for (const lane of [...this.blocked]) if (lane.holdUntil <= now) this.unblock(lane);
-  }
-
   destroy(): void {
     for (const lane of [...this.lanes.values()]) this.dropLane(lane);
     this.heap.destroyHeap(this.readyLanes);
@@ -143,6 +138,9 @@ export class ClassQueue<E extends LaneEntry> implements DrrClass {
   private dropLane(lane: Lane<E>): void {
     this.heap.remove(lane.item);
     this.blocked.delete(lane);
+    // A dropped lane holds nothing: pending hold timers for it go stale.
+    lane.blocked = null;
+    lane.holdUntil = Infinity;
     this.heap.destroyHeap(lane.heap);
     this.lanes.delete(lane.key);
     this.byItem.delete(lane.item);

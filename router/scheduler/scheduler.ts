@@ -22,7 +22,7 @@ import type {
   SchedRequest,
 } from './contracts.js';
 import { DeficitRoundRobin, type DrrOffer } from './drr.js';
-import { ClassQueue, ItemIds } from './lanes.js';
+import { ClassQueue, ItemIds, type Lane, type LaneEntry } from './lanes.js';
 
 export interface DispatchHandlers {
   dispatch(admission: Admission): void;
@@ -95,7 +95,11 @@ export class Scheduler<R extends SchedRequest = SchedRequest> {
   private readonly defaultClass: ClassQueue<Entry<R>>;
   private readonly drr: DeficitRoundRobin<ClassQueue<Entry<R>>>;
   private readonly byId = new Map<string, Entry<R>>();
+  /** Each class's head offered in the current DRR pick, with the gate's target. */
+  private readonly offered = new Map<ClassQueue<Entry<R>>, { entry: Entry<R>; target: WorkerKey | null }>();
   private readonly deadlines = new MinHeap<Entry<R>>((a, b) => a.deadline < b.deadline);
+  /** Lanes held until a time, earliest first; an entry is stale once its lane's hold changed. */
+  private readonly holds = new MinHeap<{ until: number; lane: Lane<Entry<R>>; cls: ClassQueue<Entry<R>> }>((a, b) => a.until < b.until);
   private readonly laneSecret: Buffer;
   private readonly tickMs: number;
   private seq = 0;
@@ -365,15 +369,14 @@ export class Scheduler<R extends SchedRequest = SchedRequest> {
   }
 
   private dispatchNext(): boolean {
-    const candidates = new Map<ClassQueue<Entry<R>>, { entry: Entry<R>; target: WorkerKey | null }>();
     const cls = this.drr.pick((c) => {
       const found = this.candidate(c);
       if (typeof found === 'string') return found;
-      candidates.set(c, found);
+      this.offered.set(c, found);
       return { cost: found.entry.cost };
     });
     if (!cls) return false;
-    const { entry, target } = candidates.get(cls)!;
+    const { entry, target } = this.offered.get(cls)!;
     const lane = cls.lanes.get(entry.lane)!;
     const result = this.placement.admit(entry.request, entry.allowedWorkers, cls.policy.busy, target, []);
     if (RouterError.is(result)) {
@@ -425,6 +428,7 @@ export class Scheduler<R extends SchedRequest = SchedRequest> {
           // waits for the next capacity change or recheck.
           const until = verdict.until !== undefined && verdict.until > now ? verdict.until : Infinity;
           cls.block(lane, 'gate', until);
+          if (until !== Infinity) this.holds.push({ until, lane, cls });
           continue;
         }
         target = verdict.target ?? null;
@@ -493,14 +497,11 @@ export class Scheduler<R extends SchedRequest = SchedRequest> {
   /** One timer for the earliest of: a Hold's until, a queued deadline, the periodic tick. */
   private armTimer(): void {
     if (this.closed) return;
-    let next = Infinity;
     let waiting = false;
-    for (const cls of this.ring) {
-      if (cls.queuedRequests > 0) waiting = true;
-      for (const lane of cls.blocked) next = Math.min(next, lane.holdUntil);
-    }
+    for (const cls of this.ring) if (cls.queuedRequests > 0) waiting = true;
+    while (this.holds.peek() && !isHeld(this.holds.peek()!)) this.holds.pop();
     while (this.deadlines.peek() && this.deadlines.peek()!.state !== 'queued') this.deadlines.pop();
-    next = Math.min(next, this.deadlines.peek()?.deadline ?? Infinity);
+    let next = Math.min(this.holds.peek()?.until ?? Infinity, this.deadlines.peek()?.deadline ?? Infinity);
     if (waiting) next = Math.min(next, this.clock.now() + this.tickMs);
     if (next === this.timerAt) return;
     this.timer?.cancel();
@@ -514,15 +515,19 @@ export class Scheduler<R extends SchedRequest = SchedRequest> {
     this.timer = undefined;
     this.timerAt = Infinity;
     const now = this.clock.now();
-    let tick = false;
-    for (const cls of this.ring) {
-      if (cls.queuedRequests > 0) tick = true;
-      cls.unblockDue(now);
+    for (let top = this.holds.peek(); top && top.until <= now; top = this.holds.peek()) {
+      this.holds.pop();
+      if (isHeld(top)) top.cls.unblock(top.lane);
     }
     // The periodic tick counts as a capacity change: every parked lane is rechecked.
-    if (tick) this.wake();
+    if (this.ring.some((cls) => cls.queuedRequests > 0)) this.wake();
     else this.drain();
   }
+}
+
+/** Whether a hold entry still describes its lane (not unblocked or re-held since). */
+function isHeld(h: { until: number; lane: Lane<LaneEntry> }): boolean {
+  return h.lane.blocked === 'gate' && h.lane.holdUntil === h.until;
 }
 
 function neverQueues(policy: PolicyClass): boolean {
