@@ -3,7 +3,8 @@ import { VirtualClock } from '../../router/clock.js';
 import { RouterError } from '../../router/errors.js';
 import { ModelRoute } from '../../router/model-route.js';
 import type { RequestFields, RoutedRequest } from '../../router/partition.js';
-import { thunderAgent, type ThunderAgentOptions } from '../../router/plugins/thunderagent/index.js';
+import { createClassifier } from '../../router/plugins/classifiers.js';
+import { createThunderAgent, thunderAgent, THUNDERAGENT_DEFAULTS, type ThunderAgent, type ThunderAgentOptions } from '../../router/plugins/thunderagent/index.js';
 import type { Admission, PolicyClass } from '../../router/scheduler/contracts.js';
 
 // Every worker holds 100 blocks of 16 tokens: 1600 tokens of KV. A program is
@@ -49,6 +50,56 @@ function fleet(options: Partial<ThunderAgentOptions> = {}, setup: { workers?: st
   const program = (session: string) => agent.programs().find((p) => p.session === session);
   return { clock, agent, route, outcome, turn, workerOf, sent, finish, run, program };
 }
+
+describe('C5: ThunderAgent parameters', () => {
+  it('C5: the defaults, and every parameter read from config (seconds become ms)', () => {
+    expect(THUNDERAGENT_DEFAULTS).toEqual({
+      pauseThreshold: 0.95,
+      pauseTarget: 0.8,
+      resumeHysteresis: 0.1,
+      resumeTimeoutMs: 1_800_000,
+      retentionMs: 1_800_000,
+      bufferPerProgram: 100,
+      maxPrograms: 10_000,
+    });
+    expect((createClassifier('thunderagent') as ThunderAgent).options).toEqual(THUNDERAGENT_DEFAULTS);
+    const t = createThunderAgent({
+      pause_threshold: 0.9,
+      pause_target: 0.7,
+      resume_hysteresis: 0.05,
+      resume_timeout_seconds: 60,
+      session_retention_seconds: 120,
+      buffer_per_program: 0,
+      max_programs: 5,
+    });
+    expect(t.options).toEqual({ pauseThreshold: 0.9, pauseTarget: 0.7, resumeHysteresis: 0.05, resumeTimeoutMs: 60_000, retentionMs: 120_000, bufferPerProgram: 0, maxPrograms: 5 });
+  });
+
+  it('C5: an unknown parameter fails start-up by name; the removed scheduler_interval_seconds says what replaced it', () => {
+    expect(() => createClassifier('thunderagent', { pause_treshold: 0.9 })).toThrow(/thunderagent: unknown parameter "pause_treshold"/);
+    expect(() => createClassifier('thunderagent', { scheduler_interval_seconds: 5 })).toThrow(
+      /thunderagent: parameter "scheduler_interval_seconds" was removed: .*dispatch gate on every capacity change, lifecycle event and hold deadline/,
+    );
+  });
+
+  it('C5: values out of range or inconsistent with each other fail by name', () => {
+    expect(() => createThunderAgent({ pause_threshold: 1.2 })).toThrow(/parameter "pause_threshold" must be <= 1/);
+    expect(() => createThunderAgent({ pause_target: 0.99 })).toThrow(/thunderagent: pause_target must not exceed pause_threshold \(0.95\), got 0.99/);
+    expect(() => createThunderAgent({ resume_hysteresis: 0.95 })).toThrow(/resume_hysteresis must be below pause_threshold/);
+    expect(() => createThunderAgent({ max_programs: 0 })).toThrow(/parameter "max_programs" must be >= 1/);
+    expect(() => createThunderAgent({ session_retention_seconds: 0 })).toThrow(/parameter "session_retention_seconds" must be > 0/);
+    expect(() => createThunderAgent('fast')).toThrow(/thunderagent: parameters must be an object/);
+    // From code, the option names.
+    expect(() => thunderAgent({ pauseTarget: 0.99 })).toThrow(/thunderagent: pauseTarget must not exceed pauseThreshold/);
+    expect(() => thunderAgent({ retentionMs: Infinity })).toThrow(/retentionMs must be a finite time > 0/);
+  });
+
+  it('one instance serves one scheduler', () => {
+    const agent = thunderAgent();
+    new ModelRoute({ model: 'm', blockSize: BLOCK, clock: new VirtualClock(0), classifier: agent, sweepIntervalMs: 0 });
+    expect(() => new ModelRoute({ model: 'm', blockSize: BLOCK, clock: new VirtualClock(0), classifier: agent, sweepIntervalMs: 0 })).toThrow(/one scheduler/);
+  });
+});
 
 describe('T: ThunderAgent', () => {
   it('T1: classify records the turn and returns at once without overrides; the gate answers from the program ledger', () => {
