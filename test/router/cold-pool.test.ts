@@ -251,6 +251,21 @@ describe('P: Cold Pool', () => {
     expect(times).toEqual(Array.from({ length: 11 }, (_, i) => i * COLD_RECHECK_MS));
   });
 
+  it('G9: a Sent changes what held heads wait for only when it moves Warm work off a worker', () => {
+    const f = fleet();
+    const [m1, m2] = f.members as [string, string];
+    const [w1] = f.warmOn([m1]);
+    expect(f.pool.onEvent({ type: 'sent', requestId: w1!, worker: key(m1) })).toBe(false);
+    // A retry that moved it: m1 has no Warm work any more.
+    expect(f.pool.onEvent({ type: 'sent', requestId: w1!, worker: key(m2) })).toBe(true);
+    expect(f.pool.snapshot().warm).toEqual({ [m2]: 1 });
+    // The first Sent of a request the gate never saw only places it.
+    const request = { id: 'ungated', promptTokens: 100, sessionId: null, sessionFinal: false, policyClass: null, priority: 0, tier: 0, pin: null, allowedWorkers: null };
+    f.pool.classify({ request: request as RoutedRequest, now: 0, cachedTokens: 0, defaultCost: 100 });
+    expect(f.pool.onEvent({ type: 'sent', requestId: 'ungated', worker: key(m1) })).toBe(false);
+    expect(f.pool.snapshot().warm).toEqual({ [m1]: 1, [m2]: 1 });
+  });
+
   it('a Cold request rejected or cancelled before dispatch is no longer pending', () => {
     const f = fleet();
     f.warmOn(f.members);

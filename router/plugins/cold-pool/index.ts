@@ -66,7 +66,7 @@ export class ColdPool<R extends SchedRequest = SchedRequest> implements RequestC
   onEvent(event: ClassifierEvent): boolean {
     switch (event.type) {
       case 'sent':
-        // A retry that moved Warm work may have drained a member; an unmoved Sent changes nothing (G9).
+        // Only a retry that moved Warm work may have drained a member; any other Sent changes nothing held heads wait for (G9).
         return this.work.runsOn(event.requestId, event.worker);
       case 'firstToken':
         return false;

@@ -29,17 +29,21 @@ export class WorkTracker {
     return t !== undefined && t.kind === 'cold' && t.worker === null;
   }
 
-  /** The request runs on `worker` now (dispatch, or a retry that moved it); returns whether it moved. */
+  /**
+   * The request runs on `worker` now (dispatch, or a retry that moved it).
+   * Returns whether Warm work left another worker (which may have drained it).
+   */
   runsOn(requestId: string, worker: WorkerKey): boolean {
     const t = this.requests.get(requestId);
     const label = workerLabel(worker);
     if (!t || t.worker === label) return false;
-    if (t.worker === null) {
+    const from = t.worker;
+    if (from === null) {
       if (t.kind === 'cold') this.pendingCold--;
     } else this.count(t, -1);
     t.worker = label;
     this.count(t, +1);
-    return true;
+    return from !== null && t.kind === 'warm';
   }
 
   /** The request ended; returns what it was and where it ran (null: it never left the queue). */
