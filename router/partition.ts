@@ -19,7 +19,7 @@ import type { Clock } from './clock.js';
 import { RouterError } from './errors.js';
 import type { KvEventBatch } from './kv-events.js';
 import { defaultCostPolicy } from './plugins/selection/default-cost.js';
-import type { Admission, CapacityVerdict, Placement, SchedRequest } from './scheduler/contracts.js';
+import type { Admission, CapacityVerdict, Placement, SchedRequest, WorkerCapacity } from './scheduler/contracts.js';
 import { policyInputs, type SelectionContext, type SelectionPolicy } from './selection/contracts.js';
 import { buildRows, eligibilityReasonName } from './worker-rows.js';
 import { WorkerInputs, type WorkerInputMask, type WorkerRows } from './worker-inputs.js';
@@ -165,6 +165,8 @@ export class Partition implements Placement<RoutedRequest> {
   private readonly seeds = new Map<string, bigint>();
   private readonly inputs: WorkerInputMask;
   private readonly sweepAgeMs: number;
+  /** workerCapacities() until the worker set changes; undefined once it has. */
+  private capacities: readonly WorkerCapacity[] | undefined;
   /** The last projection's overlap list (slot, depth), for the chosen worker's overlap. */
   private overlaps: { slots: Uint32Array; depths: Uint32Array } = { slots: new Uint32Array(0), depths: new Uint32Array(0) };
 
@@ -228,6 +230,7 @@ export class Partition implements Placement<RoutedRequest> {
       slots.push(slot);
     }
     this.meta.set(spec.id, { spec, slots, draining: false, events: emptyCounts() });
+    this.capacities = undefined;
     return slots.map((s) => this.workers.keyOf(s));
   }
 
@@ -243,6 +246,7 @@ export class Partition implements Placement<RoutedRequest> {
       this.workers.release(id, this.workers.keyOf(slot).rank);
     }
     this.meta.delete(id);
+    this.capacities = undefined;
     return dropped;
   }
 
@@ -251,6 +255,7 @@ export class Partition implements Placement<RoutedRequest> {
     const meta = this.requireWorker(id);
     meta.draining = draining;
     for (const slot of meta.slots) this.ledger.setAvailable(slot, !draining);
+    this.capacities = undefined;
   }
 
   hasWorker(id: string): boolean {
@@ -274,6 +279,19 @@ export class Partition implements Placement<RoutedRequest> {
     let live = 0;
     for (const meta of this.meta.values()) if (!meta.draining) live += meta.slots.length;
     return live;
+  }
+
+  /** Live worker ranks and their KV capacity in tokens; the same array until the worker set changes. */
+  workerCapacities(): readonly WorkerCapacity[] {
+    if (!this.capacities) {
+      const list: WorkerCapacity[] = [];
+      for (const meta of this.meta.values()) {
+        if (meta.draining) continue;
+        for (const slot of meta.slots) list.push(Object.freeze({ worker: this.workers.keyOf(slot), capacityTokens: meta.spec.totalBlocks * this.blockSize }));
+      }
+      this.capacities = Object.freeze(list);
+    }
+    return this.capacities;
   }
 
   // ---- requests ----

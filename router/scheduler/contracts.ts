@@ -51,6 +51,13 @@ export type CapacityVerdict =
   /** No worker is eligible at all (none alive, pinned worker gone, empty allowed set). */
   | 'none';
 
+/** A worker rank that takes new requests, with its KV cache capacity. */
+export interface WorkerCapacity {
+  readonly worker: WorkerKey;
+  /** KV cache capacity in tokens (total blocks x block size). */
+  readonly capacityTokens: number;
+}
+
 export interface Admission {
   worker: WorkerKey;
   /** Overlap blocks and cached tokens on the chosen worker. */
@@ -74,6 +81,12 @@ export interface Placement<R extends SchedRequest = SchedRequest> {
     target: WorkerKey | null,
     exclude: readonly WorkerKey[],
   ): Admission | RouterError;
+  /**
+   * The live worker ranks (draining ones excluded) and their KV capacity, for
+   * gates that budget capacity. The same array is returned until the worker
+   * set changes, so callers may cache what they derive from it by identity.
+   */
+  workerCapacities?(): readonly WorkerCapacity[];
   /** Ledger: the request produced its first token. */
   firstToken(requestId: string): void;
   /** Ledger: the request ended (completed, failed or aborted after dispatch). */
@@ -110,6 +123,8 @@ export interface GateHandle {
   /** Asks the scheduler to ask the gate again about every held head. */
   recheck(): void;
   now(): number;
+  /** The placement's live workers and their KV capacity (Placement.workerCapacities); empty when it does not know. */
+  workers(): readonly WorkerCapacity[];
 }
 
 export interface ClassifyRequest<R extends SchedRequest = SchedRequest> {
@@ -146,6 +161,10 @@ export interface RequestClassifier<R extends SchedRequest = SchedRequest> {
   classify(request: ClassifyRequest<R>, workers: WorkerRows): ClassifyResult;
   /** Called once when the scheduler starts; a classifier that holds requests returns its gate. */
   installGate?(handle: GateHandle): DispatchGate<R> | undefined;
-  /** Lifecycle callbacks. Returns true when the event changed state held heads depend on. */
+  /**
+   * Lifecycle callbacks. Returns true when the event changed state held heads
+   * depend on. A classified request that ends without dispatch (queued and
+   * cancelled, expired, or rejected at admission) gets `aborted` with worker null.
+   */
   onEvent?(event: ClassifierEvent): boolean | void;
 }

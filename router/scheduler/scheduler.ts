@@ -20,6 +20,7 @@ import type {
   QueuedHead,
   RequestClassifier,
   SchedRequest,
+  WorkerCapacity,
 } from './contracts.js';
 import { DeficitRoundRobin, type DrrOffer } from './drr.js';
 import { ClassQueue, ItemIds, type Lane, type LaneEntry } from './lanes.js';
@@ -131,7 +132,12 @@ export class Scheduler<R extends SchedRequest = SchedRequest> {
     if (!def) throw new RangeError(`default policy class "${fallback}" is not defined`);
     this.defaultClass = def;
     this.drr = new DeficitRoundRobin(this.ring);
-    this.gate = this.classifier?.installGate?.({ recheck: () => this.recheck(), now: () => this.clock.now() });
+    const noWorkers: readonly WorkerCapacity[] = [];
+    this.gate = this.classifier?.installGate?.({
+      recheck: () => this.recheck(),
+      now: () => this.clock.now(),
+      workers: () => this.placement.workerCapacities?.() ?? noWorkers,
+    });
   }
 
   /**
@@ -160,11 +166,11 @@ export class Scheduler<R extends SchedRequest = SchedRequest> {
     const allowed = intersectAllowed(request.allowedWorkers, overrides.allowedWorkers);
     const cost = overrides.cost ?? defaultCost;
     if (!(cost > 0) || !Number.isFinite(cost)) {
-      return this.rejectNew(handlers, new RouterError('KVR_ERR_INVALID_REQUEST', `classifier ${this.classifier?.name} set a non-positive cost ${cost}`));
+      return this.rejectClassified(request, handlers, new RouterError('KVR_ERR_INVALID_REQUEST', `classifier ${this.classifier?.name} set a non-positive cost ${cost}`));
     }
     const deadline = overrides.deadline ?? (cls.policy.sloMs === null ? Infinity : now + cls.policy.sloMs);
-    if (deadline <= now) return this.rejectNew(handlers, deadlineError(cls.policy.name, 'admission'));
-    if (this.placement.liveWorkers() === 0) return this.rejectNew(handlers, new RouterError('KVR_ERR_NO_WORKERS'));
+    if (deadline <= now) return this.rejectClassified(request, handlers, deadlineError(cls.policy.name, 'admission'));
+    if (this.placement.liveWorkers() === 0) return this.rejectClassified(request, handlers, new RouterError('KVR_ERR_NO_WORKERS'));
 
     const lane = request.sessionId !== null ? `session:${this.laneKey(request.sessionId)}` : overrides.lane ? `named:${overrides.lane}` : 'shared';
     const entry = new Entry<R>(this.ids.take(), request, cls, lane, allowed, cached, cost, now, deadline, this.orderOf(cls.policy, request, now, cost, deadline), handlers);
@@ -173,7 +179,7 @@ export class Scheduler<R extends SchedRequest = SchedRequest> {
     const limitError = this.overLimit(cls);
     if (limitError) {
       this.ids.give(entry.item);
-      return this.rejectNew(handlers, limitError);
+      return this.rejectClassified(request, handlers, limitError);
     }
     this.byId.set(request.id, entry);
     cls.enqueue(lane, entry);
@@ -303,7 +309,7 @@ export class Scheduler<R extends SchedRequest = SchedRequest> {
     const result = this.placement.admit(entry.request, entry.allowedWorkers, entry.cls.policy.busy, null, []);
     if (RouterError.is(result)) {
       this.ids.give(entry.item);
-      return this.rejectNew(entry.handlers, result);
+      return this.rejectClassified(entry.request, entry.handlers, result);
     }
     this.byId.set(entry.request.id, entry);
     entry.state = 'dispatched';
@@ -478,6 +484,12 @@ export class Scheduler<R extends SchedRequest = SchedRequest> {
   private rejectNew(handlers: DispatchHandlers, error: RouterError): void {
     this.count(error.code);
     handlers.reject(error);
+  }
+
+  /** Rejects a request the classifier has seen, so a classifier that recorded it at classify can forget it. */
+  private rejectClassified(request: R, handlers: DispatchHandlers, error: RouterError): void {
+    this.emit({ type: 'aborted', requestId: request.id, worker: null });
+    this.rejectNew(handlers, error);
   }
 
   private finish(entry: Entry<R>): void {
