@@ -66,16 +66,14 @@ function checkOptions(o: Required<AgentSessionOptions>): void {
   if (typeof o.idPrefix !== 'string' || o.idPrefix === '') throw new RangeError('idPrefix must be a non-empty string');
 }
 
-/** The prompt made of the first `count` segments. */
-function promptOf(namespace: number, segments: readonly Segment[], count: number, length: number): Uint32Array {
-  const out = new Uint32Array(length);
+/** Writes the prompt made of the first `count` segments. */
+function writePrompt(out: Uint32Array, namespace: number, segments: readonly Segment[], count: number): void {
   let offset = 0;
   for (let i = 0; i < count; i++) {
     const s = segments[i]!;
     writeKeyTokens(out, offset, namespace, s.key, s.length);
     offset += s.length;
   }
-  return out;
 }
 
 export function agentSessions(options: AgentSessionOptions = {}): Workload {
@@ -109,7 +107,7 @@ export function agentSessions(options: AgentSessionOptions = {}): Workload {
         arrival: t === 0 ? { atMs: start } : { delayMs: random.int(o.toolPauseMs) },
         inputLength,
         outputLength: output.length,
-        tokens: () => promptOf(namespace, segments, count, inputLength),
+        writeTokens: (out) => writePrompt(out, namespace, segments, count),
       });
       // The turn's output is part of every later prompt of the session.
       segments.push(output);

@@ -51,11 +51,7 @@ export function coldPrompts(options: ColdPromptOptions = {}): Workload {
       arrival: { atMs: o.startMs + i * o.intervalMs },
       inputLength,
       outputLength: random.int(o.outputTokens),
-      tokens: () => {
-        const out = new Uint32Array(inputLength);
-        writeKeyTokens(out, 0, namespace, i, inputLength);
-        return out;
-      },
+      writeTokens: (out) => writeKeyTokens(out, 0, namespace, i, inputLength),
     });
   }
   return { name: `cold-prompts(seed ${o.seed})`, requests };

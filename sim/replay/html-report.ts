@@ -4,6 +4,7 @@
 import { ttfts } from './metrics.js';
 import type { PolicyRun } from './replay.js';
 import { barChart, escapeHtml, lineChart, type LineSeries } from './svg-chart.js';
+import { COMPARISON_COLUMNS } from './table.js';
 
 export interface HtmlReportInput {
   title: string;
@@ -93,28 +94,13 @@ function workerLoadCharts(runs: readonly PolicyRun[]): string {
 }
 
 function summaryTable(runs: readonly PolicyRun[]): string {
-  const ms = (v: number | null) => (v === null ? '-' : v.toFixed(1));
-  const head = ['policy', 'completed', 'reuse', 'ideal', 'TTFT mean', 'TTFT p50', 'TTFT p90', 'TTFT p99', 'ITL mean', 'E2E mean', 'E2E p99', 'output tok/s', 'preemptions'];
+  const head = COMPARISON_COLUMNS.map((c) => `<th>${escapeHtml(c.head)}</th>`).join('');
   const rows = runs.map((r, i) => {
-    const p = r.report;
-    const cells = [
-      `<span class="swatch" style="background:${policyColor(i)}"></span>${escapeHtml(p.policy)}`,
-      `${p.completed}/${p.requests}`,
-      p.prefix_cache_reused_ratio.toFixed(3),
-      p.ideal_prefix_reuse_ratio.toFixed(3),
-      ms(p.ttft_ms.mean),
-      ms(p.ttft_ms.p50),
-      ms(p.ttft_ms.p90),
-      ms(p.ttft_ms.p99),
-      ms(p.itl_ms.mean),
-      ms(p.e2e_ms.mean),
-      ms(p.e2e_ms.p99),
-      p.output_tokens_per_s.toFixed(1),
-      String(p.preemptions),
-    ];
-    return `<tr>${cells.map((c) => `<td>${c}</td>`).join('')}</tr>`;
+    const [policy, ...figures] = COMPARISON_COLUMNS.map((c) => escapeHtml(c.cell(r.report)));
+    const swatch = `<span class="swatch" style="background:${policyColor(i)}"></span>`;
+    return `<tr><td>${swatch}${policy}</td>${figures.map((f) => `<td>${f}</td>`).join('')}</tr>`;
   });
-  return `<table><thead><tr>${head.map((h) => `<th>${h}</th>`).join('')}</tr></thead><tbody>${rows.join('')}</tbody></table>`;
+  return `<table><thead><tr>${head}</tr></thead><tbody>${rows.join('')}</tbody></table>`;
 }
 
 const STYLE = `

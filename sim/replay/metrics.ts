@@ -3,6 +3,7 @@
 // (the ceiling any routing policy is read against).
 import type { HashBlocks } from '../mocker/block-hash.js';
 import type { RequestRecord } from './simulate.js';
+import { U64Set } from './u64-set.js';
 import type { Workload } from './workload.js';
 
 export interface Distribution {
@@ -79,16 +80,22 @@ export function reuseRatio(records: readonly RequestRecord[]): number {
  * does not depend on the order requests arrive in, apart from that cap.
  */
 export function idealPrefixReuse(workload: Workload, blockSize: number, hashBlocks: HashBlocks): number {
-  const seen = new Set<bigint>();
+  const seen = new U64Set(1 << 16);
   let prompt = 0;
   let reused = 0;
+  // One buffer for every prompt: writing into fresh memory costs more than the tokens themselves.
+  let buffer = new Uint32Array(0);
   for (const request of workload.requests) {
-    const tokens = request.tokens();
+    if (buffer.length < request.inputLength) buffer = new Uint32Array(Math.max(request.inputLength, buffer.length * 2));
+    const tokens = buffer.subarray(0, request.inputLength);
+    request.writeTokens(tokens);
     const hashes = hashBlocks(tokens, blockSize);
+    // Each u64 as its little-endian (lo, hi) halves.
+    const halves = new Uint32Array(hashes.buffer, hashes.byteOffset, hashes.length * 2);
     const limit = Math.min(hashes.length, Math.floor((tokens.length - 1) / blockSize));
     let hits = 0;
-    while (hits < limit && seen.has(hashes[hits]!)) hits++;
-    for (const h of hashes) seen.add(h);
+    while (hits < limit && seen.has(halves[2 * hits]!, halves[2 * hits + 1]!)) hits++;
+    for (let i = hits; i < hashes.length; i++) seen.add(halves[2 * i]!, halves[2 * i + 1]!);
     prompt += tokens.length;
     reused += hits * blockSize;
   }

@@ -11,7 +11,7 @@
 // Each id becomes trace-block-size synthetic tokens of its own, and the
 // prompt is cut to input_length (so the last block is usually partial).
 // Unknown fields are ignored: traces often carry extra columns.
-import { traceBlockTokens, TRACE_NAMESPACE } from './synthetic-tokens.js';
+import { TRACE_NAMESPACE, writeTraceTokens } from './synthetic-tokens.js';
 import type { Arrival, ReplayRequest, Workload } from './workload.js';
 
 export const MOONCAKE_BLOCK_SIZE = 512;
@@ -113,7 +113,7 @@ export function parseMooncakeTrace(text: string, options: MooncakeOptions = {}):
       arrival,
       inputLength,
       outputLength,
-      tokens: () => traceBlockTokens(ids, inputLength, blockSize, TRACE_NAMESPACE),
+      writeTokens: (out) => writeTraceTokens(out, ids, inputLength, blockSize, TRACE_NAMESPACE),
     });
   }
   if (requests.length === 0) throw new TraceError(source, lines.length, null, 'the trace has no requests');

@@ -16,7 +16,7 @@ import { MockEngine, type EngineStats } from '../mocker/engine.js';
 import { resolveEngineShape, type EngineShape } from '../mocker/engine-options.js';
 import type { RequestResult } from '../mocker/sequence.js';
 import { wasmChainedHashes } from './engine-hasher.js';
-import { checkWorkload, sessionFinals, type Workload } from './workload.js';
+import { checkWorkload, promptTokens, sessionFinals, type Workload } from './workload.js';
 
 /** Admission settings of the replayed router (policy classes, a classifier with its gate). */
 export type ReplayRouterOptions = Pick<ModelRouteOptions, 'classes' | 'defaultClass' | 'classifier' | 'tickMs'>;
@@ -219,8 +219,7 @@ export function simulate(workload: Workload, options: SimulateOptions): Simulati
 
   const arrive = (i: number) => {
     const request = requests[i]!;
-    const tokens = request.tokens();
-    if (tokens.length !== request.inputLength) throw new Error(`request ${request.id}: tokens() gave ${tokens.length} tokens, inputLength is ${request.inputLength}`);
+    const tokens = promptTokens(request);
     records[i]!.arrivalMs = clock.now();
     const fields = {
       id: request.id,

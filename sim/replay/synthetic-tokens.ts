@@ -46,14 +46,12 @@ export function writeKeyTokens(out: Uint32Array, offset: number, namespace: numb
   }
 }
 
-/** The prompt of a trace line: each id stands for `blockSize` tokens, cut to `length` in total. */
-export function traceBlockTokens(ids: readonly number[], length: number, blockSize: number, namespace = TRACE_NAMESPACE): Uint32Array {
+/** The prompt of a trace line into out[0..length): each id stands for `blockSize` tokens, the last cut to fit. */
+export function writeTraceTokens(out: Uint32Array, ids: readonly number[], length: number, blockSize: number, namespace = TRACE_NAMESPACE): void {
   if (length > ids.length * blockSize) {
     throw new RangeError(`${length} tokens need ${Math.ceil(length / blockSize)} blocks of ${blockSize}, got ${ids.length} ids`);
   }
-  const out = new Uint32Array(length);
   for (let b = 0, offset = 0; offset < length; b++, offset += blockSize) {
     writeKeyTokens(out, offset, namespace, ids[b]!, Math.min(blockSize, length - offset));
   }
-  return out;
 }

@@ -1,7 +1,8 @@
 // What replay replays: a list of requests, each arriving at a fixed time or a
 // pause after the previous turn of its session completed. Traces and the
-// generators both produce this shape; prompts are built only when a request
-// arrives, so a long workload never holds every prompt in memory at once.
+// generators both produce this shape; prompts are written only when needed
+// (at arrival, or into one reused buffer for a pass over the whole workload),
+// so a long workload never holds every prompt in memory at once.
 
 /** At `atMs` from the start, or `delayMs` after the previous turn of its session ended. */
 export type Arrival = { readonly atMs: number } | { readonly delayMs: number };
@@ -12,12 +13,19 @@ export interface ReplayRequest {
   /** Turns of one session share it; a delayed arrival needs one. */
   readonly sessionId: string | null;
   readonly arrival: Arrival;
-  /** Prompt tokens (what tokens() returns). */
+  /** Prompt tokens (what writeTokens writes). */
   readonly inputLength: number;
   /** Tokens the engine generates (max_tokens). */
   readonly outputLength: number;
-  /** Builds the prompt's token ids; called once, when the request arrives. */
-  tokens(): Uint32Array;
+  /** Writes the prompt's inputLength token ids into out[0..inputLength). */
+  writeTokens(out: Uint32Array): void;
+}
+
+/** The prompt in an array of its own (the engine keeps it while the request runs). */
+export function promptTokens(request: ReplayRequest): Uint32Array {
+  const out = new Uint32Array(request.inputLength);
+  request.writeTokens(out);
+  return out;
 }
 
 export interface Workload {

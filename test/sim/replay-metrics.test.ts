@@ -1,11 +1,13 @@
 // The replay's metrics math: percentiles, reuse ratios, the ideal reuse of
 // an infinite cache, and the per-policy summary.
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { chainedBlockHashes } from '../../sim/mocker/block-hash.js';
 import { distribution, endToEndLatencies, idealPrefixReuse, interTokenLatencies, percentile, reuseRatio, ttfts } from '../../sim/replay/metrics.js';
 import { parseMooncakeTrace } from '../../sim/replay/mooncake.js';
 import { summarize } from '../../sim/replay/report.js';
 import type { RequestRecord, SimulationResult } from '../../sim/replay/simulate.js';
+import { U64Set } from '../../sim/replay/u64-set.js';
 import { jsonl } from './replay-fixtures.js';
 
 function record(over: Partial<RequestRecord>): RequestRecord {
@@ -136,5 +138,25 @@ describe('the per-policy summary', () => {
       expect(report).toHaveProperty(key);
     }
     for (const key of ['ttft_ms', 'itl_ms', 'e2e_ms'] as const) expect(Object.keys(report[key])).toEqual(['mean', 'p50', 'p90', 'p99']);
+  });
+});
+
+describe('the u64 set behind the ideal reuse', () => {
+  it('answers like a Set<bigint> through growth, zeros and colliding halves included', () => {
+    const half = fc.oneof(fc.constantFrom(0, 1, 0xffffffff), fc.nat({ max: 0xffffffff }));
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.boolean(), half, half), { maxLength: 300 }), (ops) => {
+        const set = new U64Set(2);
+        const oracle = new Set<bigint>();
+        for (const [add, lo, hi] of ops) {
+          const key = (BigInt(hi) << 32n) | BigInt(lo);
+          if (add) expect(set.add(lo, hi)).toBe(!oracle.has(key));
+          if (add) oracle.add(key);
+          expect(set.has(lo, hi)).toBe(oracle.has(key));
+        }
+        expect(set.size).toBe(oracle.size);
+        for (const key of oracle) expect(set.has(Number(key & 0xffffffffn), Number(key >> 32n))).toBe(true);
+      }),
+    );
   });
 });

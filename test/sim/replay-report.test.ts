@@ -3,6 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { renderHtmlReport } from '../../sim/replay/html-report.js';
 import { parseMooncakeTrace } from '../../sim/replay/mooncake.js';
+import { ProgressBar } from '../../sim/replay/progress.js';
 import { replay } from '../../sim/replay/replay.js';
 import { escapeHtml, linearTicks, logTicks } from '../../sim/replay/svg-chart.js';
 import { formatComparison } from '../../sim/replay/table.js';
@@ -69,5 +70,31 @@ describe('the comparison table', () => {
       expect(row).toBeDefined();
       expect(row).toContain(r.report.prefix_cache_reused_ratio.toFixed(3));
     }
+  });
+});
+
+describe('the progress bar', () => {
+  function stream(isTTY: boolean) {
+    const writes: string[] = [];
+    return { writes, out: { isTTY, write: (text: string) => writes.push(text) } };
+  }
+
+  it('draws on a terminal and erases itself when cleared', () => {
+    const { writes, out } = stream(true);
+    const bar = new ProgressBar(out);
+    bar.update('kv', 1, 4);
+    bar.update('kv', 4, 4);
+    expect(writes[0]).toMatch(/^\rkv \[#{7}-{21}\]  25% 1\/4$/);
+    expect(writes[1]).toMatch(/^\rkv \[#{28}\] 100% 4\/4$/);
+    bar.clear();
+    expect(writes[2]).toMatch(/^\r +\r$/);
+  });
+
+  it('writes nothing when the stream is not a terminal', () => {
+    const { writes, out } = stream(false);
+    const bar = new ProgressBar(out);
+    bar.update('kv', 4, 4);
+    bar.clear();
+    expect(writes).toEqual([]);
   });
 });

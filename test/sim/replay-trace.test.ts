@@ -1,7 +1,8 @@
 // Mooncake trace parsing and the synthetic tokens hash ids become.
 import { describe, expect, it } from 'vitest';
 import { parseMooncakeTrace, TraceError } from '../../sim/replay/mooncake.js';
-import { traceBlockTokens, writeKeyTokens } from '../../sim/replay/synthetic-tokens.js';
+import { writeKeyTokens, writeTraceTokens } from '../../sim/replay/synthetic-tokens.js';
+import { promptTokens } from '../../sim/replay/workload.js';
 import { jsonl } from './replay-fixtures.js';
 
 function errorOf(text: string, options = {}): TraceError {
@@ -76,9 +77,15 @@ describe('Mooncake trace fields', () => {
 
   it('honours --trace-block-size when checking lengths', () => {
     expect(errorOf(JSON.stringify({ ...ok, input_length: 300 }), { traceBlockSize: 128 }).field).toBe('input_length');
-    expect(parseMooncakeTrace(JSON.stringify({ ...ok, input_length: 256 }), { traceBlockSize: 128 }).requests[0]!.tokens()).toHaveLength(256);
+    expect(promptTokens(parseMooncakeTrace(JSON.stringify({ ...ok, input_length: 256 }), { traceBlockSize: 128 }).requests[0]!)).toHaveLength(256);
   });
 });
+
+function traceTokens(ids: number[], length: number, blockSize: number): Uint32Array {
+  const out = new Uint32Array(length);
+  writeTraceTokens(out, ids, length, blockSize);
+  return out;
+}
 
 describe('synthetic tokens of hash ids', () => {
   it('equal ids give equal tokens, even in different requests', () => {
@@ -88,7 +95,7 @@ describe('synthetic tokens of hash ids', () => {
         { timestamp: 1, input_length: 700, output_length: 1, hash_ids: [7, 9] },
       ]),
     );
-    const [a, b] = w.requests.map((r) => r.tokens());
+    const [a, b] = w.requests.map(promptTokens);
     expect(a!.subarray(0, 512)).toEqual(b!.subarray(0, 512));
     expect(a!.subarray(512, 700)).not.toEqual(b!.subarray(512, 700));
   });
@@ -100,20 +107,20 @@ describe('synthetic tokens of hash ids', () => {
       [5, 2 ** 32 + 5],
       [2 ** 40, 2 ** 40 + 1],
     ] as const) {
-      const a = traceBlockTokens([x], 512, 512);
-      const b = traceBlockTokens([y], 512, 512);
+      const a = traceTokens([x], 512, 512);
+      const b = traceTokens([y], 512, 512);
       for (let i = 0; i < 512; i++) expect(a[i]).not.toBe(b[i]);
     }
   });
 
   it('a run has no repeated token within a block', () => {
-    const tokens = traceBlockTokens([123], 512, 512);
+    const tokens = traceTokens([123], 512, 512);
     expect(new Set(tokens).size).toBe(512);
   });
 
   it('the prompt is input_length tokens: the last block is cut to fit', () => {
-    const full = traceBlockTokens([3, 4], 1024, 512);
-    const cut = traceBlockTokens([3, 4], 600, 512);
+    const full = traceTokens([3, 4], 1024, 512);
+    const cut = traceTokens([3, 4], 600, 512);
     expect(cut).toHaveLength(600);
     expect(cut).toEqual(full.subarray(0, 600));
   });

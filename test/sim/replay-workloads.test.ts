@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { agentSessions } from '../../sim/replay/agent-sessions.js';
 import { coldPrompts } from '../../sim/replay/cold-prompts.js';
-import { checkWorkload, limitWorkload, mergeWorkloads, sessionFinals, type ReplayRequest } from '../../sim/replay/workload.js';
+import { checkWorkload, limitWorkload, mergeWorkloads, promptTokens, sessionFinals, type ReplayRequest } from '../../sim/replay/workload.js';
 
 function startsWith(long: Uint32Array, prefix: Uint32Array): boolean {
   if (prefix.length > long.length) return false;
@@ -47,7 +47,7 @@ describe('agent sessions', () => {
         const tool = cur.inputLength - prev.inputLength - prev.outputLength;
         expect(tool).toBeGreaterThanOrEqual(20);
         expect(tool).toBeLessThanOrEqual(80);
-        expect(startsWith(cur.tokens(), prev.tokens())).toBe(true);
+        expect(startsWith(promptTokens(cur), promptTokens(prev))).toBe(true);
       }
     }
   });
@@ -65,7 +65,7 @@ describe('agent sessions', () => {
   });
 
   it('sessions share the system prompt and nothing after it', () => {
-    const firsts = [...bySession(w.requests).values()].map((turns) => turns[0]!.tokens());
+    const firsts = [...bySession(w.requests).values()].map((turns) => promptTokens(turns[0]!));
     for (const p of firsts) expect(p.subarray(0, 300)).toEqual(firsts[0]!.subarray(0, 300));
     expect(firsts[1]![300]).not.toBe(firsts[0]![300]);
   });
@@ -73,9 +73,9 @@ describe('agent sessions', () => {
   it('the same seed gives the same workload; another seed another one', () => {
     const again = agentSessions(options);
     expect(again.requests.map((r) => [r.id, r.arrival, r.inputLength, r.outputLength])).toEqual(w.requests.map((r) => [r.id, r.arrival, r.inputLength, r.outputLength]));
-    expect(again.requests[3]!.tokens()).toEqual(w.requests[3]!.tokens());
+    expect(promptTokens(again.requests[3]!)).toEqual(promptTokens(w.requests[3]!));
     const other = agentSessions({ ...options, seed: 8 });
-    expect(other.requests[0]!.tokens()).not.toEqual(w.requests[0]!.tokens());
+    expect(promptTokens(other.requests[0]!)).not.toEqual(promptTokens(w.requests[0]!));
   });
 
   it('sessions start in order, spaced by the session gap', () => {
@@ -88,7 +88,7 @@ describe('agent sessions', () => {
 
   it('without a system prompt, sessions share nothing', () => {
     const bare = agentSessions({ ...options, systemPromptTokens: 0 });
-    const firsts = [...bySession(bare.requests).values()].map((turns) => turns[0]!.tokens());
+    const firsts = [...bySession(bare.requests).values()].map((turns) => promptTokens(turns[0]!));
     expect(firsts[1]![0]).not.toBe(firsts[0]![0]);
   });
 
@@ -112,10 +112,14 @@ describe('cold prompts', () => {
   });
 
   it('are unique: no two prompts share even their first token', () => {
-    const firsts = w.requests.map((r) => r.tokens()[0]);
+    const firsts = w.requests.map((r) => promptTokens(r)[0]);
     expect(new Set(firsts).size).toBe(4);
     for (const r of w.requests) {
-      expect(r.tokens()).toHaveLength(r.inputLength);
+      // writeTokens fills exactly inputLength slots and leaves the rest of a larger buffer alone.
+      const buffer = new Uint32Array(r.inputLength + 4).fill(7);
+      r.writeTokens(buffer);
+      expect([...buffer.subarray(r.inputLength)]).toEqual([7, 7, 7, 7]);
+      expect(buffer.subarray(0, r.inputLength).filter((t) => t === 7).length).toBeLessThan(3);
       expect(r.inputLength).toBeGreaterThanOrEqual(1000);
       expect(r.inputLength).toBeLessThanOrEqual(2000);
     }
@@ -123,7 +127,7 @@ describe('cold prompts', () => {
 
   it('share nothing with agent sessions of the same seed', () => {
     const agent = agentSessions({ sessions: 1, seed: 1 });
-    expect(agent.requests[0]!.tokens()[0]).not.toBe(w.requests[0]!.tokens()[0]);
+    expect(promptTokens(agent.requests[0]!)[0]).not.toBe(promptTokens(w.requests[0]!)[0]);
   });
 
   it('rejects a bad interval', () => {
@@ -154,7 +158,7 @@ describe('workload helpers', () => {
   });
 
   it('checkWorkload rejects a delayed turn with no earlier turn in its session', () => {
-    const lone: ReplayRequest = { id: 'x', sessionId: 's', arrival: { delayMs: 5 }, inputLength: 1, outputLength: 1, tokens: () => new Uint32Array(1) };
+    const lone: ReplayRequest = { id: 'x', sessionId: 's', arrival: { delayMs: 5 }, inputLength: 1, outputLength: 1, writeTokens: () => {} };
     expect(() => checkWorkload({ name: 'w', requests: [lone] })).toThrow(/earlier turn/);
   });
 });
