@@ -5,7 +5,6 @@
 // them, as a live router hears them over ZeroMQ. Lifecycle signals (sent,
 // first token, completed) reach the router at once, as the streaming
 // response carries them.
-import type { WorkerKey } from '../../bindings/workers.js';
 import { VirtualClock } from '../../router/clock.js';
 import type { KvEventBatch } from '../../router/kv-events.js';
 import { ModelRoute, type ModelRouteOptions } from '../../router/model-route.js';
@@ -132,7 +131,6 @@ export function simulate(workload: Workload, options: SimulateOptions): Simulati
   const records = requests.map((r) => blankRecord(r.id, r.inputLength));
   const finals = sessionFinals(requests);
   const workerIds: string[] = [];
-  const keys: WorkerKey[] = [];
   const workerIndex = new Map<string, number>();
   const routerEvents: RouterEventCounts = { batches: 0, stored: 0, removed: 0, skippedStores: 0, blockSizeMismatches: 0 };
   const engines: MockEngine[] = [];
@@ -141,7 +139,6 @@ export function simulate(workload: Workload, options: SimulateOptions): Simulati
     const id = `w${w}`;
     const [key] = route.addWorker({ id, totalBlocks: shape.numBlocks, maxBatchedTokens: shape.maxBatchedTokens });
     workerIds.push(id);
-    keys.push(key!);
     workerIndex.set(id, w);
     const deliver = (batch: KvEventBatch) => {
       routerEvents.batches++;
