@@ -3,8 +3,17 @@ import type { BenchSuite } from './figures.js';
 import { decisionSuite } from './decision.bench.js';
 import { hashSuite } from './hash.bench.js';
 import { prefixIndexSuite } from './prefix-index.bench.js';
+import { replaySuite } from './replay.bench.js';
 import { schedulerSuite } from './scheduler.bench.js';
 import { selectKernelsSuite } from './select-kernels.bench.js';
 import { tokenizeSuite } from './tokenize.bench.js';
 
-export const suites: BenchSuite[] = [hashSuite, prefixIndexSuite, selectKernelsSuite, decisionSuite, schedulerSuite, tokenizeSuite];
+export const suites: BenchSuite[] = [
+  hashSuite,
+  prefixIndexSuite,
+  selectKernelsSuite,
+  decisionSuite,
+  schedulerSuite,
+  tokenizeSuite,
+  replaySuite,
+];

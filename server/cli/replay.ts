@@ -1,0 +1,164 @@
+// `kvrouter replay`: replays a Mooncake trace (or a generated workload) in
+// virtual time through the real router and N simulated engines, once per
+// --policy, and compares the policies: a table for people, --json (one line
+// per policy) for machines, --report for a self-contained HTML page.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { InvalidArgumentError, type Command } from 'commander';
+import { PluginConfigError } from '../../router/plugins/params.js';
+import { SELECTION_POLICIES } from '../../router/plugins/selection/index.js';
+import { ENGINE_DEFAULTS } from '../../sim/mocker/engine-options.js';
+import { agentSessions } from '../../sim/replay/agent-sessions.js';
+import { coldPrompts } from '../../sim/replay/cold-prompts.js';
+import { renderHtmlReport } from '../../sim/replay/html-report.js';
+import { MOONCAKE_BLOCK_SIZE, parseMooncakeTrace, TraceError } from '../../sim/replay/mooncake.js';
+import { ProgressBar } from '../../sim/replay/progress.js';
+import { DEFAULT_EVENT_DELAY_MS, replay } from '../../sim/replay/replay.js';
+import { formatComparison } from '../../sim/replay/table.js';
+import { limitWorkload, mergeWorkloads, type Workload } from '../../sim/replay/workload.js';
+
+/** Exit code for input the user got wrong (commander's own parse errors included). */
+const BAD_INPUT = 2;
+
+interface ReplayCommandOptions {
+  trace?: string;
+  workload?: string;
+  workers: number;
+  policy: string[];
+  blockSize: number;
+  traceBlockSize: number;
+  arrivalSpeedup: number;
+  engineSpeedup: number;
+  eventDelayMs: number;
+  numBlocks: number;
+  maxBatchedTokens: number;
+  maxNumSeqs: number;
+  seed: number;
+  limit?: number;
+  json?: boolean;
+  report?: string;
+}
+
+/** Thrown for input the user can fix; reported without a stack trace. */
+class BadInput extends Error {}
+
+function parsed(value: string, ok: (n: number) => boolean, want: string): number {
+  const n = Number(value);
+  if (value.trim() === '' || !ok(n)) throw new InvalidArgumentError(`expected ${want}.`);
+  return n;
+}
+const count = (value: string) => parsed(value, (n) => Number.isInteger(n) && n >= 1, 'an integer >= 1');
+const seed = (value: string) => parsed(value, (n) => Number.isSafeInteger(n) && n >= 0, 'an integer >= 0');
+const factor = (value: string) => parsed(value, (n) => Number.isFinite(n) && n > 0, 'a number > 0');
+const millis = (value: string) => parsed(value, (n) => Number.isFinite(n) && n >= 0, 'a number of ms >= 0');
+const collect = (value: string, previous: string[] | undefined) => [...(previous ?? []), ...value.split(',').filter((v) => v !== '')];
+
+const GENERATORS: Record<string, (seed: number) => Workload> = {
+  'agent-sessions': (s) => agentSessions({ seed: s }),
+  'cold-prompts': (s) => coldPrompts({ seed: s }),
+};
+
+function loadWorkload(o: ReplayCommandOptions): Workload {
+  if ((o.trace === undefined) === (o.workload === undefined)) throw new BadInput('give exactly one of --trace FILE or --workload NAME');
+  let workload: Workload;
+  if (o.trace !== undefined) {
+    let text: string;
+    try {
+      text = readFileSync(o.trace, 'utf8');
+    } catch (error) {
+      throw new BadInput(`cannot read --trace ${o.trace}: ${(error as Error).message}`);
+    }
+    workload = parseMooncakeTrace(text, { traceBlockSize: o.traceBlockSize, source: o.trace });
+  } else {
+    const parts = o.workload!.split('+').map((name) => {
+      const make = GENERATORS[name];
+      if (!make) throw new BadInput(`unknown --workload "${name}" (known: ${Object.keys(GENERATORS).join(', ')}, joined with +)`);
+      return make(o.seed);
+    });
+    workload = parts.length === 1 ? parts[0]! : mergeWorkloads(o.workload!, ...parts);
+  }
+  return o.limit === undefined ? workload : limitWorkload(workload, o.limit);
+}
+
+function policies(o: ReplayCommandOptions): string[] {
+  const specs = o.policy.length > 0 ? o.policy : ['kv'];
+  return specs.flatMap((p) => (p === 'all' ? Object.keys(SELECTION_POLICIES) : [p]));
+}
+
+function run(o: ReplayCommandOptions): void {
+  const workload = loadWorkload(o);
+  const progress = new ProgressBar(process.stderr);
+  const engine = {
+    numBlocks: o.numBlocks,
+    blockSize: o.blockSize,
+    maxBatchedTokens: o.maxBatchedTokens,
+    maxNumSeqs: o.maxNumSeqs,
+    speedup: o.engineSpeedup,
+  };
+  const runs = replay(workload, {
+    policies: policies(o),
+    workers: o.workers,
+    engine,
+    eventDelayMs: o.eventDelayMs,
+    arrivalSpeedup: o.arrivalSpeedup,
+    seed: o.seed,
+    onProgress: (policy, done, total) => progress.update(policy, done, total),
+  });
+  progress.clear();
+  const reports = runs.map((r) => r.report);
+  if (o.json) process.stdout.write(reports.map((r) => JSON.stringify(r) + '\n').join(''));
+  else process.stdout.write(`${workload.name}: ${workload.requests.length} requests, ${o.workers} workers\n\n${formatComparison(reports)}\n`);
+  if (o.report !== undefined) {
+    const html = renderHtmlReport({
+      title: `kvrouter replay: ${workload.name}`,
+      settings: {
+        workload: `${workload.name} (${workload.requests.length} requests)`,
+        workers: o.workers,
+        engine: `${o.numBlocks} blocks x ${o.blockSize} tokens, budget ${o.maxBatchedTokens} tokens, ${o.maxNumSeqs} seqs, speedup ${o.engineSpeedup}`,
+        'arrival speedup': o.arrivalSpeedup,
+        'KV event delay': `${o.eventDelayMs} ms`,
+        seed: o.seed,
+      },
+      runs,
+    });
+    try {
+      writeFileSync(o.report, html);
+    } catch (error) {
+      throw new BadInput(`cannot write --report ${o.report}: ${(error as Error).message}`);
+    }
+    process.stderr.write(`kvrouter replay: wrote ${o.report}\n`);
+  }
+}
+
+export function registerReplay(program: Command): void {
+  const d = ENGINE_DEFAULTS;
+  program
+    .command('replay')
+    .description('replay a Mooncake trace in virtual time through the router and simulated engines, once per --policy, and compare')
+    .option('--trace <file>', 'Mooncake JSONL trace (timestamp or delay, input_length, output_length, hash_ids, session_id)')
+    .option('--workload <names>', `a generated workload instead of a trace: ${Object.keys(GENERATORS).join(', ')} (join with +)`)
+    .option('--workers <n>', 'simulated engine workers', count, 8)
+    .option('--policy <name>', `selection policy, repeatable or comma-separated (${Object.keys(SELECTION_POLICIES).join(', ')}, all); parameters as name:key=value,...`, collect, [])
+    .option('--block-size <n>', 'KV block size of the engines and the router', count, d.blockSize)
+    .option('--trace-block-size <n>', 'tokens each trace hash id stands for', count, MOONCAKE_BLOCK_SIZE)
+    .option('--arrival-speedup <x>', 'divide arrival times and session pauses by x', factor, 1)
+    .option('--engine-speedup <x>', 'divide every modelled engine step time by x', factor, d.speedup)
+    .option('--event-delay-ms <ms>', 'delay between an engine publishing KV events and the router applying them', millis, DEFAULT_EVENT_DELAY_MS)
+    .option('--num-blocks <n>', 'KV cache blocks per engine', count, d.numBlocks)
+    .option('--max-batched-tokens <n>', 'token budget of one engine step', count, d.maxBatchedTokens)
+    .option('--max-num-seqs <n>', 'most requests running at once per engine', count, d.maxNumSeqs)
+    .option('--seed <n>', "seed of the router's random choices (and of generated workloads)", seed, 0)
+    .option('--limit <n>', 'replay only the first n requests', count)
+    .option('--json', 'print one JSON object per policy, one per line')
+    .option('--report <file>', 'write a self-contained HTML report comparing the policies')
+    .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : BAD_INPUT))
+    .action(function (this: Command, options: ReplayCommandOptions) {
+      try {
+        run(options);
+      } catch (error) {
+        if (error instanceof BadInput || error instanceof TraceError || error instanceof PluginConfigError || error instanceof RangeError || error instanceof TypeError) {
+          this.error(`error: ${error.message}`, { exitCode: BAD_INPUT, code: 'kvrouter.badInput' });
+        }
+        throw error;
+      }
+    });
+}

@@ -1,0 +1,121 @@
+// Mooncake trace format (JSONL, one request per line), as published with the
+// FAST'25 Mooncake traces and read by Dynamo's replay:
+//   timestamp      arrival in ms from the start of the trace
+//   delay          (or delay_ms) instead of timestamp: ms after the previous
+//                  turn of the same session completed
+//   session_id     optional; turns of one session share it
+//   input_length   prompt tokens
+//   output_length  tokens to generate
+//   hash_ids       one id per block of trace-block-size (512) prompt tokens;
+//                  equal ids mean the same block after the same prefix
+// Each id becomes trace-block-size synthetic tokens of its own, and the
+// prompt is cut to input_length (so the last block is usually partial).
+// Unknown fields are ignored: traces often carry extra columns.
+import { TRACE_NAMESPACE, writeTraceTokens } from './synthetic-tokens.js';
+import type { Arrival, ReplayRequest, Workload } from './workload.js';
+
+export const MOONCAKE_BLOCK_SIZE = 512;
+
+/** A bad trace line; names the line (1-based) and, when one is at fault, the field. */
+export class TraceError extends Error {
+  override name = 'TraceError';
+  constructor(
+    readonly source: string,
+    readonly line: number,
+    readonly field: string | null,
+    problem: string,
+  ) {
+    super(`${source} line ${line}${field ? `, field ${field}` : ''}: ${problem}`);
+  }
+}
+
+export interface MooncakeOptions {
+  /** Tokens each hash id stands for (default 512). */
+  traceBlockSize?: number;
+  /** Names the trace in errors (default "trace"). */
+  source?: string;
+}
+
+type Fail = (field: string | null, problem: string) => never;
+
+function nonNegative(fail: Fail, field: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) fail(field, `must be a finite number >= 0, got ${JSON.stringify(value)}`);
+  return value as number;
+}
+
+function positiveInteger(fail: Fail, field: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) fail(field, `must be an integer >= 1, got ${JSON.stringify(value)}`);
+  return value as number;
+}
+
+function hashIds(fail: Fail, value: unknown): number[] {
+  if (!Array.isArray(value) || value.length === 0) fail('hash_ids', 'must be a non-empty array of block ids');
+  const ids = value as unknown[];
+  for (let i = 0; i < ids.length; i++) {
+    const id = ids[i];
+    if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 0) fail(`hash_ids[${i}]`, `must be an integer >= 0, got ${JSON.stringify(id)}`);
+  }
+  return ids as number[];
+}
+
+function sessionOf(fail: Fail, value: unknown): string | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value === 'string' && value !== '') return value;
+  if (typeof value === 'number' && Number.isSafeInteger(value)) return String(value);
+  return fail('session_id', `must be a non-empty string or an integer, got ${JSON.stringify(value)}`);
+}
+
+export function parseMooncakeTrace(text: string, options: MooncakeOptions = {}): Workload {
+  const blockSize = options.traceBlockSize ?? MOONCAKE_BLOCK_SIZE;
+  if (!Number.isInteger(blockSize) || blockSize < 1) throw new RangeError(`trace block size must be an integer >= 1, got ${blockSize}`);
+  const source = options.source ?? 'trace';
+  const requests: ReplayRequest[] = [];
+  const sessions = new Set<string>();
+  const lines = text.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const raw = lines[i]!.trim();
+    if (raw === '') continue;
+    const line = i + 1;
+    const fail: Fail = (field, problem) => {
+      throw new TraceError(source, line, field, problem);
+    };
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(raw);
+    } catch (error) {
+      fail(null, `not valid JSON (${(error as Error).message})`);
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) fail(null, 'must be a JSON object');
+    const o = parsed as Record<string, unknown>;
+    const inputLength = positiveInteger(fail, 'input_length', o.input_length);
+    const outputLength = positiveInteger(fail, 'output_length', o.output_length);
+    const ids = hashIds(fail, o.hash_ids);
+    if (inputLength > ids.length * blockSize) {
+      fail('input_length', `${inputLength} tokens need ${Math.ceil(inputLength / blockSize)} hash_ids of ${blockSize} tokens, the line has ${ids.length}`);
+    }
+    const sessionId = sessionOf(fail, o.session_id);
+    const delayField = o.delay !== undefined ? 'delay' : o.delay_ms !== undefined ? 'delay_ms' : null;
+    let arrival: Arrival;
+    if (delayField !== null) {
+      if (o.timestamp !== undefined) fail(delayField, 'give either timestamp or a delay, not both');
+      const delayMs = nonNegative(fail, delayField, o[delayField]);
+      if (sessionId === null) fail(delayField, 'a delay counts from the previous turn of a session: session_id is missing');
+      if (!sessions.has(sessionId!)) fail(delayField, `session ${JSON.stringify(sessionId)} has no earlier turn to wait for; give its first turn a timestamp`);
+      arrival = { delayMs };
+    } else {
+      if (o.timestamp === undefined) fail('timestamp', 'is required (or delay, for a later turn of a session)');
+      arrival = { atMs: nonNegative(fail, 'timestamp', o.timestamp) };
+    }
+    if (sessionId !== null) sessions.add(sessionId);
+    requests.push({
+      id: `line${line}`,
+      sessionId,
+      arrival,
+      inputLength,
+      outputLength,
+      writeTokens: (out) => writeTraceTokens(out, ids, inputLength, blockSize, TRACE_NAMESPACE),
+    });
+  }
+  if (requests.length === 0) throw new TraceError(source, lines.length, null, 'the trace has no requests');
+  return { name: source, requests };
+}

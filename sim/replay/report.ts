@@ -1,0 +1,77 @@
+// One policy's replay summarised into the fields `kvrouter replay --json`
+// prints. Field order is fixed and every value is derived from virtual time
+// and counts only, except wall_ms, so the same inputs give the same bytes.
+import { distribution, endToEndLatencies, interTokenLatencies, reuseRatio, round, ttfts, type Distribution } from './metrics.js';
+import type { SimulationResult } from './simulate.js';
+
+export interface WorkerReport {
+  requests: number;
+  prefix_cache_reused_ratio: number;
+}
+
+export interface PolicyReport {
+  policy: string;
+  workers: number;
+  requests: number;
+  completed: number;
+  rejected: number;
+  failed: number;
+  /** Virtual time from the first arrival to the last request's end. */
+  duration_ms: number;
+  /** Real time the run took. */
+  wall_ms: number;
+  input_tokens: number;
+  output_tokens: number;
+  reused_tokens: number;
+  prefix_cache_reused_ratio: number;
+  ideal_prefix_reuse_ratio: number;
+  ttft_ms: Distribution;
+  itl_ms: Distribution;
+  e2e_ms: Distribution;
+  output_tokens_per_s: number;
+  preemptions: number;
+  recomputed_tokens: number;
+  per_worker: Record<string, WorkerReport>;
+}
+
+const RATIO_DIGITS = 6;
+
+export function summarize(run: SimulationResult, idealReuse: number): PolicyReport {
+  const records = run.records;
+  const completed = records.filter((r) => r.outcome === 'completed');
+  let start = Infinity;
+  let end = -Infinity;
+  for (const r of records) {
+    start = Math.min(start, r.arrivalMs);
+    end = Math.max(end, r.endMs);
+  }
+  const duration = records.length > 0 ? end - start : 0;
+  const outputTokens = completed.reduce((sum, r) => sum + r.outputTokens, 0);
+  const perWorker: Record<string, WorkerReport> = {};
+  run.workerIds.forEach((id, w) => {
+    const mine = records.filter((r) => r.worker === w);
+    perWorker[id] = { requests: mine.length, prefix_cache_reused_ratio: round(reuseRatio(mine), RATIO_DIGITS) };
+  });
+  return {
+    policy: run.label,
+    workers: run.workerIds.length,
+    requests: records.length,
+    completed: completed.length,
+    rejected: records.filter((r) => r.outcome === 'rejected').length,
+    failed: records.filter((r) => r.outcome === 'failed').length,
+    duration_ms: round(duration, 3),
+    wall_ms: round(run.wallMs, 1),
+    input_tokens: completed.reduce((sum, r) => sum + r.promptTokens, 0),
+    output_tokens: outputTokens,
+    reused_tokens: completed.reduce((sum, r) => sum + r.cachedTokens, 0),
+    prefix_cache_reused_ratio: round(reuseRatio(records), RATIO_DIGITS),
+    ideal_prefix_reuse_ratio: round(idealReuse, RATIO_DIGITS),
+    ttft_ms: distribution(ttfts(records)),
+    itl_ms: distribution(interTokenLatencies(records)),
+    e2e_ms: distribution(endToEndLatencies(records)),
+    output_tokens_per_s: duration > 0 ? round(outputTokens / (duration / 1000), 3) : 0,
+    preemptions: run.engines.reduce((sum, e) => sum + e.preemptions, 0),
+    recomputed_tokens: run.engines.reduce((sum, e) => sum + e.recomputedTokens, 0),
+    per_worker: perWorker,
+  };
+}

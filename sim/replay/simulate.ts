@@ -1,0 +1,254 @@
+// One replay run: a workload through the real router (ModelRoute: scheduler,
+// prefix index, load ledger, selection policy) and N mock engines, all on one
+// VirtualClock. The router learns what each engine caches only from the
+// engine's KV events, delivered `eventDelayMs` after the engine published
+// them, as a live router hears them over ZeroMQ. Lifecycle signals (sent,
+// first token, completed) reach the router at once, as the streaming
+// response carries them.
+import { VirtualClock } from '../../router/clock.js';
+import type { KvEventBatch } from '../../router/kv-events.js';
+import { ModelRoute, type ModelRouteOptions } from '../../router/model-route.js';
+import type { Admission } from '../../router/scheduler/contracts.js';
+import type { SelectionPolicy } from '../../router/selection/contracts.js';
+import type { HashBlocks } from '../mocker/block-hash.js';
+import { MockEngine, type EngineStats } from '../mocker/engine.js';
+import { resolveEngineShape, type EngineShape } from '../mocker/engine-options.js';
+import type { RequestResult } from '../mocker/sequence.js';
+import { wasmChainedHashes } from './engine-hasher.js';
+import { checkWorkload, promptTokens, sessionFinals, type Workload } from './workload.js';
+
+/** Admission settings of the replayed router (policy classes, a classifier with its gate). */
+export type ReplayRouterOptions = Pick<ModelRouteOptions, 'classes' | 'defaultClass' | 'classifier' | 'tickMs'>;
+
+/** The engine knobs a replay sets (the same for every worker). */
+export type FleetEngineShape = Pick<EngineShape, 'numBlocks' | 'blockSize' | 'maxBatchedTokens' | 'maxNumSeqs' | 'speedup'>;
+
+export interface SimulateOptions {
+  /** Name the run is reported under. */
+  label: string;
+  selection: SelectionPolicy;
+  /** Default: one class that never queues on load (requests dispatch on arrival). */
+  router?: ReplayRouterOptions;
+  workers: number;
+  engine?: Partial<FleetEngineShape>;
+  /** Delay between an engine publishing a KV event batch and the router applying it (ms). */
+  eventDelayMs: number;
+  /** Divides the workload's arrival times and session pauses. */
+  arrivalSpeedup: number;
+  /** Seeds the router's random choices. */
+  seed: number;
+  /** The engines' block hasher (default: chained XXH3 on a wasm core of the run's own). */
+  hashBlocks?: HashBlocks;
+  /** Called each time a request finishes (completed, rejected or failed). */
+  onProgress?(finished: number, total: number): void;
+}
+
+export type RequestOutcome = 'completed' | 'rejected' | 'failed';
+
+export interface RequestRecord {
+  id: string;
+  /** Index of the worker it ran on; -1 when it was never dispatched. */
+  worker: number;
+  arrivalMs: number;
+  dispatchMs: number | null;
+  firstTokenMs: number | null;
+  /** Last token time for a completed request, else when it was rejected or failed. */
+  endMs: number;
+  promptTokens: number;
+  /** Prompt tokens the engine reused from its prefix cache at first admission. */
+  cachedTokens: number;
+  outputTokens: number;
+  preemptions: number;
+  recomputedTokens: number;
+  outcome: RequestOutcome;
+  error: string | null;
+}
+
+/** How the router's prefix index took the engines' KV events. */
+export interface RouterEventCounts {
+  batches: number;
+  stored: number;
+  removed: number;
+  /** Stored events the index could not attach (unknown parent) or whose tokens did not match. */
+  skippedStores: number;
+  /** Stored events over another block size than the router's (they never match anything). */
+  blockSizeMismatches: number;
+}
+
+export interface SimulationResult {
+  label: string;
+  workerIds: string[];
+  /** In workload order; every request has one. */
+  records: RequestRecord[];
+  engines: EngineStats[];
+  routerEvents: RouterEventCounts;
+  wallMs: number;
+}
+
+export function checkReplayOptions(o: Pick<SimulateOptions, 'workers' | 'eventDelayMs' | 'arrivalSpeedup' | 'seed'>): void {
+  if (!Number.isInteger(o.workers) || o.workers < 1) throw new RangeError(`workers must be an integer >= 1, got ${o.workers}`);
+  if (!Number.isFinite(o.eventDelayMs) || o.eventDelayMs < 0) throw new RangeError(`eventDelayMs must be a finite number >= 0, got ${o.eventDelayMs}`);
+  if (!Number.isFinite(o.arrivalSpeedup) || o.arrivalSpeedup <= 0) throw new RangeError(`arrivalSpeedup must be a finite number > 0, got ${o.arrivalSpeedup}`);
+  if (!Number.isSafeInteger(o.seed) || o.seed < 0) throw new RangeError(`seed must be an integer >= 0, got ${o.seed}`);
+}
+
+function blankRecord(id: string, promptTokens: number): RequestRecord {
+  return {
+    id,
+    worker: -1,
+    arrivalMs: NaN,
+    dispatchMs: null,
+    firstTokenMs: null,
+    endMs: NaN,
+    promptTokens,
+    cachedTokens: 0,
+    outputTokens: 0,
+    preemptions: 0,
+    recomputedTokens: 0,
+    outcome: 'failed',
+    error: null,
+  };
+}
+
+export function simulate(workload: Workload, options: SimulateOptions): SimulationResult {
+  checkWorkload(workload);
+  checkReplayOptions(options);
+  const started = performance.now();
+  const shape = resolveEngineShape({ ...options.engine, dpRank: 0 });
+  const clock = new VirtualClock(0);
+  const route = new ModelRoute({
+    ...options.router,
+    model: 'replay',
+    blockSize: shape.blockSize,
+    clock,
+    policy: options.selection,
+    seed: options.seed,
+    // The periodic sweep re-arms forever; on a virtual clock the run would never end.
+    sweepIntervalMs: 0,
+  });
+  const requests = workload.requests;
+  const total = requests.length;
+  const records = requests.map((r) => blankRecord(r.id, r.inputLength));
+  const finals = sessionFinals(requests);
+  const workerIds: string[] = [];
+  const workerIndex = new Map<string, number>();
+  const routerEvents: RouterEventCounts = { batches: 0, stored: 0, removed: 0, skippedStores: 0, blockSizeMismatches: 0 };
+  const engines: MockEngine[] = [];
+  const hashBlocks = options.hashBlocks ?? wasmChainedHashes();
+  for (let w = 0; w < options.workers; w++) {
+    const id = `w${w}`;
+    const [key] = route.addWorker({ id, totalBlocks: shape.numBlocks, maxBatchedTokens: shape.maxBatchedTokens });
+    workerIds.push(id);
+    workerIndex.set(id, w);
+    const deliver = (batch: KvEventBatch) => {
+      routerEvents.batches++;
+      route.applyEvents(key!, batch);
+    };
+    engines.push(
+      new MockEngine({
+        ...shape,
+        clock,
+        hashBlocks,
+        onEvents: options.eventDelayMs > 0 ? (batch) => void clock.at(clock.now() + options.eventDelayMs, () => deliver(batch)) : deliver,
+      }),
+    );
+  }
+
+  // A delayed turn arrives after the previous turn of its session ends.
+  const follower = new Map<number, number>();
+  const lastOfSession = new Map<string, number>();
+  requests.forEach((r, i) => {
+    if (r.sessionId === null) return;
+    if ('delayMs' in r.arrival) follower.set(lastOfSession.get(r.sessionId)!, i);
+    lastOfSession.set(r.sessionId, i);
+  });
+
+  let finished = 0;
+  const end = (i: number, outcome: RequestOutcome, error: string | null) => {
+    const record = records[i]!;
+    record.outcome = outcome;
+    record.error = error;
+    if (outcome !== 'completed') record.endMs = clock.now();
+    finished++;
+    options.onProgress?.(finished, total);
+    const next = follower.get(i);
+    if (next !== undefined) {
+      const arrival = requests[next]!.arrival as { delayMs: number };
+      clock.at(clock.now() + arrival.delayMs / options.arrivalSpeedup, () => arrive(next));
+    }
+  };
+
+  const complete = (i: number, result: RequestResult) => {
+    const record = records[i]!;
+    record.cachedTokens = result.cachedTokens;
+    record.outputTokens = result.outputTokens;
+    record.preemptions = result.preemptions;
+    record.recomputedTokens = result.recomputedTokens;
+    record.endMs = result.tokenTimesMs[result.tokenTimesMs.length - 1] ?? result.finishMs;
+    route.completed(result.id);
+    end(i, 'completed', null);
+  };
+
+  const dispatch = (i: number, tokens: Uint32Array, admission: Admission) => {
+    const request = requests[i]!;
+    const record = records[i]!;
+    const w = workerIndex.get(admission.worker.id)!;
+    record.worker = w;
+    record.dispatchMs = clock.now();
+    route.sent(request.id, admission.worker);
+    try {
+      engines[w]!.submit({
+        id: request.id,
+        tokens,
+        maxTokens: request.outputLength,
+        onFirstToken: (at) => {
+          record.firstTokenMs = at;
+          route.firstToken(request.id);
+        },
+        onComplete: (result) => complete(i, result),
+      });
+    } catch (error) {
+      // The engine refused it (a prompt its cache could never hold): the worker failed the request.
+      route.aborted(request.id);
+      end(i, 'failed', (error as Error).message);
+    }
+  };
+
+  const arrive = (i: number) => {
+    const request = requests[i]!;
+    const tokens = promptTokens(request);
+    records[i]!.arrivalMs = clock.now();
+    const fields = {
+      id: request.id,
+      sessionId: request.sessionId,
+      sessionFinal: finals[i]!,
+      policyClass: null,
+      priority: 0,
+      tier: 0,
+      pin: null,
+      allowedWorkers: null,
+    };
+    route.submit(fields, tokens, {
+      dispatch: (admission) => dispatch(i, tokens, admission),
+      reject: (error) => end(i, 'rejected', `${error.code}: ${error.message}`),
+    });
+  };
+
+  requests.forEach((r, i) => {
+    if ('atMs' in r.arrival) clock.at(r.arrival.atMs / options.arrivalSpeedup, () => arrive(i));
+  });
+  while (clock.step()) {}
+
+  for (const id of workerIds) {
+    const counts = route.partition.eventCounts(id)!;
+    routerEvents.stored += counts.stored;
+    routerEvents.removed += counts.removed;
+    routerEvents.skippedStores += counts.skippedStores;
+    routerEvents.blockSizeMismatches += counts.blockSizeMismatches;
+  }
+  const stats = engines.map((e) => e.stats());
+  for (const e of engines) e.close();
+  route.close();
+  if (finished !== total) throw new Error(`replay stalled: ${total - finished} of ${total} requests never finished`);
+  return { label: options.label, workerIds, records, engines: stats, routerEvents, wallMs: performance.now() - started };
+}
