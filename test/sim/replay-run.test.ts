@@ -91,11 +91,17 @@ describe('determinism', () => {
   });
 
   it('replays generated multi-turn agent sessions to completion, kv reusing near the ideal', () => {
-    const [kv, rr] = replay(workload, { ...base, policies: ['kv', 'round-robin'], seed: 11 });
-    expect(kv!.report.completed).toBe(workload.requests.length);
-    // Later turns extend earlier prompts: a cache-aware router keeps a session where its prefix is.
-    expect(kv!.report.prefix_cache_reused_ratio).toBeGreaterThan(0.9 * kv!.report.ideal_prefix_reuse_ratio);
-    expect(kv!.report.prefix_cache_reused_ratio).toBeGreaterThan(rr!.report.prefix_cache_reused_ratio + 0.05);
+    // Ties between idle workers are broken at random, so judge kv over a few seeds.
+    const reuse: number[] = [];
+    for (const seed of [11, 12, 13]) {
+      const [kv, rr] = replay(workload, { ...base, policies: ['kv', 'round-robin'], seed });
+      expect(kv!.report.completed).toBe(workload.requests.length);
+      // Later turns extend earlier prompts: a cache-aware router keeps a session where its prefix is.
+      expect(kv!.report.prefix_cache_reused_ratio).toBeGreaterThan(0.85 * kv!.report.ideal_prefix_reuse_ratio);
+      expect(kv!.report.prefix_cache_reused_ratio).toBeGreaterThan(rr!.report.prefix_cache_reused_ratio + 0.05);
+      reuse.push(kv!.report.prefix_cache_reused_ratio / kv!.report.ideal_prefix_reuse_ratio);
+    }
+    expect(reuse.reduce((a, b) => a + b) / reuse.length).toBeGreaterThan(0.9);
   });
 });
 
