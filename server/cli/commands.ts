@@ -2,8 +2,10 @@
 import type { Command } from 'commander';
 import { registerHash } from './hash.js';
 import { registerMock } from './mock.js';
+import { registerServe } from './serve.js';
 
 export function registerCommands(program: Command): void {
   registerHash(program);
   registerMock(program);
+  registerServe(program);
 }
