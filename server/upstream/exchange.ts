@@ -104,7 +104,16 @@ export class Exchange implements DispatchHandlers {
     this.res.on('close', () => this.onClientClose());
     this.promptTokens = tokens.length;
     this.submittedAt = performance.now();
-    this.model.route.submit(fields, tokens, this);
+    try {
+      this.model.route.submit(fields, tokens, this);
+    } catch (error) {
+      // A bug below: the caller answers 500; nothing of this exchange may stay behind.
+      this.state = 'done';
+      this.ctx.live.delete(this);
+      this.attempt?.abort('the router failed');
+      this.model.route.aborted(this.id);
+      throw error;
+    }
     if (this.state !== 'done') this.instruments.decision.observe((performance.now() - this.arrivedAt) / 1000);
   }
 
@@ -154,9 +163,9 @@ export class Exchange implements DispatchHandlers {
       attempt.failedStatus = status;
       return;
     }
-    this.state = 'relaying';
     this.eventStream = isEventStream(headers);
     this.res.writeHead(status, clientResponseHeaders(headers, workerLabel(attempt.worker)));
+    this.state = 'relaying';
   }
 
   onData(attempt: Attempt, chunk: Buffer): void {

@@ -1,12 +1,14 @@
-// `kvrouter serve` as a real process: with no config it starts the embedded
-// default (what `npm start` runs) and answers a chat request; SIGTERM stops it
-// cleanly; a bad config fails at start with the field named.
+// `kvrouter serve`: as a real process with no config it starts the embedded
+// default (what `npm start` runs) and answers a chat request, and SIGTERM
+// stops it cleanly; a bad config fails at start with the field named.
 import { spawn } from 'node:child_process';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { Command } from 'commander';
+import { describe, expect, it, vi } from 'vitest';
+import { registerServe } from '../../server/cli/serve.js';
 
 const main = fileURLToPath(new URL('../../server/cli/main.ts', import.meta.url));
 
@@ -52,12 +54,21 @@ describe('kvrouter serve', () => {
     }
   });
 
-  it('fails at start with the bad field named', async () => {
+  it('fails at start with the bad field named and exit code 1', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'kvrouter-serve-'));
     const file = join(dir, 'router.yaml');
     await writeFile(file, 'workers:\n  - id: w0\n    url: http://127.0.0.1:9\n    model: m\n    kv_events:\n      endpoint: nowhere\n');
-    const proc = start(['--config', file]);
-    expect(await proc.exited).toBe(1);
-    expect(proc.err()).toContain(`kvrouter serve: ${file}: workers[0].kv_events.endpoint: must be a ZeroMQ address`);
+    const errors: string[] = [];
+    const error = vi.spyOn(console, 'error').mockImplementation((line: string) => void errors.push(line));
+    const program = new Command('kvrouter').exitOverride();
+    registerServe(program);
+    try {
+      await program.parseAsync(['node', 'kvrouter', 'serve', '--config', file]);
+      expect(process.exitCode).toBe(1);
+    } finally {
+      error.mockRestore();
+      process.exitCode = undefined;
+    }
+    expect(errors).toEqual([`kvrouter serve: ${file}: workers[0].kv_events.endpoint: must be a ZeroMQ address to connect to, such as tcp://10.0.0.5:5557, got "nowhere"`]);
   });
 });

@@ -3,7 +3,7 @@
 // prefix is cached; the official openai client talks to the router.
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chat, MODEL, post, startStack, waitFor, type Stack } from './stack.js';
+import { chat, metric, MODEL, post, startStack, waitFor, type Stack } from './stack.js';
 
 interface Explain {
   chosen: string;
@@ -83,5 +83,34 @@ describe('cache-aware routing over real KV events', () => {
     expect(finish).toBe('length');
     const models = await client.models.list();
     expect(models.data.map((m) => m.id)).toEqual([MODEL]);
+  });
+
+  it('reports health, readiness and the metric families, with the hit ratio of routed requests', async () => {
+    expect(await (await fetch(`${stack.url}/health`)).json()).toEqual({ status: 'ok' });
+    expect((await fetch(`${stack.url}/ready`)).status).toBe(200);
+    const text = await (await fetch(`${stack.url}/metrics`)).text();
+    for (const family of [
+      'kvrouter_requests_total',
+      'kvrouter_time_to_first_token_seconds',
+      'kvrouter_request_duration_seconds',
+      'kvrouter_routing_decision_seconds',
+      'kvrouter_queue_wait_seconds',
+      'kvrouter_queue_depth',
+      'kvrouter_kv_events_total',
+      'kvrouter_cache_hit_ratio',
+      'kvrouter_prefix_index',
+      'kvrouter_core_live_bytes',
+      'kvrouter_worker_load',
+      'kvrouter_kv_source_connected',
+    ]) {
+      expect(text).toContain(`# TYPE ${family} `);
+    }
+    const prompt = await metric(stack.url, 'kvrouter_routed_prompt_tokens_total');
+    const cached = await metric(stack.url, 'kvrouter_routed_cached_tokens_total');
+    expect(cached).toBeGreaterThan(0);
+    expect(await metric(stack.url, 'kvrouter_cache_hit_ratio', { model: MODEL })).toBeCloseTo(cached / prompt, 6);
+    expect(await metric(stack.url, 'kvrouter_requests_total', { outcome: 'success', code: '200' })).toBe(3);
+    expect(await metric(stack.url, 'kvrouter_kv_events_total', { type: 'stored' })).toBeGreaterThan(0);
+    expect(await metric(stack.url, 'kvrouter_prefix_index', { stat: 'blocks' })).toBeGreaterThan(0);
   });
 });
