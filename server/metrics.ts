@@ -3,6 +3,8 @@
 // KV-event counters, index size) is read from it at scrape time, so it costs
 // nothing per request and is never stale.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { EventCounts } from '../router/partition.js';
+import type { KvSourceCounters } from './workers/kv-sources.js';
 import type { WorkerHandle } from './workers/registry.js';
 import type { ModelRuntime } from './workers/model-runtime.js';
 
@@ -13,6 +15,29 @@ export interface MetricsSource {
 
 /** How a request ended, as counted in kvrouter_requests_total. */
 export type Outcome = 'success' | 'error' | 'interrupted' | 'aborted' | 'rejected';
+
+/** Metric type labels of the partition's per-worker event counts. */
+const INDEX_EVENTS: readonly [string, keyof EventCounts][] = [
+  ['stored', 'stored'],
+  ['removed', 'removed'],
+  ['cleared', 'cleared'],
+  ['skipped_store', 'skippedStores'],
+  ['block_size_mismatch', 'blockSizeMismatches'],
+  ['other_medium', 'otherMedium'],
+  ['stale', 'stale'],
+];
+
+/** Metric type labels of a KV source's stream counters. */
+const STREAM_EVENTS: readonly [string, keyof KvSourceCounters][] = [
+  ['gap', 'gaps'],
+  ['restart', 'restarts'],
+  ['replay_request', 'replayRequests'],
+  ['replayed_batch', 'replayedBatches'],
+  ['replay_failure', 'replayFailures'],
+  ['held_dropped', 'heldDropped'],
+  ['decode_error', 'decodeErrors'],
+  ['skipped_message', 'skippedMessages'],
+];
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 const DECISION_BUCKETS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25];
@@ -162,34 +187,16 @@ export class RouterMetrics {
     });
     new Counter({
       name: 'kvrouter_kv_events_total',
-      help: 'KV events per worker by type (stored, removed, cleared, skipped_store, block_size_mismatch, other_medium) and stream events (gap, restart, stale, replay_request, replayed_batch, decode_error)',
+      help: `KV events per worker: applied by type (${INDEX_EVENTS.map(([t]) => t).join(', ')}) and stream events (${STREAM_EVENTS.map(([t]) => t).join(', ')})`,
       labelNames: ['model', 'worker', 'type'],
       registers,
       collect() {
         this.reset();
         for (const w of source.workers()) {
-          const e = w.model.route.partition.eventCounts(w.id);
-          const set = (type: string, value: number) => value > 0 && this.labels(w.model.name, w.id, type).inc(value);
-          if (e) {
-            set('stored', e.stored);
-            set('removed', e.removed);
-            set('cleared', e.cleared);
-            set('skipped_store', e.skippedStores);
-            set('block_size_mismatch', e.blockSizeMismatches);
-            set('other_medium', e.otherMedium);
-            set('stale', e.stale);
-          }
-          const c = w.kv?.counters();
-          if (c) {
-            set('gap', c.gaps);
-            set('restart', c.restarts);
-            set('replay_request', c.replayRequests);
-            set('replayed_batch', c.replayedBatches);
-            set('held_dropped', c.heldDropped);
-            set('decode_error', c.decodeErrors);
-            set('skipped_message', c.skippedMessages);
-            set('replay_failure', c.replayFailures);
-          }
+          const applied = w.model.route.partition.eventCounts(w.id);
+          const stream = w.kv?.counters();
+          for (const [type, key] of INDEX_EVENTS) if (applied && applied[key] > 0) this.labels(w.model.name, w.id, type).inc(applied[key]);
+          for (const [type, key] of STREAM_EVENTS) if (stream && stream[key] > 0) this.labels(w.model.name, w.id, type).inc(stream[key]);
         }
       },
     });

@@ -3,6 +3,7 @@
 // RouterConfig or throws a ConfigError naming the bad field. Plugins
 // (selection policies, request classifiers) are built once here so their
 // parameter errors surface at start-up with the field's path.
+import { DEFAULT_CLASS } from '../../router/model-route.js';
 import { PluginConfigError } from '../../router/plugins/params.js';
 import { createSelectionPolicy } from '../../router/plugins/selection/index.js';
 import type { BusyThresholds, PolicyClass } from '../../router/scheduler/contracts.js';
@@ -93,15 +94,6 @@ export const DEFAULTS = {
   } satisfies LimitsConfig,
   approximate: { ttlMs: 120_000, maxBlocks: 1 << 20 },
 } as const;
-
-const DEFAULT_CLASS: PolicyClass = {
-  name: 'default',
-  quantum: 4096,
-  queuePolicy: 'fcfs',
-  busy: null,
-  queueLimit: { requests: null, tokens: null },
-  sloMs: null,
-};
 
 /** Model settings that may be given once at the top level and overridden per model. */
 interface ModelDefaults {

@@ -280,13 +280,12 @@ export class Exchange implements DispatchHandlers {
     this.ctx.metrics.ended(this.model.name, this.worker ? workerLabel(this.worker) : '', code, outcome);
     this.instruments.latency.observe((performance.now() - this.arrivedAt) / 1000);
   }
-
 }
 
 class UpstreamStatusError extends Error {
   constructor(
     readonly status: number,
-    readonly body: string,
+    body: string,
   ) {
     super(`answered ${status}${body ? `: ${upstreamMessage(body)}` : ''}`);
   }
