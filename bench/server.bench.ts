@@ -133,14 +133,20 @@ async function rpsRatio(router: Pool, proxy: Pool, path: string, bodies: () => s
   return { router: median(r), proxy: median(p), ratio: median(r) / median(p) };
 }
 
-/** p50 latency of each target, one request at a time, targets alternated per request. */
+/**
+ * p50 latency of each target, one request at a time. Each sample sends one
+ * new body to every target, in rotating order, so no target always gets the
+ * body the worker has just cached.
+ */
 async function p50s(targets: Record<string, () => Pool>, bodies: () => string, samples: number): Promise<Record<string, number>> {
-  const times = Object.fromEntries(Object.keys(targets).map((k) => [k, [] as number[]]));
+  const names = Object.keys(targets);
+  const times = Object.fromEntries(names.map((k) => [k, [] as number[]]));
   for (let i = 0; i < samples; i++) {
     const body = bodies();
-    for (const [name, target] of Object.entries(targets)) {
+    for (let j = 0; j < names.length; j++) {
+      const name = names[(i + j) % names.length]!;
       const t0 = performance.now();
-      await call(target(), '/v1/chat/completions', body);
+      await call(targets[name]!(), '/v1/chat/completions', body);
       times[name]!.push(performance.now() - t0);
     }
   }
