@@ -133,7 +133,7 @@ export function validateConfig(raw: unknown): RouterConfig {
     f.done();
     return model;
   });
-  const workers = root.list('workers', (value, path) => readWorker(new Fields(value, path), declared));
+  const workers = root.list('workers', (value, path) => readWorker(new Fields(value, path), declared, defaults.blockSize));
   root.done();
 
   const models = [...declared];
@@ -153,7 +153,7 @@ export function validateConfig(raw: unknown): RouterConfig {
 
 /** Validates one worker entry (also the body of the admin API's add-worker call). */
 export function validateWorker(raw: unknown, models: readonly ModelConfig[], path = 'worker'): WorkerConfig {
-  return readWorker(new Fields(raw, path), models);
+  return readWorker(new Fields(raw, path), models, DEFAULTS.blockSize);
 }
 
 function token(f: Fields, key: string): string | null {
@@ -271,7 +271,8 @@ export function readBusyThresholds(b: Fields): BusyThresholds {
   return out;
 }
 
-function readWorker(f: Fields, models: readonly ModelConfig[]): WorkerConfig {
+/** `implicitBlockSize`: the block size of a model no `models` entry declares (the top-level one). */
+function readWorker(f: Fields, models: readonly ModelConfig[], implicitBlockSize: number): WorkerConfig {
   const id = f.string('id');
   if (!/^[A-Za-z0-9][A-Za-z0-9._:-]*$/.test(id)) {
     throw new ConfigError(f.at('id'), `must be letters, digits, ".", "_", ":" or "-" (starting with a letter or digit), got ${JSON.stringify(id)}`);
@@ -291,11 +292,11 @@ function readWorker(f: Fields, models: readonly ModelConfig[]): WorkerConfig {
   const dataParallelSize = f.number('data_parallel_size', 1, { integer: true, min: 1, max: 1024 });
   const kvEvents = f.has('kv_events') ? f.object('kv_events', (k) => readKvEvents(k, dataParallelSize)) : ({ source: 'none' } as const);
   const blockSize = f.optionalNumber('block_size', { integer: true, min: 1 });
-  const declared = models.find((m) => m.name === model);
-  if (blockSize !== null && declared && blockSize !== declared.blockSize) {
+  const modelBlockSize = models.find((m) => m.name === model)?.blockSize ?? implicitBlockSize;
+  if (blockSize !== null && blockSize !== modelBlockSize) {
     throw new ConfigError(
       f.at('block_size'),
-      `is ${blockSize} but model "${model}" routes with block_size ${declared.blockSize}: the engine's block size (vLLM --block-size, SGLang --page-size) and the model's block_size must agree`,
+      `is ${blockSize} but model "${model}" routes with block_size ${modelBlockSize}: the engine's block size (vLLM --block-size, SGLang --page-size) and the model's block_size must agree`,
     );
   }
   const taints = f.list('taints', (value, path) => {

@@ -63,6 +63,7 @@ describe('config validation names the bad field', () => {
     [/^workers\[0\]\.kv_event: unknown field/, { workers: [worker({ kv_event: {} })] }],
     [/^workers\[0\]\.kv_events\.source: must be one of zmq, http, none/, { workers: [worker({ kv_events: { source: 'nats' } })] }],
     [/^workers\[0\]\.block_size: is 64 but model "llama" routes with block_size 16/, { models: [{ name: 'llama', block_size: 16 }], workers: [worker({ block_size: 64 })] }],
+    [/^workers\[0\]\.block_size: is 64 but model "llama" routes with block_size 32/, { block_size: 32, workers: [worker({ block_size: 64 })] }],
     [/^workers\[0\]\.model: is required/, { models: [{ name: 'a' }, { name: 'b' }], workers: [worker({ model: undefined })] }],
     [/^workers\[0\]\.model: no model named "llama"/, { models: [{ name: 'a' }], workers: [worker({ model: 'llama' })] }],
     [/^port: must be <= 65535/, { port: 70000, workers: [worker()] }],
