@@ -89,7 +89,9 @@ export function registerServe(program: Command): void {
       try {
         served = await serve(options, process.env, (line) => console.log(line));
       } catch (error) {
-        console.error(`kvrouter serve: ${error instanceof ConfigError ? error.message : (error as Error).stack ?? String(error)}`);
+        // Config and system errors (a port in use) are the operator's to fix: their message says what; anything else is a bug.
+        const expected = error instanceof ConfigError || typeof (error as NodeJS.ErrnoException).code === 'string';
+        console.error(`kvrouter serve: ${expected ? (error as Error).message : (error as Error).stack ?? String(error)}`);
         process.exitCode = 1;
         return;
       }
