@@ -6,6 +6,7 @@ import { prefixIndexSuite } from './prefix-index.bench.js';
 import { replaySuite } from './replay.bench.js';
 import { schedulerSuite } from './scheduler.bench.js';
 import { selectKernelsSuite } from './select-kernels.bench.js';
+import { serverSuite } from './server.bench.js';
 import { tokenizeSuite } from './tokenize.bench.js';
 
 export const suites: BenchSuite[] = [
@@ -15,5 +16,6 @@ export const suites: BenchSuite[] = [
   decisionSuite,
   schedulerSuite,
   tokenizeSuite,
+  serverSuite,
   replaySuite,
 ];

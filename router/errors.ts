@@ -23,6 +23,12 @@ export const ERRORS = {
   KVR_ERR_UPSTREAM: { status: 502, type: 'upstream_error', message: 'the worker failed' },
   KVR_ERR_UNAUTHORIZED: { status: 401, type: 'authentication_error', message: 'a valid bearer token is required' },
   KVR_ERR_SHUTTING_DOWN: { status: 503, type: 'service_unavailable', message: 'the router is shutting down' },
+  KVR_ERR_UPSTREAM_TIMEOUT: { status: 504, type: 'upstream_error', message: 'the worker did not answer in time' },
+  KVR_ERR_UPSTREAM_INTERRUPTED: { status: 502, type: 'upstream_error', message: 'the worker failed in the middle of the response' },
+  KVR_ERR_ROUTE_NOT_FOUND: { status: 404, type: 'not_found_error', message: 'no such endpoint' },
+  KVR_ERR_WORKER_NOT_FOUND: { status: 404, type: 'not_found_error', message: 'no worker with this id' },
+  KVR_ERR_WORKER_EXISTS: { status: 409, type: 'invalid_request_error', message: 'a worker with this id already exists' },
+  KVR_ERR_INTERNAL: { status: 500, type: 'internal_error', message: 'the router failed unexpectedly' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -20,6 +20,9 @@ import { messageTag, type TemplateInput, type TemplateMessage } from './messages
 import { detached, TextCache } from './piece-cache.js';
 import type { RenderMode } from './types.js';
 
+/** A template written as code: the same output as its Jinja source, without the interpreter. */
+export type NativeTemplate = (messages: TemplateMessage[], tools: unknown[] | null, addGenerationPrompt: boolean) => string;
+
 /** A template refused the conversation (raise_exception) or failed on it: a client error. */
 export class ChatTemplateError extends TypeError {
   override name = 'ChatTemplateError';
@@ -33,7 +36,7 @@ interface Head {
 }
 
 export class ChatRenderer {
-  private readonly template: Template;
+  private readonly template: Template | NativeTemplate;
   private readonly heads: TextCache<Head | null>;
   private readonly segments: TextCache<string>;
   private current: RenderMode = 'segmented';
@@ -41,19 +44,19 @@ export class ChatRenderer {
   fallbacks = 0;
 
   /**
-   * @param source the Jinja template text
+   * @param source the Jinja template text, or the template as code
    * @param globals variables every render sees (bos_token, eos_token, ...)
    * @param cacheChars bound of the segment cache in characters
    * @param origin names the template in errors (a file or a spec)
    */
   constructor(
-    source: string,
+    source: string | NativeTemplate,
     private readonly globals: Record<string, unknown>,
     cacheChars: number,
     readonly origin: string,
   ) {
     try {
-      this.template = new Template(source);
+      this.template = typeof source === 'string' ? new Template(source) : source;
     } catch (err) {
       throw new Error(`${origin}: chat template does not parse: ${(err as Error).message}`);
     }
@@ -124,7 +127,8 @@ export class ChatRenderer {
 
   private run(messages: TemplateMessage[], tools: unknown[] | null, addGenerationPrompt: boolean): string {
     try {
-      return this.template.render({ ...this.globals, messages, tools, add_generation_prompt: addGenerationPrompt });
+      const t = this.template;
+      return typeof t === 'function' ? t(messages, tools, addGenerationPrompt) : t.render({ ...this.globals, messages, tools, add_generation_prompt: addGenerationPrompt });
     } catch (err) {
       throw new ChatTemplateError(`${this.origin}: chat template failed: ${(err as Error).message}`);
     }

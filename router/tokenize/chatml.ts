@@ -9,6 +9,8 @@
 //   generation      <|im_start|>assistant\n
 // With tools, a leading system message is folded into the tools section.
 
+import type { TemplateMessage } from './messages.js';
+
 export const IM_START = '<|im_start|>';
 export const IM_END = '<|im_end|>';
 
@@ -31,3 +33,40 @@ export const CHATML_TEMPLATE = [
   '{%- endfor %}',
   "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}",
 ].join('\n');
+
+/** JSON as the template's `tojson` filter writes it: ", " and ": " separators, undefined as null. */
+function toJson(value: unknown): string {
+  if (value === undefined || value === null) return 'null';
+  if (Array.isArray(value)) return `[${value.map(toJson).join(', ')}]`;
+  if (typeof value === 'object') return `{${Object.entries(value).map(([k, v]) => `${JSON.stringify(k)}: ${toJson(v)}`).join(', ')}}`;
+  return JSON.stringify(value);
+}
+
+/**
+ * CHATML_TEMPLATE rendered by plain string building: the same text as the
+ * template under Jinja (a property test holds them equal), without Jinja's
+ * per-render cost (~0.1-0.2 ms), which every new message pays on the request path.
+ */
+export function renderChatml(messages: readonly TemplateMessage[], tools: readonly unknown[] | null, addGenerationPrompt: boolean): string {
+  const withTools = tools !== null && tools.length > 0;
+  let out = '';
+  if (withTools) {
+    out += `${IM_START}system\n`;
+    if (messages[0]?.role === 'system') out += `${messages[0].content}\n\n`;
+    out += '# Tools\n\nYou may call these functions (one JSON signature per line):\n';
+    for (const tool of tools) out += `${toJson(tool)}\n`;
+    out += `${IM_END}\n`;
+  }
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i]!;
+    if (withTools && i === 0 && m.role === 'system') continue;
+    out += `${IM_START}${m.role}\n${m.content}`;
+    for (const call of m.tool_calls ?? []) {
+      const fn = (call as { function?: unknown }).function;
+      out += `\n<tool_call>\n${toJson(fn !== undefined ? fn : call)}\n</tool_call>`;
+    }
+    out += `${IM_END}\n`;
+  }
+  if (addGenerationPrompt) out += `${IM_START}assistant\n`;
+  return out;
+}

@@ -5,9 +5,9 @@
 // and runs the self-checks that pick incremental or whole tokenization and
 // segmented or whole rendering.
 import { packBytes } from './bytes.js';
-import { ChatRenderer } from './chat-renderer.js';
+import { ChatRenderer, type NativeTemplate } from './chat-renderer.js';
 import { ChatTokenizer, type TextToIds } from './chat-tokenizer.js';
-import { CHATML_TEMPLATE } from './chatml.js';
+import { renderChatml } from './chatml.js';
 import { loadHfModel } from './hf.js';
 import { probeConversations, probeTexts } from './probes.js';
 import { PromptEncoder, type TextCodec } from './prompt-encoder.js';
@@ -28,7 +28,7 @@ function bounds(options: TokenizerOptions | undefined): { cacheTokens: number; r
 }
 
 /** Renderers for each template, each self-checked for separability. */
-function renderersFor(templates: Map<string, string>, globals: Record<string, unknown>, cacheChars: number, origin: string): Map<string, ChatRenderer> {
+function renderersFor(templates: Map<string, string | NativeTemplate>, globals: Record<string, unknown>, cacheChars: number, origin: string): Map<string, ChatRenderer> {
   const out = new Map<string, ChatRenderer>();
   const probes = probeConversations();
   for (const [name, source] of templates) {
@@ -64,7 +64,8 @@ function encoderFor(codec: TextCodec, cacheTokens: number, renderers: Map<string
 export async function createTokenizer(spec: string, io: TokenizerIO, options?: TokenizerOptions): Promise<PromptTokenizer> {
   if (typeof spec !== 'string') throw new TypeError('tokenizer spec must be a string');
   const { cacheTokens, renderCacheChars } = bounds(options);
-  const chatml = () => new Map([['default', CHATML_TEMPLATE]]);
+  // The shipped ChatML template runs as code (renderChatml equals CHATML_TEMPLATE under Jinja).
+  const chatml = () => new Map<string, NativeTemplate>([['default', renderChatml]]);
 
   if (spec === 'bytes') {
     const renderers = renderersFor(chatml(), {}, renderCacheChars, spec);

@@ -3,9 +3,11 @@ import type { Command } from 'commander';
 import { registerHash } from './hash.js';
 import { registerMock } from './mock.js';
 import { registerReplay } from './replay.js';
+import { registerServe } from './serve.js';
 
 export function registerCommands(program: Command): void {
-  registerHash(program);
+  registerServe(program);
   registerMock(program);
   registerReplay(program);
+  registerHash(program);
 }

@@ -105,6 +105,7 @@ export class ZmqKvListener {
     callbackErrors: 0,
     replay: { completed: 0, failed: 0, malformedFrames: 0, foreignBatches: 0 },
   };
+  private peerConnected = false;
   private running: Promise<void> | null = null;
   private replaying: Promise<void> | null = null;
   private replayBusy = false;
@@ -125,6 +126,9 @@ export class ZmqKvListener {
   /** Connects and starts receiving. ZeroMQ connects in the background; an absent engine is not an error. */
   start(): void {
     if (this.running || this.closed) throw new Error('listener already started or closed');
+    // Readiness: the engine's publisher is reachable once the ZMTP handshake is done.
+    this.sub.events.on('handshake', () => void (this.peerConnected = true));
+    this.sub.events.on('disconnect', () => void (this.peerConnected = false));
     this.sub.connect(this.options.endpoint);
     this.sub.subscribe(this.options.topic ?? '');
     this.running = this.loop.run();
@@ -139,6 +143,11 @@ export class ZmqKvListener {
     this.sub.close();
     await this.running;
     await this.replaying;
+  }
+
+  /** Whether the subscription is connected to the engine's publisher. */
+  get connected(): boolean {
+    return this.peerConnected && !this.closed;
   }
 
   stats(): KvListenerStats {

@@ -1,0 +1,362 @@
+// The router's configuration: its shape, defaults and validation. A config is
+// one YAML or JSON document; validateConfig turns the parsed document into a
+// RouterConfig or throws a ConfigError naming the bad field. Plugins
+// (selection policies, request classifiers) are built once here so their
+// parameter errors surface at start-up with the field's path.
+import { DEFAULT_CLASS } from '../../router/model-route.js';
+import { PluginConfigError } from '../../router/plugins/params.js';
+import { createSelectionPolicy } from '../../router/plugins/selection/index.js';
+import type { BusyThresholds, PolicyClass } from '../../router/scheduler/contracts.js';
+import { TIKTOKEN_ENCODINGS } from '../../router/tokenize/index.js';
+import { createClassifier } from './classifiers.js';
+import { ConfigError, describe, Fields, join } from './fields.js';
+
+export type KvEventsConfig =
+  | { source: 'zmq'; endpoint: string; replayEndpoint: string | null; topic: string }
+  | { source: 'http' }
+  | { source: 'none' };
+
+export interface WorkerConfig {
+  id: string;
+  /** Base URL without /v1, e.g. http://10.0.0.5:8000. */
+  url: string;
+  model: string;
+  kvEvents: KvEventsConfig;
+  totalBlocks: number;
+  maxBatchedTokens: number;
+  dataParallelSize: number;
+  taints: string[];
+  /** Sent as the bearer token to this worker instead of the client's. */
+  apiKey: string | null;
+}
+
+export interface PluginRef {
+  type: string;
+  params: Record<string, unknown>;
+}
+
+export interface ModelConfig {
+  name: string;
+  tokenizer: string;
+  blockSize: number;
+  selection: PluginRef;
+  policyClasses: PolicyClass[];
+  defaultClass: string;
+  requestClassifier: PluginRef | null;
+  /** Approximate mode (workers without KV events): how long routed blocks count as cached, and the most kept. */
+  approximate: { ttlMs: number; maxBlocks: number };
+}
+
+export interface LimitsConfig {
+  maxBodyBytes: number;
+  /** Re-placements after a failure before the first byte. */
+  maxRetries: number;
+  connectTimeoutMs: number;
+  /** Time allowed for a worker's response headers (0: none). */
+  headersTimeoutMs: number;
+  /** Longest silence inside a response body (0: none). */
+  bodyTimeoutMs: number;
+  /** How long SIGTERM waits for streams in flight. */
+  shutdownTimeoutMs: number;
+}
+
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+export const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+export interface RouterConfig {
+  host: string;
+  port: number;
+  /** Bearer token of the admin API; null turns the admin API off. */
+  adminToken: string | null;
+  /** Bearer token required by POST /router/kv-events; null accepts any caller. */
+  kvIngestToken: string | null;
+  logLevel: LogLevel;
+  /** Log one line per HTTP request (off by default: it costs on the hot path). */
+  requestLog: boolean;
+  limits: LimitsConfig;
+  models: ModelConfig[];
+  workers: WorkerConfig[];
+}
+
+export const DEFAULTS = {
+  host: '0.0.0.0',
+  port: 8000,
+  tokenizer: 'tiktoken:o200k_base',
+  blockSize: 16,
+  selection: 'kv',
+  limits: {
+    maxBodyBytes: 32 * 1024 * 1024,
+    maxRetries: 2,
+    connectTimeoutMs: 5_000,
+    headersTimeoutMs: 600_000,
+    bodyTimeoutMs: 300_000,
+    shutdownTimeoutMs: 30_000,
+  } satisfies LimitsConfig,
+  approximate: { ttlMs: 120_000, maxBlocks: 1 << 20 },
+} as const;
+
+/** Model settings that may be given once at the top level and overridden per model. */
+interface ModelDefaults {
+  tokenizer: string;
+  blockSize: number;
+  selection: PluginRef;
+  policyClasses: PolicyClass[];
+  defaultClass: string | null;
+  requestClassifier: PluginRef | null;
+  approximate: { ttlMs: number; maxBlocks: number };
+}
+
+export function validateConfig(raw: unknown): RouterConfig {
+  const root = new Fields(raw ?? {}, '');
+  const config = {
+    host: root.string('host', DEFAULTS.host),
+    port: root.number('port', DEFAULTS.port, { integer: true, min: 0, max: 65535 }),
+    adminToken: token(root, 'admin_token'),
+    kvIngestToken: token(root, 'kv_ingest_token'),
+    logLevel: root.oneOf('log_level', LOG_LEVELS, 'info'),
+    requestLog: root.boolean('request_log', false),
+    limits: root.object('limits', readLimits, () => ({ ...DEFAULTS.limits })),
+  };
+  const defaults = readModelDefaults(root, {
+    tokenizer: DEFAULTS.tokenizer,
+    blockSize: DEFAULTS.blockSize,
+    selection: { type: DEFAULTS.selection, params: {} },
+    policyClasses: [DEFAULT_CLASS],
+    defaultClass: null,
+    requestClassifier: null,
+    approximate: { ...DEFAULTS.approximate },
+  });
+  const declared = root.list('models', (value, path) => {
+    const f = new Fields(value, path);
+    const name = f.string('name');
+    const model = finishModel(name, readModelDefaults(f, defaults), path);
+    f.done();
+    return model;
+  });
+  const workers = root.list('workers', (value, path) => readWorker(new Fields(value, path), declared, defaults.blockSize));
+  root.done();
+
+  const models = [...declared];
+  for (const [i, m] of models.entries()) {
+    if (models.findIndex((o) => o.name === m.name) !== i) throw new ConfigError(`models[${i}].name`, `model "${m.name}" is declared twice`);
+  }
+  // Without a models list, each model a worker names gets the top-level settings.
+  for (const w of workers) {
+    if (!models.some((m) => m.name === w.model)) models.push(finishModel(w.model, defaults, ''));
+  }
+  for (const [i, w] of workers.entries()) {
+    if (workers.findIndex((o) => o.id === w.id) !== i) throw new ConfigError(`workers[${i}].id`, `worker "${w.id}" is declared twice`);
+  }
+  if (models.length === 0) throw new ConfigError('models', 'the config declares no model and no worker: add a workers list (or models, to add workers at runtime)');
+  return { ...config, models, workers };
+}
+
+/** Validates one worker entry (also the body of the admin API's add-worker call). */
+export function validateWorker(raw: unknown, models: readonly ModelConfig[], path = 'worker'): WorkerConfig {
+  return readWorker(new Fields(raw, path), models, DEFAULTS.blockSize);
+}
+
+function token(f: Fields, key: string): string | null {
+  const value = f.optionalString(key);
+  if (value !== null && value.length < 8) throw new ConfigError(f.at(key), 'must be at least 8 characters');
+  return value;
+}
+
+function readLimits(f: Fields): LimitsConfig {
+  const d = DEFAULTS.limits;
+  const ms = (key: string, fallback: number) => f.number(key, fallback, { integer: true, min: 0 });
+  return {
+    maxBodyBytes: f.number('max_body_bytes', d.maxBodyBytes, { integer: true, min: 1024 }),
+    maxRetries: f.number('max_retries', d.maxRetries, { integer: true, min: 0, max: 16 }),
+    connectTimeoutMs: f.number('connect_timeout_ms', d.connectTimeoutMs, { integer: true, min: 1 }),
+    headersTimeoutMs: ms('headers_timeout_ms', d.headersTimeoutMs),
+    bodyTimeoutMs: ms('body_timeout_ms', d.bodyTimeoutMs),
+    shutdownTimeoutMs: ms('shutdown_timeout_ms', d.shutdownTimeoutMs),
+  };
+}
+
+function readModelDefaults(f: Fields, inherited: ModelDefaults): ModelDefaults {
+  const policyClasses = f.has('policy_classes') ? f.list('policy_classes', readPolicyClass) : inherited.policyClasses;
+  if (policyClasses.length === 0) throw new ConfigError(f.at('policy_classes'), 'must name at least one class');
+  const selection = f.has('selection') ? f.object('selection', (s) => readPlugin(s, 'policy')) : inherited.selection;
+  const classifier = f.has('request_classifier') ? f.object('request_classifier', (s) => readPlugin(s, 'type')) : inherited.requestClassifier;
+  return {
+    tokenizer: f.has('tokenizer') ? tokenizerSpec(f) : inherited.tokenizer,
+    blockSize: f.number('block_size', inherited.blockSize, { integer: true, min: 1, max: 1 << 16 }),
+    selection,
+    policyClasses,
+    defaultClass: f.optionalString('default_class') ?? inherited.defaultClass,
+    requestClassifier: classifier,
+    approximate: f.has('approximate')
+      ? f.object('approximate', (a) => ({
+          ttlMs: a.number('ttl_ms', inherited.approximate.ttlMs, { integer: true, min: 1 }),
+          maxBlocks: a.number('max_blocks', inherited.approximate.maxBlocks, { integer: true, min: 1 }),
+        }))
+      : inherited.approximate,
+  };
+}
+
+/** Checks the plugins once (a bad parameter fails start-up by name) and fixes the default class. */
+function finishModel(name: string, d: ModelDefaults, path: string): ModelConfig {
+  const where = (key: string) => join(path, key);
+  for (const [i, c] of d.policyClasses.entries()) {
+    if (d.policyClasses.findIndex((o) => o.name === c.name) !== i) throw new ConfigError(where(`policy_classes[${i}].name`), `class "${c.name}" is defined twice`);
+  }
+  const defaultClass = d.defaultClass ?? d.policyClasses[0]!.name;
+  if (!d.policyClasses.some((c) => c.name === defaultClass)) {
+    throw new ConfigError(where('default_class'), `no policy class named "${defaultClass}" (defined: ${d.policyClasses.map((c) => c.name).join(', ')})`);
+  }
+  plugin(where('selection'), () => createSelectionPolicy(d.selection.type, d.selection.params));
+  if (d.requestClassifier) {
+    const { type, params } = d.requestClassifier;
+    plugin(where('request_classifier'), () => createClassifier(type, params));
+  }
+  return { name, ...d, defaultClass };
+}
+
+function plugin(path: string, build: () => unknown): void {
+  try {
+    build();
+  } catch (error) {
+    if (error instanceof PluginConfigError) throw new ConfigError(path, error.message);
+    throw error;
+  }
+}
+
+function readPlugin(f: Fields, nameKey: 'policy' | 'type'): PluginRef {
+  return { type: f.string(nameKey), params: f.params('params') };
+}
+
+function tokenizerSpec(f: Fields): string {
+  const spec = f.string('tokenizer');
+  if (spec === 'bytes') return spec;
+  if (spec.startsWith('tiktoken:')) {
+    const encoding = spec.slice('tiktoken:'.length);
+    if (!TIKTOKEN_ENCODINGS.includes(encoding)) {
+      throw new ConfigError(f.at('tokenizer'), `unknown tiktoken encoding "${encoding}" (known: ${TIKTOKEN_ENCODINGS.join(', ')})`);
+    }
+    return spec;
+  }
+  if (spec.startsWith('hf:') && spec.length > 3) return spec;
+  throw new ConfigError(f.at('tokenizer'), `must be tiktoken:<encoding>, hf:<model dir> or bytes, got ${JSON.stringify(spec)}`);
+}
+
+function readPolicyClass(value: unknown, path: string): PolicyClass {
+  const f = new Fields(value, path);
+  const name = f.string('name');
+  const quantum = f.number('quantum', DEFAULT_CLASS.quantum, { min: 1 });
+  const queuePolicy = f.oneOf('queue_policy', ['fcfs', 'wspt'] as const, 'fcfs');
+  const busy = f.has('busy') ? f.object('busy', readBusyThresholds) : null;
+  const queueLimit = f.has('queue_limit')
+    ? f.object('queue_limit', (q) => ({
+        requests: q.optionalNumber('requests', { integer: true, min: 0 }),
+        tokens: q.optionalNumber('tokens', { integer: true, min: 0 }),
+      }))
+    : { requests: null, tokens: null };
+  const sloMs = f.optionalNumber('slo_ms', { min: 1 });
+  f.done();
+  return { name, quantum, queuePolicy, busy, queueLimit, sloMs };
+}
+
+/** Busy thresholds (also the body of the admin API's set call); at least one must be set. */
+export function readBusyThresholds(b: Fields): BusyThresholds {
+  const out: BusyThresholds = {};
+  const tokens = b.optionalNumber('prefill_tokens', { min: 0 });
+  const prefill = b.optionalNumber('prefill_fraction', { min: 0 });
+  const decode = b.optionalNumber('decode_fraction', { min: 0, max: 1 });
+  if (tokens !== null) out.prefillTokens = tokens;
+  if (prefill !== null) out.prefillFraction = prefill;
+  if (decode !== null) out.decodeFraction = decode;
+  if (Object.keys(out).length === 0) throw new ConfigError(b.path, 'set at least one of prefill_tokens, prefill_fraction, decode_fraction');
+  return out;
+}
+
+/** `implicitBlockSize`: the block size of a model no `models` entry declares (the top-level one). */
+function readWorker(f: Fields, models: readonly ModelConfig[], implicitBlockSize: number): WorkerConfig {
+  const id = f.string('id');
+  if (!/^[A-Za-z0-9][A-Za-z0-9._:-]*$/.test(id)) {
+    throw new ConfigError(f.at('id'), `must be letters, digits, ".", "_", ":" or "-" (starting with a letter or digit), got ${JSON.stringify(id)}`);
+  }
+  const url = workerUrl(f);
+  let model: string;
+  if (f.has('model')) {
+    model = f.string('model');
+    if (models.length > 0 && !models.some((m) => m.name === model)) {
+      throw new ConfigError(f.at('model'), `no model named "${model}" in models (declared: ${models.map((m) => m.name).join(', ')})`);
+    }
+  } else if (models.length === 1) {
+    model = models[0]!.name;
+  } else {
+    throw new ConfigError(f.at('model'), 'is required (the model this worker serves)');
+  }
+  const dataParallelSize = f.number('data_parallel_size', 1, { integer: true, min: 1, max: 1024 });
+  const kvEvents = f.has('kv_events') ? f.object('kv_events', (k) => readKvEvents(k, dataParallelSize)) : ({ source: 'none' } as const);
+  const blockSize = f.optionalNumber('block_size', { integer: true, min: 1 });
+  const modelBlockSize = models.find((m) => m.name === model)?.blockSize ?? implicitBlockSize;
+  if (blockSize !== null && blockSize !== modelBlockSize) {
+    throw new ConfigError(
+      f.at('block_size'),
+      `is ${blockSize} but model "${model}" routes with block_size ${modelBlockSize}: the engine's block size (vLLM --block-size, SGLang --page-size) and the model's block_size must agree`,
+    );
+  }
+  const taints = f.list('taints', (value, path) => {
+    if (typeof value !== 'string' || !/^[^=\s]+=[^\s]*$/.test(value)) throw new ConfigError(path, `must be a "key=value" string, got ${JSON.stringify(value)}`);
+    return value;
+  });
+  const worker: WorkerConfig = {
+    id,
+    url,
+    model,
+    kvEvents,
+    totalBlocks: f.number('total_blocks', 0, { integer: true, min: 0 }),
+    maxBatchedTokens: f.number('max_batched_tokens', 0, { integer: true, min: 0 }),
+    dataParallelSize,
+    taints,
+    apiKey: f.optionalString('api_key'),
+  };
+  f.done();
+  return worker;
+}
+
+function workerUrl(f: Fields): string {
+  const raw = f.string('url');
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(f.at('url'), `must be an http(s) URL such as http://10.0.0.5:8000, got ${JSON.stringify(raw)}`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ConfigError(f.at('url'), `must use http or https, got ${url.protocol}`);
+  if (url.search || url.hash) throw new ConfigError(f.at('url'), 'must not carry a query or fragment');
+  // The router appends /v1/...; a base given with /v1 is taken as meaning the server root.
+  const path = url.pathname.replace(/\/+$/, '').replace(/\/v1$/, '');
+  return `${url.origin}${path}`;
+}
+
+const TCP_ENDPOINT = /^tcp:\/\/[^\s:/]+(:\d+)$|^tcp:\/\/\[[0-9a-fA-F:.]+\](:\d+)$/;
+const ENDPOINT = /^(tcp|ipc|inproc):\/\/\S+$/;
+
+function readKvEvents(f: Fields, ranks: number): KvEventsConfig {
+  const source = f.oneOf('source', ['zmq', 'http', 'none'] as const, f.has('endpoint') ? 'zmq' : undefined);
+  if (source !== 'zmq') return { source };
+  const endpoint = (key: string): string => {
+    const value = f.string(key);
+    // Ranks publish on consecutive ports (port + rank), so a multi-rank worker needs tcp://host:port.
+    const ok = ranks > 1 ? TCP_ENDPOINT.test(value) : ENDPOINT.test(value);
+    if (!ok || value.includes('*')) {
+      throw new ConfigError(
+        f.at(key),
+        `must be a ZeroMQ address to connect to, such as tcp://10.0.0.5:5557${ranks > 1 ? ' (tcp://host:port: rank r uses port + r)' : ''}, got ${JSON.stringify(value)}`,
+      );
+    }
+    return value;
+  };
+  const topic = f.get('topic') ?? '';
+  if (typeof topic !== 'string') throw new ConfigError(f.at('topic'), `must be a string (vLLM's default is ""), got ${describe(topic)}`);
+  return {
+    source,
+    endpoint: endpoint('endpoint'),
+    replayEndpoint: f.has('replay_endpoint') ? endpoint('replay_endpoint') : null,
+    topic,
+  };
+}

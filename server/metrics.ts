@@ -1,0 +1,247 @@
+// Prometheus metrics (GET /metrics). Per-request instruments are updated on
+// the request path; everything the router already keeps (queues, ledger load,
+// KV-event counters, index size) is read from it at scrape time, so it costs
+// nothing per request and is never stale.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { EventCounts } from '../router/partition.js';
+import type { KvSourceCounters } from './workers/kv-sources.js';
+import type { WorkerHandle } from './workers/registry.js';
+import type { ModelRuntime } from './workers/model-runtime.js';
+
+export interface MetricsSource {
+  models(): Iterable<ModelRuntime>;
+  workers(): Iterable<WorkerHandle>;
+}
+
+/** How a request ended, as counted in kvrouter_requests_total. */
+export type Outcome = 'success' | 'error' | 'interrupted' | 'aborted' | 'rejected';
+
+/** Metric type labels of the partition's per-worker event counts. */
+const INDEX_EVENTS: readonly [string, keyof EventCounts][] = [
+  ['stored', 'stored'],
+  ['removed', 'removed'],
+  ['cleared', 'cleared'],
+  ['skipped_store', 'skippedStores'],
+  ['block_size_mismatch', 'blockSizeMismatches'],
+  ['other_medium', 'otherMedium'],
+  ['stale', 'stale'],
+];
+
+/** Metric type labels of a KV source's stream counters. */
+const STREAM_EVENTS: readonly [string, keyof KvSourceCounters][] = [
+  ['gap', 'gaps'],
+  ['restart', 'restarts'],
+  ['replay_request', 'replayRequests'],
+  ['replayed_batch', 'replayedBatches'],
+  ['replay_failure', 'replayFailures'],
+  ['held_dropped', 'heldDropped'],
+  ['decode_error', 'decodeErrors'],
+  ['skipped_message', 'skippedMessages'],
+];
+
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+const DECISION_BUCKETS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25];
+
+/** Per-model histogram children, resolved once (label lookups cost on every observe). */
+export interface ModelInstruments {
+  ttft: { observe(seconds: number): void };
+  latency: { observe(seconds: number): void };
+  decision: { observe(seconds: number): void };
+  queueWait: { observe(seconds: number): void };
+  promptTokens: { inc(n: number): void };
+  cachedTokens: { inc(n: number): void };
+}
+
+export class RouterMetrics {
+  readonly registry = new Registry();
+  private readonly requests: Counter<'model' | 'worker' | 'code' | 'outcome'>;
+  private readonly rejections: Counter<'model' | 'code'>;
+  private readonly retries: Counter<'model' | 'worker'>;
+  private readonly ttft: Histogram<'model'>;
+  private readonly latency: Histogram<'model'>;
+  private readonly decision: Histogram<'model'>;
+  private readonly queueWait: Histogram<'model'>;
+  private readonly routedPrompt: Counter<'model'>;
+  private readonly routedCached: Counter<'model'>;
+  private readonly instruments = new Map<string, ModelInstruments>();
+
+  constructor(source: MetricsSource) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry, prefix: 'kvrouter_process_' });
+    this.requests = new Counter({
+      name: 'kvrouter_requests_total',
+      help: 'Requests that ended, by model, worker (empty when none was chosen), HTTP status sent and outcome',
+      labelNames: ['model', 'worker', 'code', 'outcome'],
+      registers,
+    });
+    this.rejections = new Counter({ name: 'kvrouter_rejections_total', help: 'Requests the router refused, by error code', labelNames: ['model', 'code'], registers });
+    this.retries = new Counter({
+      name: 'kvrouter_upstream_retries_total',
+      help: 'Requests re-placed after a worker failed before the first byte, by the worker that failed',
+      labelNames: ['model', 'worker'],
+      registers,
+    });
+    this.ttft = new Histogram({ name: 'kvrouter_time_to_first_token_seconds', help: 'Arrival to the first response byte from the worker', labelNames: ['model'], buckets: LATENCY_BUCKETS, registers });
+    this.latency = new Histogram({ name: 'kvrouter_request_duration_seconds', help: 'Arrival to the end of the response', labelNames: ['model'], buckets: LATENCY_BUCKETS, registers });
+    this.decision = new Histogram({
+      name: 'kvrouter_routing_decision_seconds',
+      help: 'Router overhead before a request leaves or queues: body parse, tokenization, hashing, admission and selection',
+      labelNames: ['model'],
+      buckets: DECISION_BUCKETS,
+      registers,
+    });
+    this.queueWait = new Histogram({ name: 'kvrouter_queue_wait_seconds', help: 'Time from admission to dispatch (0 when not queued)', labelNames: ['model'], buckets: LATENCY_BUCKETS, registers });
+    this.routedPrompt = new Counter({ name: 'kvrouter_routed_prompt_tokens_total', help: 'Prompt tokens of dispatched requests', labelNames: ['model'], registers });
+    this.routedCached = new Counter({
+      name: 'kvrouter_routed_cached_tokens_total',
+      help: 'Prompt tokens the chosen worker was expected to hold in its KV cache',
+      labelNames: ['model'],
+      registers,
+    });
+    this.scrapeTimeMetrics(source, registers);
+  }
+
+  forModel(model: string): ModelInstruments {
+    let found = this.instruments.get(model);
+    if (!found) {
+      found = {
+        ttft: this.ttft.labels(model),
+        latency: this.latency.labels(model),
+        decision: this.decision.labels(model),
+        queueWait: this.queueWait.labels(model),
+        promptTokens: this.routedPrompt.labels(model),
+        cachedTokens: this.routedCached.labels(model),
+      };
+      this.instruments.set(model, found);
+    }
+    return found;
+  }
+
+  ended(model: string, worker: string, code: number, outcome: Outcome): void {
+    this.requests.labels(model, worker, String(code), outcome).inc();
+  }
+
+  rejected(model: string, code: string): void {
+    this.rejections.labels(model, code).inc();
+  }
+
+  retried(model: string, worker: string): void {
+    this.retries.labels(model, worker).inc();
+  }
+
+  async render(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+
+  private scrapeTimeMetrics(source: MetricsSource, registers: Registry[]): void {
+    const routed = { prompt: this.routedPrompt, cached: this.routedCached };
+    new Gauge({
+      name: 'kvrouter_cache_hit_ratio',
+      help: 'Cached / prompt tokens over all dispatched requests since start',
+      labelNames: ['model'],
+      registers,
+      async collect() {
+        this.reset();
+        const prompt = sums(await routed.prompt.get());
+        const cached = sums(await routed.cached.get());
+        for (const [model, total] of prompt) if (total > 0) this.labels(model).set((cached.get(model) ?? 0) / total);
+      },
+    });
+    new Gauge({
+      name: 'kvrouter_queue_depth',
+      help: 'Requests waiting in the admission queue, by policy class',
+      labelNames: ['model', 'policy_class'],
+      registers,
+      collect() {
+        this.reset();
+        for (const m of source.models()) {
+          for (const [cls, q] of Object.entries(m.route.scheduler.stats().queued)) this.labels(m.name, cls).set(q.requests);
+        }
+      },
+    });
+    new Gauge({
+      name: 'kvrouter_requests_in_flight',
+      help: 'Requests dispatched to a worker and not yet settled',
+      labelNames: ['model'],
+      registers,
+      collect() {
+        this.reset();
+        for (const m of source.models()) this.labels(m.name).set(m.route.scheduler.stats().inFlight);
+      },
+    });
+    new Gauge({
+      name: 'kvrouter_worker_load',
+      help: "The router's ledger per worker rank: prefill tokens not yet computed, decode blocks held, active requests",
+      labelNames: ['model', 'worker', 'kind'],
+      registers,
+      collect() {
+        this.reset();
+        for (const m of source.models()) {
+          for (const w of m.route.partition.load()) {
+            this.labels(m.name, w.worker, 'prefill_tokens').set(w.prefillTokens);
+            this.labels(m.name, w.worker, 'decode_blocks').set(w.decodeBlocks);
+            this.labels(m.name, w.worker, 'active_requests').set(w.activeRequests);
+          }
+        }
+      },
+    });
+    new Counter({
+      name: 'kvrouter_kv_events_total',
+      help: `KV events per worker: applied by type (${INDEX_EVENTS.map(([t]) => t).join(', ')}) and stream events (${STREAM_EVENTS.map(([t]) => t).join(', ')})`,
+      labelNames: ['model', 'worker', 'type'],
+      registers,
+      collect() {
+        this.reset();
+        for (const w of source.workers()) {
+          const applied = w.model.route.partition.eventCounts(w.id);
+          const stream = w.kv?.counters();
+          for (const [type, key] of INDEX_EVENTS) if (applied && applied[key] > 0) this.labels(w.model.name, w.id, type).inc(applied[key]);
+          for (const [type, key] of STREAM_EVENTS) if (stream && stream[key] > 0) this.labels(w.model.name, w.id, type).inc(stream[key]);
+        }
+      },
+    });
+    new Gauge({
+      name: 'kvrouter_kv_source_connected',
+      help: "1 when the worker's KV-event source is connected (ZeroMQ) or ready (HTTP)",
+      labelNames: ['model', 'worker', 'source'],
+      registers,
+      collect() {
+        this.reset();
+        for (const w of source.workers()) if (w.kv) this.labels(w.model.name, w.id, w.kv.kind).set(w.kv.connected() ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'kvrouter_prefix_index',
+      help: 'Prefix index size per model: nodes, blocks, routed_blocks (approximate mode), unknown_parents, unknown_removals',
+      labelNames: ['model', 'stat'],
+      registers,
+      collect() {
+        this.reset();
+        for (const m of source.models()) {
+          const s = m.route.partition.indexStats();
+          this.labels(m.name, 'nodes').set(s.nodes);
+          this.labels(m.name, 'blocks').set(s.blocks);
+          this.labels(m.name, 'routed_blocks').set(s.routedBlocks);
+          this.labels(m.name, 'unknown_parents').set(s.unknownParents);
+          this.labels(m.name, 'unknown_removals').set(s.unknownRemovals);
+        }
+      },
+    });
+    new Gauge({
+      name: 'kvrouter_core_live_bytes',
+      help: "Bytes allocated in the model's wasm core (index, ledger, selector)",
+      labelNames: ['model'],
+      registers,
+      collect() {
+        this.reset();
+        for (const m of source.models()) this.labels(m.name).set(m.route.partition.core?.liveBytes ?? 0);
+      },
+    });
+  }
+}
+
+function sums(metric: { values: { value: number; labels: Record<string, string | number> }[] }): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const v of metric.values) out.set(String(v.labels.model), (out.get(String(v.labels.model)) ?? 0) + v.value);
+  return out;
+}

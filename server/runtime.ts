@@ -1,0 +1,55 @@
+// Everything a running router holds: its config, one ModelRuntime per model,
+// the worker registry (pools and KV sources), metrics, and the exchanges in
+// flight. The HTTP app is built on top of it; tests and the CLI create it
+// through createRuntime and end it with close().
+import type { RouterConfig } from './config/schema.js';
+import { RouterMetrics } from './metrics.js';
+import type { Exchange, ExchangeContext } from './upstream/exchange.js';
+import type { Logger } from './workers/kv-sources.js';
+import { createModelRuntime, ModelRuntime, type TokenizerCache } from './workers/model-runtime.js';
+import { WorkerRegistry } from './workers/registry.js';
+
+export class RouterRuntime implements ExchangeContext {
+  readonly metrics: RouterMetrics;
+  readonly live = new Set<Exchange>();
+  readonly limits: RouterConfig['limits'];
+  private serial = 0;
+  private readonly idPrefix = `kvr-${process.pid.toString(36)}-${Date.now().toString(36)}-`;
+  shuttingDown = false;
+
+  constructor(
+    readonly config: RouterConfig,
+    readonly models: ReadonlyMap<string, ModelRuntime>,
+    readonly registry: WorkerRegistry,
+  ) {
+    this.limits = config.limits;
+    this.metrics = new RouterMetrics({ models: () => this.models.values(), workers: () => this.registry.list() });
+  }
+
+  /** A request id unique in this process and across restarts. */
+  nextRequestId(): string {
+    return this.idPrefix + (++this.serial).toString(36);
+  }
+
+  /** Stops the schedulers, event sources and pools. Exchanges still live are ended first. */
+  async close(): Promise<void> {
+    for (const exchange of [...this.live]) exchange.shutDown();
+    for (const model of this.models.values()) model.close();
+    await this.registry.close();
+  }
+}
+
+/** Loads every model's tokenizer, then registers the configured workers. */
+export async function createRuntime(config: RouterConfig, warn: Logger, tokenizers: TokenizerCache = new Map()): Promise<RouterRuntime> {
+  const models = new Map<string, ModelRuntime>();
+  for (const model of config.models) models.set(model.name, await createModelRuntime(model, tokenizers));
+  const registry = new WorkerRegistry(models, config.limits, warn);
+  try {
+    for (const worker of config.workers) registry.add(worker);
+  } catch (error) {
+    await registry.close();
+    for (const m of models.values()) m.close();
+    throw error;
+  }
+  return new RouterRuntime(config, models, registry);
+}

@@ -1,0 +1,314 @@
+// One client request through the router, from admission to the last byte:
+// it waits in the model's scheduler, goes to the chosen worker over that
+// worker's pool, and relays the response with backpressure. Every way it can
+// end settles the scheduler exactly once:
+//   completed  the worker's response ended (whatever its status)
+//   aborted    the client went away, the stream broke, it timed out, shutdown
+//   retry      a failure before the first byte re-places it (ModelRoute.retry,
+//              which releases the failed booking; a failed retry settles it)
+//   reject     the scheduler refused it (it never held a booking)
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Dispatcher } from 'undici';
+import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
+import { RouterError } from '../../router/errors.js';
+import type { RequestFields } from '../../router/partition.js';
+import type { Admission } from '../../router/scheduler/contracts.js';
+import type { DispatchHandlers } from '../../router/scheduler/scheduler.js';
+import type { LimitsConfig } from '../config/schema.js';
+import { sendError, sseErrorEvent } from '../http/respond.js';
+import type { ModelInstruments, Outcome, RouterMetrics } from '../metrics.js';
+import type { WorkerRegistry } from '../workers/registry.js';
+import type { ModelRuntime } from '../workers/model-runtime.js';
+import { clientResponseHeaders, isEventStream, upstreamRequestHeaders } from './headers.js';
+
+export interface ExchangeContext {
+  registry: WorkerRegistry;
+  metrics: RouterMetrics;
+  limits: LimitsConfig;
+  /** Exchanges not yet ended, for graceful shutdown. */
+  live: Set<Exchange>;
+}
+
+type State = 'queued' | 'sending' | 'relaying' | 'done';
+
+/** Upstream bodies of failed attempts are kept (bounded) to explain the failure. */
+const ERROR_BODY_LIMIT = 4096;
+const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT']);
+
+/** One try on one worker; callbacks from an attempt that is no longer current are ignored. */
+class Attempt implements Dispatcher.DispatchHandler {
+  controller: Dispatcher.DispatchController | null = null;
+  /** Status of a 5xx answer being read before a retry. */
+  failedStatus = 0;
+  errorBody: Buffer[] = [];
+  errorBytes = 0;
+
+  constructor(
+    readonly exchange: Exchange,
+    readonly worker: WorkerKey,
+  ) {}
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (!this.exchange.owns(this)) controller.abort(new Error('the request ended before it was sent'));
+  }
+  onResponseStart(_c: Dispatcher.DispatchController, status: number, headers: Record<string, string | string[] | undefined>): void {
+    if (this.exchange.owns(this)) this.exchange.onHeaders(this, status, headers);
+  }
+  onResponseData(_c: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.exchange.owns(this)) this.exchange.onData(this, chunk);
+  }
+  onResponseEnd(): void {
+    if (this.exchange.owns(this)) this.exchange.onEnd(this);
+  }
+  onResponseError(_c: Dispatcher.DispatchController, error: Error): void {
+    if (this.exchange.owns(this)) this.exchange.onError(this, error);
+  }
+
+  abort(reason: string): void {
+    if (this.controller && !this.controller.aborted) this.controller.abort(new Error(reason));
+  }
+}
+
+export class Exchange implements DispatchHandlers {
+  private state: State = 'queued';
+  private attempt: Attempt | null = null;
+  private worker: WorkerKey | null = null;
+  private retries = 0;
+  private eventStream = false;
+  private sawData = false;
+  /** The last two bytes relayed (0x0a0a: the stream is at an SSE event boundary). */
+  private tail = 0x0a0a;
+  private waitingDrain = false;
+  private submittedAt = 0;
+  private promptTokens = 0;
+  private readonly instruments: ModelInstruments;
+
+  constructor(
+    private readonly ctx: ExchangeContext,
+    private readonly model: ModelRuntime,
+    private readonly req: IncomingMessage,
+    private readonly res: ServerResponse,
+    private readonly path: string,
+    private readonly body: Buffer,
+    /** performance.now() when the request arrived. */
+    private readonly arrivedAt: number,
+    private readonly id: string,
+  ) {
+    this.instruments = ctx.metrics.forModel(model.name);
+  }
+
+  /** Submits to the scheduler; the response is written by whatever ends the exchange. */
+  start(fields: RequestFields, tokens: Uint32Array): void {
+    this.ctx.live.add(this);
+    this.res.on('close', () => this.onClientClose());
+    this.promptTokens = tokens.length;
+    this.submittedAt = performance.now();
+    try {
+      this.model.route.submit(fields, tokens, this);
+    } catch (error) {
+      // A bug below: the caller answers 500; nothing of this exchange may stay behind.
+      this.state = 'done';
+      this.ctx.live.delete(this);
+      this.attempt?.abort('the router failed');
+      this.model.route.aborted(this.id);
+      throw error;
+    }
+    if (this.state !== 'done') this.instruments.decision.observe((performance.now() - this.arrivedAt) / 1000);
+  }
+
+  owns(attempt: Attempt): boolean {
+    return this.attempt === attempt && this.state !== 'done';
+  }
+
+  // ---- scheduler handlers ----
+
+  dispatch(admission: Admission): void {
+    if (this.state === 'done') return;
+    this.instruments.queueWait.observe((performance.now() - this.submittedAt) / 1000);
+    this.instruments.promptTokens.inc(this.promptTokens);
+    this.instruments.cachedTokens.inc(admission.cachedTokens);
+    this.send(admission.worker);
+  }
+
+  reject(error: RouterError): void {
+    if (this.state === 'done') return;
+    this.ctx.metrics.rejected(this.model.name, error.code);
+    this.fail(error, 'rejected');
+  }
+
+  // ---- upstream ----
+
+  private send(worker: WorkerKey): void {
+    this.worker = worker;
+    this.state = 'sending';
+    const attempt = new Attempt(this, worker);
+    this.attempt = attempt;
+    const handle = this.ctx.registry.get(worker.id);
+    if (!handle) return this.failBeforeBytes(attempt, new Error(`worker ${worker.id} was removed`));
+    this.model.route.sent(this.id, worker);
+    try {
+      handle.pool.dispatch(
+        { path: handle.basePath + this.path, method: 'POST', headers: upstreamRequestHeaders(this.req.rawHeaders, handle.config.apiKey), body: this.body },
+        attempt,
+      );
+    } catch (error) {
+      this.failBeforeBytes(attempt, error as Error);
+    }
+  }
+
+  onHeaders(attempt: Attempt, status: number, headers: Record<string, string | string[] | undefined>): void {
+    if (status >= 500 && this.retries < this.ctx.limits.maxRetries) {
+      // Read the error body, then place the request again (onEnd).
+      attempt.failedStatus = status;
+      return;
+    }
+    this.eventStream = isEventStream(headers);
+    this.res.writeHead(status, clientResponseHeaders(headers, workerLabel(attempt.worker)));
+    this.state = 'relaying';
+  }
+
+  onData(attempt: Attempt, chunk: Buffer): void {
+    if (attempt.failedStatus !== 0) {
+      if (attempt.errorBytes < ERROR_BODY_LIMIT) {
+        attempt.errorBody.push(chunk);
+        attempt.errorBytes += chunk.length;
+      }
+      return;
+    }
+    if (!this.sawData) {
+      this.sawData = true;
+      if (this.res.statusCode < 400) {
+        this.model.route.firstToken(this.id);
+        this.instruments.ttft.observe((performance.now() - this.arrivedAt) / 1000);
+      }
+    }
+    const n = chunk.length;
+    if (n >= 2) this.tail = (chunk[n - 2]! << 8) | chunk[n - 1]!;
+    else if (n === 1) this.tail = ((this.tail & 0xff) << 8) | chunk[0]!;
+    if (!this.res.write(chunk) && !this.waitingDrain) {
+      // The client reads slower than the worker writes: stop reading from the worker until it catches up.
+      this.waitingDrain = true;
+      attempt.controller?.pause();
+      this.res.once('drain', () => {
+        this.waitingDrain = false;
+        if (this.owns(attempt)) attempt.controller?.resume();
+      });
+    }
+  }
+
+  onEnd(attempt: Attempt): void {
+    if (attempt.failedStatus !== 0) {
+      const text = Buffer.concat(attempt.errorBody).toString('utf8').slice(0, ERROR_BODY_LIMIT);
+      return this.failBeforeBytes(attempt, new UpstreamStatusError(attempt.failedStatus, text));
+    }
+    this.state = 'done';
+    this.res.end();
+    this.model.route.completed(this.id);
+    this.finish(this.res.statusCode, this.res.statusCode < 400 ? 'success' : 'error');
+  }
+
+  onError(attempt: Attempt, error: Error): void {
+    if (this.state !== 'relaying') return this.failBeforeBytes(attempt, error);
+    // Mid-response: the client already has a status line; end the stream with an error it cannot mistake for success.
+    this.state = 'done';
+    this.model.route.aborted(this.id);
+    const routerError = new RouterError('KVR_ERR_UPSTREAM_INTERRUPTED', `worker ${workerLabel(attempt.worker)} failed mid-response: ${describe(error)}`);
+    this.breakStream(routerError);
+    this.finish(this.res.statusCode, 'interrupted');
+  }
+
+  /** A failure before any byte reached the client: place the request again, or answer with an error. */
+  private failBeforeBytes(attempt: Attempt, error: Error): void {
+    if (this.state === 'done') return;
+    const timedOut = TIMEOUT_CODES.has((error as { code?: string }).code ?? '');
+    // A timeout already cost the client its patience; placing it again would double the wait.
+    if (!timedOut && this.retries < this.ctx.limits.maxRetries) {
+      this.retries++;
+      this.ctx.metrics.retried(this.model.name, workerLabel(attempt.worker));
+      const next = this.model.route.retry(this.id, attempt.worker);
+      if (!RouterError.is(next)) return this.send(next.worker);
+      // No other worker: the scheduler has settled the request.
+      return this.fail(upstreamFailure(attempt.worker, error, `; no other worker could take it (${next.message})`), 'error');
+    }
+    this.model.route.aborted(this.id);
+    this.fail(timedOut ? new RouterError('KVR_ERR_UPSTREAM_TIMEOUT', `worker ${workerLabel(attempt.worker)} timed out: ${describe(error)}`) : upstreamFailure(attempt.worker, error, ''), 'error');
+  }
+
+  // ---- client side ----
+
+  private onClientClose(): void {
+    if (this.state === 'done') return;
+    // The client went away before the response ended: stop the worker's work and free its booking now.
+    this.state = 'done';
+    this.attempt?.abort('the client closed the connection');
+    this.model.route.aborted(this.id);
+    this.finish(499, 'aborted');
+  }
+
+  /** Shutdown past its grace period: end the response with an error and free the booking. */
+  shutDown(): void {
+    if (this.state === 'done') return;
+    const relaying = this.state === 'relaying';
+    this.state = 'done';
+    this.attempt?.abort('the router is shutting down');
+    this.model.route.aborted(this.id);
+    const error = new RouterError('KVR_ERR_SHUTTING_DOWN', 'the router shut down before the response ended');
+    if (relaying) this.breakStream(error);
+    else sendError(this.res, error, this.worker && workerLabel(this.worker));
+    this.finish(relaying ? this.res.statusCode : error.status, relaying ? 'interrupted' : 'error');
+  }
+
+  private breakStream(error: RouterError): void {
+    if (this.eventStream && !this.res.destroyed) {
+      // A worker cut mid-event leaves a partial line: close it so the error is an event of its own.
+      this.res.end((this.tail === 0x0a0a ? '' : '\n\n') + sseErrorEvent(error));
+    } else {
+      // A JSON body cut short cannot carry an error: break the connection so it is not read as complete.
+      this.res.destroy();
+    }
+  }
+
+  private fail(error: RouterError, outcome: Outcome): void {
+    this.state = 'done';
+    sendError(this.res, error, this.worker && workerLabel(this.worker));
+    this.finish(error.status, outcome);
+  }
+
+  private finish(code: number, outcome: Outcome): void {
+    this.ctx.live.delete(this);
+    this.ctx.metrics.ended(this.model.name, this.worker ? workerLabel(this.worker) : '', code, outcome);
+    this.instruments.latency.observe((performance.now() - this.arrivedAt) / 1000);
+  }
+}
+
+class UpstreamStatusError extends Error {
+  constructor(
+    readonly status: number,
+    body: string,
+  ) {
+    super(`answered ${status}${body ? `: ${upstreamMessage(body)}` : ''}`);
+  }
+}
+
+/** The message inside an OpenAI-style error body, or the start of the text. */
+function upstreamMessage(body: string): string {
+  try {
+    const parsed = JSON.parse(body) as { error?: { message?: unknown } | string; message?: unknown };
+    const message = typeof parsed.error === 'object' ? parsed.error?.message : parsed.error ?? parsed.message;
+    if (typeof message === 'string') return message;
+  } catch {
+    // not JSON
+  }
+  return body.slice(0, 200);
+}
+
+function describe(error: Error): string {
+  const code = (error as { code?: string }).code;
+  return code ? `${error.message} (${code})` : error.message;
+}
+
+function upstreamFailure(worker: WorkerKey, error: Error, suffix: string): RouterError {
+  const details = error instanceof UpstreamStatusError ? { upstream_status: error.status } : {};
+  return new RouterError('KVR_ERR_UPSTREAM', `worker ${workerLabel(worker)} ${error instanceof UpstreamStatusError ? '' : 'failed: '}${describe(error)}${suffix}`, details);
+}

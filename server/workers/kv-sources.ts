@@ -1,0 +1,154 @@
+// Where a worker's KV events come from. A ZeroMQ source subscribes to the
+// engine's publisher (one per data-parallel rank, on port + rank as vLLM
+// offsets them) and can replay missed batches; an HTTP source takes batches
+// POSTed to /router/kv-events. Both keep each rank's stream gap-free through
+// WorkerSequencer and clear the worker's index entries when a gap cannot be
+// closed. Workers without a source run in approximate mode.
+import type { WorkerKey } from '../../bindings/workers.js';
+import type { KvEventBatch } from '../../router/kv-events.js';
+import type { ModelRoute } from '../../router/model-route.js';
+import { offsetEndpoint } from '../cli/mock.js';
+import { WorkerSequencer, type SequencerCounters } from '../kv-events/sequencer.js';
+import { ZmqKvListener } from '../kv-events/zmq-listener.js';
+import type { WorkerConfig } from '../config/schema.js';
+
+/** Stream counters of one source, summed over its ranks. */
+export interface KvSourceCounters extends SequencerCounters {
+  /** Payloads that were not a valid batch. */
+  decodeErrors: number;
+  /** Messages skipped for framing or topic. */
+  skippedMessages: number;
+  replayFailures: number;
+}
+
+export interface KvSource {
+  readonly kind: 'zmq' | 'http';
+  /** For readiness: the engine's publisher is reachable (HTTP sources are always ready). */
+  connected(): boolean;
+  counters(): KvSourceCounters;
+  close(): Promise<void>;
+}
+
+export type Logger = (message: string) => void;
+
+function zeroCounters(): KvSourceCounters {
+  return { gaps: 0, restarts: 0, staleReports: 0, replayRequests: 0, replayedBatches: 0, heldDropped: 0, decodeErrors: 0, skippedMessages: 0, replayFailures: 0 };
+}
+
+export class ZmqKvSource implements KvSource {
+  readonly kind = 'zmq';
+  private readonly listeners: ZmqKvListener[] = [];
+
+  constructor(worker: WorkerConfig, route: ModelRoute, warn: Logger) {
+    const kv = worker.kvEvents;
+    if (kv.source !== 'zmq') throw new Error(`worker ${worker.id} has no ZeroMQ event source`);
+    for (let rank = 0; rank < worker.dataParallelSize; rank++) {
+      const listener = new ZmqKvListener({
+        endpoint: offsetEndpoint(kv.endpoint, rank),
+        replayEndpoint: kv.replayEndpoint === null ? undefined : offsetEndpoint(kv.replayEndpoint, rank),
+        topic: kv.topic,
+        worker: { id: worker.id, rank },
+        onBatch: (batch, _seq, key) => route.applyEvents(key, batch),
+        onStale: (reason) => {
+          warn(`worker ${worker.id}#${reason.worker.rank}: KV event ${reason.kind} (expected seq ${reason.expectedSeq}, got ${reason.receivedSeq}); its cache entries were cleared`);
+          route.markStale(reason.worker);
+        },
+        onError: (error) => warn(`worker ${worker.id}: ${error.message}`),
+      });
+      listener.start();
+      this.listeners.push(listener);
+    }
+  }
+
+  connected(): boolean {
+    return this.listeners.every((l) => l.connected);
+  }
+
+  counters(): KvSourceCounters {
+    const out = zeroCounters();
+    for (const l of this.listeners) {
+      const s = l.stats();
+      out.decodeErrors += s.decodeErrors;
+      out.skippedMessages += s.skipped.frameCount + s.skipped.seqFrame + s.skipped.topic;
+      out.replayFailures += s.replay.failed;
+      for (const w of s.workers) {
+        out.gaps += w.gaps;
+        out.restarts += w.restarts;
+        out.staleReports += w.staleReports;
+        out.replayRequests += w.replayRequests;
+        out.replayedBatches += w.replayedBatches;
+        out.heldDropped += w.heldDropped;
+      }
+    }
+    return out;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.listeners.map((l) => l.close()));
+  }
+}
+
+/** Batches POSTed by the engine; numbered batches are sequenced per rank (no replay over HTTP). */
+export class HttpKvSource implements KvSource {
+  readonly kind = 'http';
+  private readonly ranks: WorkerSequencer[] = [];
+  private decodeErrors = 0;
+
+  constructor(
+    private readonly worker: WorkerConfig,
+    private readonly route: ModelRoute,
+    warn: Logger,
+  ) {
+    for (let rank = 0; rank < worker.dataParallelSize; rank++) {
+      const key: WorkerKey = { id: worker.id, rank };
+      this.ranks.push(
+        new WorkerSequencer(
+          {
+            apply: (batch) => route.applyEvents(key, batch),
+            stale: (report) => {
+              warn(`worker ${worker.id}#${rank}: KV event ${report.kind} over HTTP (expected seq ${report.expectedSeq}, got ${report.receivedSeq}); its cache entries were cleared`);
+              route.markStale(key);
+            },
+            requestReplay: () => {
+              throw new Error('HTTP KV ingest has no replay');
+            },
+          },
+          { replay: false },
+        ),
+      );
+    }
+  }
+
+  /** Applies one POSTed batch; throws a RangeError for a rank the worker does not have. */
+  offer(rank: number, seq: number | null, batch: KvEventBatch): void {
+    const sequencer = this.ranks[rank];
+    if (!sequencer) throw new RangeError(`worker ${this.worker.id} has data-parallel ranks 0..${this.ranks.length - 1}, not ${rank}`);
+    if (seq === null) this.route.applyEvents({ id: this.worker.id, rank }, batch);
+    else sequencer.offer(seq, batch);
+  }
+
+  countDecodeError(): void {
+    this.decodeErrors++;
+  }
+
+  connected(): boolean {
+    return true;
+  }
+
+  counters(): KvSourceCounters {
+    const out = zeroCounters();
+    out.decodeErrors = this.decodeErrors;
+    for (const s of this.ranks) {
+      for (const key of Object.keys(s.counters) as (keyof SequencerCounters)[]) out[key] += s.counters[key];
+    }
+    return out;
+  }
+
+  async close(): Promise<void> {}
+}
+
+export function startKvSource(worker: WorkerConfig, route: ModelRoute, warn: Logger): KvSource | null {
+  if (worker.kvEvents.source === 'zmq') return new ZmqKvSource(worker, route, warn);
+  if (worker.kvEvents.source === 'http') return new HttpKvSource(worker, route, warn);
+  return null;
+}

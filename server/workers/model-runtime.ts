@@ -1,0 +1,59 @@
+// One served model: its routing (ModelRoute on the real clock, with the
+// configured selection policy, policy classes and classifier) and its
+// tokenizer. Built once per model at start-up.
+import { readFile } from 'node:fs/promises';
+import { RealClock } from '../../router/clock.js';
+import { ModelRoute } from '../../router/model-route.js';
+import { createSelectionPolicy } from '../../router/plugins/selection/index.js';
+import { createTokenizer, type PromptTokenizer } from '../../router/tokenize/index.js';
+import { createClassifier } from '../config/classifiers.js';
+import { ConfigError } from '../config/fields.js';
+import type { ModelConfig } from '../config/schema.js';
+
+export class ModelRuntime {
+  readonly name: string;
+  readonly route: ModelRoute;
+
+  constructor(
+    readonly config: ModelConfig,
+    readonly tokenizer: PromptTokenizer,
+  ) {
+    this.name = config.name;
+    this.route = new ModelRoute({
+      model: config.name,
+      blockSize: config.blockSize,
+      clock: new RealClock(),
+      policy: createSelectionPolicy(config.selection.type, config.selection.params),
+      classes: config.policyClasses,
+      defaultClass: config.defaultClass,
+      classifier: config.requestClassifier ? createClassifier(config.requestClassifier.type, config.requestClassifier.params) : undefined,
+      routedTtlMs: config.approximate.ttlMs,
+      maxRoutedBlocks: config.approximate.maxBlocks,
+      // Fresh random tie-breaks per process, as replicas must not all pick alike.
+      seed: (Math.random() * 0x7fffffff) | 0,
+    });
+  }
+
+  close(): void {
+    this.route.close();
+  }
+}
+
+/** Tokenizers by spec: models that share a spec share one tokenizer and its caches. */
+export type TokenizerCache = Map<string, Promise<PromptTokenizer>>;
+
+/** Loads the model's tokenizer (an hf: directory is read from disk) and builds its route. */
+export async function createModelRuntime(config: ModelConfig, tokenizers: TokenizerCache = new Map()): Promise<ModelRuntime> {
+  let pending = tokenizers.get(config.tokenizer);
+  if (!pending) {
+    pending = createTokenizer(config.tokenizer, { readFile: (file) => readFile(file, 'utf8') });
+    tokenizers.set(config.tokenizer, pending);
+  }
+  let tokenizer: PromptTokenizer;
+  try {
+    tokenizer = await pending;
+  } catch (error) {
+    throw new ConfigError(`tokenizer of model "${config.name}"`, `cannot load ${config.tokenizer}: ${(error as Error).message}`);
+  }
+  return new ModelRuntime(config, tokenizer);
+}

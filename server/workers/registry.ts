@@ -1,0 +1,112 @@
+// The workers the router sends to: for each, its config, its model's route,
+// a keep-alive connection pool, and its KV-event source. Workers come from the
+// config file and the admin API; removing one stops its event source at once
+// and closes its pool once the requests in flight on it have finished.
+import { Pool } from 'undici';
+import { RouterError } from '../../router/errors.js';
+import type { LimitsConfig, WorkerConfig } from '../config/schema.js';
+import { startKvSource, type KvSource, type Logger } from './kv-sources.js';
+import type { ModelRuntime } from './model-runtime.js';
+
+export class WorkerHandle {
+  readonly pool: Pool;
+  /** Path prefix of the worker's base URL ("" at the server root). */
+  readonly basePath: string;
+
+  constructor(
+    readonly config: WorkerConfig,
+    readonly model: ModelRuntime,
+    readonly kv: KvSource | null,
+    limits: LimitsConfig,
+  ) {
+    const url = new URL(config.url);
+    this.basePath = url.pathname === '/' ? '' : url.pathname;
+    this.pool = new Pool(url.origin, {
+      connectTimeout: limits.connectTimeoutMs,
+      headersTimeout: limits.headersTimeoutMs,
+      bodyTimeout: limits.bodyTimeoutMs,
+      keepAliveTimeout: 60_000,
+    });
+  }
+
+  get id(): string {
+    return this.config.id;
+  }
+
+  get draining(): boolean {
+    return this.model.route.partition.isDraining(this.config.id);
+  }
+}
+
+export class WorkerRegistry {
+  private readonly workers = new Map<string, WorkerHandle>();
+
+  constructor(
+    readonly models: ReadonlyMap<string, ModelRuntime>,
+    private readonly limits: LimitsConfig,
+    private readonly warn: Logger,
+  ) {}
+
+  get(id: string): WorkerHandle | undefined {
+    return this.workers.get(id);
+  }
+
+  list(): WorkerHandle[] {
+    return [...this.workers.values()];
+  }
+
+  /** Registers a validated worker with its model and starts its event source. */
+  add(config: WorkerConfig): WorkerHandle {
+    if (this.workers.has(config.id)) throw new RouterError('KVR_ERR_WORKER_EXISTS', `worker "${config.id}" is already registered`);
+    const model = this.models.get(config.model);
+    if (!model) throw new RouterError('KVR_ERR_MODEL_NOT_FOUND', `no model "${config.model}" is configured`);
+    model.route.addWorker({
+      id: config.id,
+      dataParallelSize: config.dataParallelSize,
+      totalBlocks: config.totalBlocks,
+      maxBatchedTokens: config.maxBatchedTokens,
+      kvEvents: config.kvEvents.source !== 'none',
+      taints: config.taints,
+    });
+    let kv: KvSource | null;
+    try {
+      kv = startKvSource(config, model.route, this.warn);
+    } catch (error) {
+      model.route.removeWorker(config.id);
+      throw error;
+    }
+    const handle = new WorkerHandle(config, model, kv, this.limits);
+    this.workers.set(config.id, handle);
+    return handle;
+  }
+
+  /** Forgets a worker: no new requests; those in flight finish on its pool, which then closes. */
+  async remove(id: string): Promise<void> {
+    const handle = this.require(id);
+    this.workers.delete(id);
+    handle.model.route.removeWorker(id);
+    await handle.kv?.close();
+    void handle.pool.close().catch(() => {});
+  }
+
+  setDraining(id: string, draining: boolean): void {
+    const handle = this.require(id);
+    handle.model.route.setDraining(id, draining);
+  }
+
+  /** Closes every event source and pool (requests still running on a pool are cut). */
+  async close(): Promise<void> {
+    const handles = this.list();
+    this.workers.clear();
+    await Promise.all(handles.map(async (h) => {
+      await h.kv?.close();
+      await h.pool.destroy().catch(() => {});
+    }));
+  }
+
+  private require(id: string): WorkerHandle {
+    const handle = this.workers.get(id);
+    if (!handle) throw new RouterError('KVR_ERR_WORKER_NOT_FOUND', `no worker "${id}"`);
+    return handle;
+  }
+}

@@ -1,0 +1,126 @@
+// Config validation: defaults, errors that name the bad field, environment
+// overrides (named in their errors), and the request-classifier seam.
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { readParams } from '../../router/plugins/params.js';
+import { registerClassifier } from '../../server/config/classifiers.js';
+import { ConfigError } from '../../server/config/fields.js';
+import { configFromDocument, loadConfigFile } from '../../server/config/load.js';
+import { DEFAULTS, validateConfig } from '../../server/config/schema.js';
+
+const worker = (over: Record<string, unknown> = {}) => ({ id: 'w0', url: 'http://10.0.0.5:8000', model: 'llama', ...over });
+
+function failure(document: unknown, env: NodeJS.ProcessEnv = {}): string {
+  try {
+    configFromDocument(document, env);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return (error as Error).message;
+  }
+  throw new Error('the config was accepted');
+}
+
+describe('config defaults', () => {
+  it('fills in every default from a minimal worker list', () => {
+    const config = validateConfig({ workers: [worker()] });
+    expect(config.port).toBe(8000);
+    expect(config.adminToken).toBeNull();
+    expect(config.limits).toEqual(DEFAULTS.limits);
+    expect(config.models).toHaveLength(1);
+    const model = config.models[0]!;
+    expect(model).toMatchObject({ name: 'llama', tokenizer: 'tiktoken:o200k_base', blockSize: 16, selection: { type: 'kv', params: {} }, defaultClass: 'default' });
+    expect(config.workers[0]).toMatchObject({ kvEvents: { source: 'none' }, dataParallelSize: 1, totalBlocks: 0, taints: [], apiKey: null });
+  });
+
+  it('strips a trailing /v1 from worker URLs and infers the model when only one is declared', () => {
+    const config = validateConfig({ models: [{ name: 'm' }], workers: [{ id: 'a', url: 'http://h:9000/v1/' }] });
+    expect(config.workers[0]).toMatchObject({ url: 'http://h:9000', model: 'm' });
+  });
+
+  it('lets a model override the top-level settings', () => {
+    const config = validateConfig({
+      block_size: 32,
+      selection: { policy: 'two-tier' },
+      models: [{ name: 'a' }, { name: 'b', block_size: 64, selection: { policy: 'kv', params: { overlap_credit: 0.5 } } }],
+      workers: [worker({ model: 'a' }), worker({ id: 'w1', model: 'b' })],
+    });
+    expect(config.models.map((m) => [m.blockSize, m.selection.type])).toEqual([[32, 'two-tier'], [64, 'kv']]);
+  });
+});
+
+describe('config validation names the bad field', () => {
+  it.each([
+    [/^workers\[2\]\.kv_events\.endpoint: must be a ZeroMQ address/, { workers: [worker(), worker({ id: 'w1' }), worker({ id: 'w2', kv_events: { source: 'zmq', endpoint: 'localhost:5557' } })] }],
+    [/^workers\[1\]\.kv_events\.endpoint: .*rank r uses port \+ r/, { workers: [worker({ kv_events: { endpoint: 'tcp://h:5557' }, data_parallel_size: 2 }), worker({ id: 'w1', data_parallel_size: 2, kv_events: { endpoint: 'ipc:///tmp/x' } })] }],
+    [/^workers\[0\]\.url: must use http or https/, { workers: [worker({ url: 'ftp://x' })] }],
+    [/^workers\[0\]\.url: must be an http\(s\) URL/, { workers: [worker({ url: 'not a url' })] }],
+    [/^workers\[0\]\.id: /, { workers: [worker({ id: 'bad id' })] }],
+    [/^workers\[1\]\.id: worker "w0" is declared twice/, { workers: [worker(), worker()] }],
+    [/^workers\[0\]\.total_blocks: must be >= 0, got -1/, { workers: [worker({ total_blocks: -1 })] }],
+    [/^workers\[0\]\.taints\[0\]: must be a "key=value" string/, { workers: [worker({ taints: ['zone'] })] }],
+    [/^workers\[0\]\.kv_event: unknown field/, { workers: [worker({ kv_event: {} })] }],
+    [/^workers\[0\]\.kv_events\.source: must be one of zmq, http, none/, { workers: [worker({ kv_events: { source: 'nats' } })] }],
+    [/^workers\[0\]\.block_size: is 64 but model "llama" routes with block_size 16/, { models: [{ name: 'llama', block_size: 16 }], workers: [worker({ block_size: 64 })] }],
+    [/^workers\[0\]\.block_size: is 64 but model "llama" routes with block_size 32/, { block_size: 32, workers: [worker({ block_size: 64 })] }],
+    [/^workers\[0\]\.model: is required/, { models: [{ name: 'a' }, { name: 'b' }], workers: [worker({ model: undefined })] }],
+    [/^workers\[0\]\.model: no model named "llama"/, { models: [{ name: 'a' }], workers: [worker({ model: 'llama' })] }],
+    [/^port: must be <= 65535/, { port: 70000, workers: [worker()] }],
+    [/^admin_token: must be at least 8 characters/, { admin_token: 'short', workers: [worker()] }],
+    [/^limits\.max_retries: must be >= 0/, { limits: { max_retries: -1 }, workers: [worker()] }],
+    [/^tokenizer: unknown tiktoken encoding "o300k"/, { tokenizer: 'tiktoken:o300k', workers: [worker()] }],
+    [/^selection: unknown selection policy "magic"/, { selection: { policy: 'magic' }, workers: [worker()] }],
+    [/^selection: kv: unknown parameter "overlap"/, { selection: { policy: 'kv', params: { overlap: 1 } }, workers: [worker()] }],
+    [/^policy_classes\[0\]\.queue_policy: must be one of fcfs, wspt/, { policy_classes: [{ name: 'a', queue_policy: 'lifo' }], workers: [worker()] }],
+    [/^policy_classes\[0\]\.busy: set at least one of/, { policy_classes: [{ name: 'a', busy: {} }], workers: [worker()] }],
+    [/^default_class: no policy class named "b"/, { policy_classes: [{ name: 'a' }], default_class: 'b', workers: [worker()] }],
+    [/^models\[0\]\.policy_classes\[1\]\.name: class "x" is defined twice/, { models: [{ name: 'm', policy_classes: [{ name: 'x' }, { name: 'x' }] }] }],
+    [/^request_classifier: unknown request classifier "thunderagent"/, { request_classifier: { type: 'thunderagent' }, workers: [worker()] }],
+    [/^models: the config declares no model and no worker/, {}],
+  ] as const)('%s', (message, document) => {
+    expect(failure(document)).toMatch(message);
+  });
+});
+
+describe('environment overrides', () => {
+  it('override the file and name the variable when invalid', () => {
+    const config = configFromDocument({ port: 1, workers: [worker()] }, { PORT: '9001', KVROUTER_ADMIN_TOKEN: 'from-the-env', KVROUTER_MAX_BODY_BYTES: '65536', KVROUTER_REQUEST_LOG: 'yes' });
+    expect(config).toMatchObject({ port: 9001, adminToken: 'from-the-env', requestLog: true, limits: { maxBodyBytes: 65536 } });
+    expect(failure({ workers: [worker()] }, { PORT: 'eighty' })).toBe('PORT: must be an integer, got "eighty"');
+    expect(failure({ workers: [worker()] }, { PORT: '99999' })).toBe('PORT (port): must be <= 65535, got 99999');
+    expect(failure({ workers: [worker()] }, { KVROUTER_LOG_LEVEL: 'loud' })).toMatch(/^KVROUTER_LOG_LEVEL \(log_level\): must be one of/);
+  });
+});
+
+describe('config files', () => {
+  it('loads YAML and JSON and names the file in errors', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'kvrouter-config-'));
+    const yaml = join(dir, 'router.yaml');
+    await writeFile(yaml, 'workers:\n  - id: w0\n    url: http://h:8000\n    model: m\n');
+    expect((await loadConfigFile(yaml)).workers[0]!.id).toBe('w0');
+    const json = join(dir, 'router.json');
+    await writeFile(json, JSON.stringify({ workers: [worker({ kv_events: { endpoint: 'tcp://h:1', replay_endpoint: 'udp://x' } })] }));
+    await expect(loadConfigFile(json)).rejects.toThrow(`${json}: workers[0].kv_events.replay_endpoint: must be a ZeroMQ address`);
+    const broken = join(dir, 'broken.yaml');
+    await writeFile(broken, 'workers:\n  - id: [unclosed\n');
+    await expect(loadConfigFile(broken)).rejects.toThrow(/broken\.yaml: is not valid YAML/);
+    await expect(loadConfigFile(join(dir, 'missing.yaml'))).rejects.toThrow(/missing\.yaml: cannot read the config file: ENOENT/);
+  });
+});
+
+describe('request classifier seam', () => {
+  it('builds a registered classifier type and passes its parameter errors through by name', () => {
+    registerClassifier('test-echo', (params) => {
+      const p = readParams('test-echo', params, { lane: { type: 'string', default: 'shared' } });
+      return { name: 'test-echo', classify: () => ({ lane: p.lane }) };
+    });
+    expect(() => registerClassifier('test-echo', () => ({ name: 'x', classify: () => ({}) }))).toThrow(/already registered/);
+    const ok = validateConfig({ request_classifier: { type: 'test-echo', params: { lane: 'agents' } }, workers: [worker()] });
+    expect(ok.models[0]!.requestClassifier).toEqual({ type: 'test-echo', params: { lane: 'agents' } });
+    expect(failure({ models: [{ name: 'm', request_classifier: { type: 'test-echo', params: { lanes: 'x' } } }] })).toMatch(
+      /^models\[0\]\.request_classifier: test-echo: unknown parameter "lanes"/,
+    );
+    expect(failure({ request_classifier: { type: 'cold-pool' }, workers: [worker()] })).toMatch(/known: test-echo\)/);
+  });
+});
