@@ -8,7 +8,7 @@ import { PluginConfigError } from '../../router/plugins/params.js';
 import { createSelectionPolicy } from '../../router/plugins/selection/index.js';
 import type { BusyThresholds, PolicyClass } from '../../router/scheduler/contracts.js';
 import { TIKTOKEN_ENCODINGS } from '../../router/tokenize/index.js';
-import { createClassifier } from './classifiers.js';
+import { createClassifier } from '../../router/plugins/classifiers.js';
 import { ConfigError, describe, Fields, join } from './fields.js';
 
 export type KvEventsConfig =

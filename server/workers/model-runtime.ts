@@ -6,7 +6,7 @@ import { RealClock } from '../../router/clock.js';
 import { ModelRoute } from '../../router/model-route.js';
 import { createSelectionPolicy } from '../../router/plugins/selection/index.js';
 import { createTokenizer, type PromptTokenizer } from '../../router/tokenize/index.js';
-import { createClassifier } from '../config/classifiers.js';
+import { createClassifier } from '../../router/plugins/classifiers.js';
 import { ConfigError } from '../config/fields.js';
 import type { ModelConfig } from '../config/schema.js';
 

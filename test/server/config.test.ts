@@ -4,8 +4,6 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { readParams } from '../../router/plugins/params.js';
-import { registerClassifier } from '../../server/config/classifiers.js';
 import { ConfigError } from '../../server/config/fields.js';
 import { configFromDocument, loadConfigFile } from '../../server/config/load.js';
 import { DEFAULTS, validateConfig } from '../../server/config/schema.js';
@@ -76,7 +74,7 @@ describe('config validation names the bad field', () => {
     [/^policy_classes\[0\]\.busy: set at least one of/, { policy_classes: [{ name: 'a', busy: {} }], workers: [worker()] }],
     [/^default_class: no policy class named "b"/, { policy_classes: [{ name: 'a' }], default_class: 'b', workers: [worker()] }],
     [/^models\[0\]\.policy_classes\[1\]\.name: class "x" is defined twice/, { models: [{ name: 'm', policy_classes: [{ name: 'x' }, { name: 'x' }] }] }],
-    [/^request_classifier: unknown request classifier "thunderagent"/, { request_classifier: { type: 'thunderagent' }, workers: [worker()] }],
+    [/^request_classifier: unknown request_classifier type "thunder"/, { request_classifier: { type: 'thunder' }, workers: [worker()] }],
     [/^models: the config declares no model and no worker/, {}],
   ] as const)('%s', (message, document) => {
     expect(failure(document)).toMatch(message);
@@ -110,17 +108,15 @@ describe('config files', () => {
 });
 
 describe('request classifier seam', () => {
-  it('builds a registered classifier type and passes its parameter errors through by name', () => {
-    registerClassifier('test-echo', (params) => {
-      const p = readParams('test-echo', params, { lane: { type: 'string', default: 'shared' } });
-      return { name: 'test-echo', classify: () => ({ lane: p.lane }) };
-    });
-    expect(() => registerClassifier('test-echo', () => ({ name: 'x', classify: () => ({}) }))).toThrow(/already registered/);
-    const ok = validateConfig({ request_classifier: { type: 'test-echo', params: { lane: 'agents' } }, workers: [worker()] });
-    expect(ok.models[0]!.requestClassifier).toEqual({ type: 'test-echo', params: { lane: 'agents' } });
-    expect(failure({ models: [{ name: 'm', request_classifier: { type: 'test-echo', params: { lanes: 'x' } } }] })).toMatch(
-      /^models\[0\]\.request_classifier: test-echo: unknown parameter "lanes"/,
+  it('builds the configured classifier type and passes its parameter errors through by name', () => {
+    const ok = validateConfig({ request_classifier: { type: 'cold_pool', params: { workers: 2 } }, workers: [worker()] });
+    expect(ok.models[0]!.requestClassifier).toEqual({ type: 'cold_pool', params: { workers: 2 } });
+    expect(failure({ models: [{ name: 'm', request_classifier: { type: 'thunderagent', params: { pause_treshold: 0.9 } } }] })).toMatch(
+      /^models\[0\]\.request_classifier: thunderagent: unknown parameter "pause_treshold"/,
     );
-    expect(failure({ request_classifier: { type: 'cold-pool' }, workers: [worker()] })).toMatch(/known: test-echo\)/);
+    expect(failure({ request_classifier: { type: 'thunderagent', params: { scheduler_interval_seconds: 5 } }, workers: [worker()] })).toMatch(
+      /scheduler_interval_seconds" was removed/,
+    );
+    expect(failure({ request_classifier: { type: 'cold-pool' }, workers: [worker()] })).toMatch(/known: thunderagent, cold_pool\)/);
   });
 });
