@@ -5,11 +5,13 @@ import type { WorkerKey } from '../bindings/workers.js';
 import type { Clock, Timer } from './clock.js';
 import { RouterError } from './errors.js';
 import type { KvEventBatch } from './kv-events.js';
+import { ObservedPlacement, type RouteListener } from './observed-placement.js';
 import { Partition, type Explanation, type RequestFields, type RoutedRequest, type WorkerSpec } from './partition.js';
 import { defaultCostPolicy } from './plugins/selection/default-cost.js';
 import type { Admission, BusyThresholds, PolicyClass, RequestClassifier } from './scheduler/contracts.js';
 import { Scheduler, type DispatchHandlers } from './scheduler/scheduler.js';
 import type { SelectionPolicy } from './selection/contracts.js';
+import { SessionBindings, type SessionBindingsOptions } from './session-bindings.js';
 
 export interface ModelRouteOptions {
   model: string;
@@ -28,6 +30,8 @@ export interface ModelRouteOptions {
   sweepAgeMs?: number;
   routedTtlMs?: number;
   maxRoutedBlocks?: number;
+  /** Session affinity (requests with a session id); default off. */
+  sessionAffinity?: SessionBindingsOptions | null;
 }
 
 export const DEFAULT_CLASS: PolicyClass = Object.freeze({
@@ -43,6 +47,9 @@ export class ModelRoute {
   readonly model: string;
   readonly partition: Partition;
   readonly scheduler: Scheduler<RoutedRequest>;
+  /** Session bindings, when affinity is on. */
+  readonly sessions: SessionBindings | null;
+  private readonly placement: ObservedPlacement;
   private readonly clock: Clock;
   private readonly classes: Map<string, PolicyClass>;
   private readonly defaultClass: string;
@@ -67,9 +74,11 @@ export class ModelRoute {
       sweepAgeMs: options.sweepAgeMs,
       fastPathBusy: this.classes.get(this.defaultClass)!.busy,
     });
+    this.sessions = options.sessionAffinity ? new SessionBindings(options.sessionAffinity) : null;
+    this.placement = new ObservedPlacement(this.partition, options.clock, this.sessions);
     this.scheduler = new Scheduler<RoutedRequest>({
       clock: options.clock,
-      placement: this.partition,
+      placement: this.placement,
       classes,
       defaultClass: options.defaultClass,
       classifier: options.classifier,
@@ -122,9 +131,15 @@ export class ModelRoute {
     return keys;
   }
 
+  /** Hears of this route's own bookings and session bindings (replicas share them); null stops. */
+  observe(listener: RouteListener | null): void {
+    this.placement.listener = listener;
+  }
+
   /** Removes a worker; its in-flight requests stay with their callers, who will see the worker fail. */
   removeWorker(id: string): void {
     this.partition.removeWorker(id);
+    this.sessions?.dropWorker(id);
     this.scheduler.capacityChanged();
   }
 
@@ -165,6 +180,7 @@ export class ModelRoute {
     if (this.sweepIntervalMs <= 0) return;
     this.sweepTimer = this.clock.at(this.clock.now() + this.sweepIntervalMs, () => {
       if (this.partition.sweep().length > 0) this.scheduler.capacityChanged();
+      this.sessions?.sweep(this.clock.now());
       this.armSweep();
     });
   }

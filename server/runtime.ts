@@ -4,6 +4,7 @@
 // through createRuntime and end it with close().
 import type { RouterConfig } from './config/schema.js';
 import { RouterMetrics } from './metrics.js';
+import { Replication } from './nats/replication.js';
 import type { Exchange, ExchangeContext } from './upstream/exchange.js';
 import type { Logger } from './workers/kv-sources.js';
 import { createModelRuntime, ModelRuntime, type TokenizerCache } from './workers/model-runtime.js';
@@ -21,9 +22,12 @@ export class RouterRuntime implements ExchangeContext {
     readonly config: RouterConfig,
     readonly models: ReadonlyMap<string, ModelRuntime>,
     readonly registry: WorkerRegistry,
+    /** State shared with other replicas over NATS; null for a router on its own. */
+    readonly replication: Replication | null = null,
   ) {
     this.limits = config.limits;
     this.metrics = new RouterMetrics({ models: () => this.models.values(), workers: () => this.registry.list() });
+    replication?.registerMetrics(this.metrics.registry);
   }
 
   /** A request id unique in this process and across restarts. */
@@ -34,6 +38,7 @@ export class RouterRuntime implements ExchangeContext {
   /** Stops the schedulers, event sources and pools. Exchanges still live are ended first. */
   async close(): Promise<void> {
     for (const exchange of [...this.live]) exchange.shutDown();
+    await this.replication?.close();
     for (const model of this.models.values()) model.close();
     await this.registry.close();
   }
@@ -43,13 +48,16 @@ export class RouterRuntime implements ExchangeContext {
 export async function createRuntime(config: RouterConfig, warn: Logger, tokenizers: TokenizerCache = new Map()): Promise<RouterRuntime> {
   const models = new Map<string, ModelRuntime>();
   for (const model of config.models) models.set(model.name, await createModelRuntime(model, tokenizers));
-  const registry = new WorkerRegistry(models, config.limits, warn);
+  const replication = config.nats ? new Replication(config.nats, models, warn) : null;
+  const registry = new WorkerRegistry(models, config.limits, warn, replication && ((w, route, log) => replication.kvSource(w, route, log)));
   try {
     for (const worker of config.workers) registry.add(worker);
   } catch (error) {
     await registry.close();
+    await replication?.close();
     for (const m of models.values()) m.close();
     throw error;
   }
-  return new RouterRuntime(config, models, registry);
+  replication?.start();
+  return new RouterRuntime(config, models, registry, replication);
 }

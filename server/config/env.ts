@@ -23,6 +23,8 @@ export const ENV_OVERRIDES: readonly Override[] = [
   { env: 'KVROUTER_MAX_BODY_BYTES', path: ['limits', 'max_body_bytes'], kind: 'integer' },
   { env: 'KVROUTER_MAX_RETRIES', path: ['limits', 'max_retries'], kind: 'integer' },
   { env: 'KVROUTER_SHUTDOWN_TIMEOUT_MS', path: ['limits', 'shutdown_timeout_ms'], kind: 'integer' },
+  { env: 'KVROUTER_NATS_URL', path: ['nats', 'url'], kind: 'string' },
+  { env: 'KVROUTER_REPLICA_ID', path: ['nats', 'replica_id'], kind: 'string' },
 ];
 
 function parse(o: Override, text: string): string | number | boolean {

@@ -14,6 +14,8 @@ import { ConfigError, describe, Fields, join } from './fields.js';
 export type KvEventsConfig =
   | { source: 'zmq'; endpoint: string; replayEndpoint: string | null; topic: string }
   | { source: 'http' }
+  /** Batches a `kvrouter relay` republishes to NATS JetStream (needs `nats`). */
+  | { source: 'nats' }
   | { source: 'none' };
 
 export interface WorkerConfig {
@@ -45,6 +47,33 @@ export interface ModelConfig {
   requestClassifier: PluginRef | null;
   /** Approximate mode (workers without KV events): how long routed blocks count as cached, and the most kept. */
   approximate: { ttlMs: number; maxBlocks: number };
+  /** Session affinity for requests with x-session-id; null when off. */
+  sessionAffinity: SessionAffinityConfig | null;
+}
+
+export interface SessionAffinityConfig {
+  /** Idle time after which a session's binding is forgotten. */
+  ttlMs: number;
+  /** Most sessions remembered per model (least recently used dropped first). */
+  maxSessions: number;
+}
+
+/** Replicas sharing state over NATS (server/nats, docs/replicas.md). */
+export interface NatsConfig {
+  /** Server URL(s), comma-separated: nats://host:4222. */
+  url: string;
+  /** This router's id among its replicas; null: host name and process id. */
+  replicaId: string | null;
+  /** First token of every subject, stream and bucket name. */
+  subjectPrefix: string;
+  /** Share the load ledger (bookings) with the other replicas. */
+  ledgerSync: boolean;
+  /** How often each replica publishes a snapshot of its own bookings. */
+  syncIntervalMs: number;
+  /** A replica silent this long has its bookings dropped by the others. */
+  peerTimeoutMs: number;
+  /** The JetStream stream KV events are relayed through: its retention. */
+  kvStream: { maxAgeMs: number; maxBytes: number };
 }
 
 export interface LimitsConfig {
@@ -76,6 +105,8 @@ export interface RouterConfig {
   limits: LimitsConfig;
   models: ModelConfig[];
   workers: WorkerConfig[];
+  /** Replica sync over NATS; null: a single router with its own state. */
+  nats: NatsConfig | null;
 }
 
 export const DEFAULTS = {
@@ -93,6 +124,8 @@ export const DEFAULTS = {
     shutdownTimeoutMs: 30_000,
   } satisfies LimitsConfig,
   approximate: { ttlMs: 120_000, maxBlocks: 1 << 20 },
+  sessionAffinity: { ttlMs: 600_000, maxSessions: 1_000_000 },
+  nats: { subjectPrefix: 'kvrouter', syncIntervalMs: 1000, peerTimeoutMs: 5000, kvStream: { maxAgeMs: 3_600_000, maxBytes: 1 << 30 } },
 } as const;
 
 /** Model settings that may be given once at the top level and overridden per model. */
@@ -104,6 +137,7 @@ interface ModelDefaults {
   defaultClass: string | null;
   requestClassifier: PluginRef | null;
   approximate: { ttlMs: number; maxBlocks: number };
+  sessionAffinity: SessionAffinityConfig | null;
 }
 
 export function validateConfig(raw: unknown): RouterConfig {
@@ -116,6 +150,7 @@ export function validateConfig(raw: unknown): RouterConfig {
     logLevel: root.oneOf('log_level', LOG_LEVELS, 'info'),
     requestLog: root.boolean('request_log', false),
     limits: root.object('limits', readLimits, () => ({ ...DEFAULTS.limits })),
+    nats: root.has('nats') ? root.object('nats', readNats) : null,
   };
   const defaults = readModelDefaults(root, {
     tokenizer: DEFAULTS.tokenizer,
@@ -125,6 +160,7 @@ export function validateConfig(raw: unknown): RouterConfig {
     defaultClass: null,
     requestClassifier: null,
     approximate: { ...DEFAULTS.approximate },
+    sessionAffinity: null,
   });
   const declared = root.list('models', (value, path) => {
     const f = new Fields(value, path);
@@ -135,6 +171,10 @@ export function validateConfig(raw: unknown): RouterConfig {
   });
   const workers = root.list('workers', (value, path) => readWorker(new Fields(value, path), declared, defaults.blockSize));
   root.done();
+  if (!config.nats) {
+    const i = workers.findIndex((w) => w.kvEvents.source === 'nats');
+    if (i >= 0) throw new ConfigError(`workers[${i}].kv_events.source`, 'is nats, but the config sets no nats.url (the NATS server the relay publishes to)');
+  }
 
   const models = [...declared];
   for (const [i, m] of models.entries()) {
@@ -193,6 +233,49 @@ function readModelDefaults(f: Fields, inherited: ModelDefaults): ModelDefaults {
           maxBlocks: a.number('max_blocks', inherited.approximate.maxBlocks, { integer: true, min: 1 }),
         }))
       : inherited.approximate,
+    sessionAffinity: f.has('session_affinity') ? f.object('session_affinity', readSessionAffinity) : inherited.sessionAffinity,
+  };
+}
+
+/** `ttl_ms: 0` turns affinity off (e.g. for one model when the top level turns it on). */
+function readSessionAffinity(f: Fields): SessionAffinityConfig | null {
+  const d = DEFAULTS.sessionAffinity;
+  const ttlMs = f.number('ttl_ms', d.ttlMs, { integer: true, min: 0, max: 31_536_000_000 });
+  const maxSessions = f.number('max_sessions', d.maxSessions, { integer: true, min: 1 });
+  return ttlMs === 0 ? null : { ttlMs, maxSessions };
+}
+
+const NATS_URL = /^(nats|tls|ws|wss):\/\/\S+$|^[^\s/:]+:\d+$/;
+const NAME_TOKEN = /^[A-Za-z0-9_-]+$/;
+
+function readNats(f: Fields): NatsConfig {
+  const d = DEFAULTS.nats;
+  const url = f.string('url');
+  for (const part of url.split(',')) {
+    if (!NATS_URL.test(part.trim())) throw new ConfigError(f.at('url'), `must be nats://host:port (several comma-separated), got ${JSON.stringify(part)}`);
+  }
+  const token = (key: string, fallback: string | undefined) => {
+    const value = f.string(key, fallback);
+    if (!NAME_TOKEN.test(value)) throw new ConfigError(f.at(key), `must be letters, digits, "_" or "-" (it names NATS subjects), got ${JSON.stringify(value)}`);
+    return value;
+  };
+  const replicaId = f.has('replica_id') ? token('replica_id', undefined) : null;
+  const syncIntervalMs = f.number('sync_interval_ms', d.syncIntervalMs, { integer: true, min: 50, max: 600_000 });
+  const peerTimeoutMs = f.number('peer_timeout_ms', Math.max(d.peerTimeoutMs, 3 * syncIntervalMs), { integer: true, min: 1 });
+  if (peerTimeoutMs <= syncIntervalMs) throw new ConfigError(f.at('peer_timeout_ms'), `must be longer than sync_interval_ms (${syncIntervalMs}), got ${peerTimeoutMs}: a live peer would time out between two snapshots`);
+  return {
+    url,
+    replicaId,
+    subjectPrefix: token('subject_prefix', d.subjectPrefix),
+    ledgerSync: f.boolean('ledger_sync', true),
+    syncIntervalMs,
+    peerTimeoutMs,
+    kvStream: f.has('kv_stream')
+      ? f.object('kv_stream', (k) => ({
+          maxAgeMs: k.number('max_age_ms', d.kvStream.maxAgeMs, { integer: true, min: 1000 }),
+          maxBytes: k.number('max_bytes', d.kvStream.maxBytes, { integer: true, min: 1 << 20 }),
+        }))
+      : { ...d.kvStream },
   };
 }
 
@@ -337,7 +420,7 @@ const TCP_ENDPOINT = /^tcp:\/\/[^\s:/]+(:\d+)$|^tcp:\/\/\[[0-9a-fA-F:.]+\](:\d+)
 const ENDPOINT = /^(tcp|ipc|inproc):\/\/\S+$/;
 
 function readKvEvents(f: Fields, ranks: number): KvEventsConfig {
-  const source = f.oneOf('source', ['zmq', 'http', 'none'] as const, f.has('endpoint') ? 'zmq' : undefined);
+  const source = f.oneOf('source', ['zmq', 'http', 'nats', 'none'] as const, f.has('endpoint') ? 'zmq' : undefined);
   if (source !== 'zmq') return { source };
   const endpoint = (key: string): string => {
     const value = f.string(key);

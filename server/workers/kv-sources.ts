@@ -22,7 +22,7 @@ export interface KvSourceCounters extends SequencerCounters {
 }
 
 export interface KvSource {
-  readonly kind: 'zmq' | 'http';
+  readonly kind: 'zmq' | 'http' | 'nats';
   /** For readiness: the engine's publisher is reachable (HTTP sources are always ready). */
   connected(): boolean;
   counters(): KvSourceCounters;
@@ -147,8 +147,15 @@ export class HttpKvSource implements KvSource {
   async close(): Promise<void> {}
 }
 
-export function startKvSource(worker: WorkerConfig, route: ModelRoute, warn: Logger): KvSource | null {
+/** Builds the KV source of a worker whose events come over NATS (the replica layer has the connection). */
+export type NatsKvSourceFactory = (worker: WorkerConfig, route: ModelRoute, warn: Logger) => KvSource;
+
+export function startKvSource(worker: WorkerConfig, route: ModelRoute, warn: Logger, nats: NatsKvSourceFactory | null = null): KvSource | null {
   if (worker.kvEvents.source === 'zmq') return new ZmqKvSource(worker, route, warn);
   if (worker.kvEvents.source === 'http') return new HttpKvSource(worker, route, warn);
+  if (worker.kvEvents.source === 'nats') {
+    if (!nats) throw new RangeError(`worker ${worker.id}: kv_events.source is nats, but the router has no nats.url configured`);
+    return nats(worker, route, warn);
+  }
   return null;
 }

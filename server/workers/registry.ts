@@ -5,7 +5,7 @@
 import { Pool } from 'undici';
 import { RouterError } from '../../router/errors.js';
 import type { LimitsConfig, WorkerConfig } from '../config/schema.js';
-import { startKvSource, type KvSource, type Logger } from './kv-sources.js';
+import { startKvSource, type KvSource, type Logger, type NatsKvSourceFactory } from './kv-sources.js';
 import type { ModelRuntime } from './model-runtime.js';
 
 export class WorkerHandle {
@@ -45,6 +45,8 @@ export class WorkerRegistry {
     readonly models: ReadonlyMap<string, ModelRuntime>,
     private readonly limits: LimitsConfig,
     private readonly warn: Logger,
+    /** KV sources for workers whose events come over NATS; null without a NATS config. */
+    private readonly natsSources: NatsKvSourceFactory | null = null,
   ) {}
 
   get(id: string): WorkerHandle | undefined {
@@ -70,7 +72,7 @@ export class WorkerRegistry {
     });
     let kv: KvSource | null;
     try {
-      kv = startKvSource(config, model.route, this.warn);
+      kv = startKvSource(config, model.route, this.warn, this.natsSources);
     } catch (error) {
       model.route.removeWorker(config.id);
       throw error;

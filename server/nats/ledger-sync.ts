@@ -1,0 +1,229 @@
+// Shares one model's load ledger between router replicas, so each replica's
+// selection sees the load every replica put on the workers.
+//
+// Two mechanisms, for two jobs:
+// - Ops (add, first, free) go out as they happen: a peer's ledger follows
+//   within a message's latency.
+// - Every sync interval each replica publishes a snapshot of all its own
+//   bookings. Ops travel over core NATS, which drops messages while a
+//   connection is down or a subscriber lags; the snapshot replaces the peer's
+//   view of that replica wholesale, so a lost op is repaired within one
+//   interval. Ops and snapshots of one replica go out on one subject over one
+//   connection, so they arrive in order and a snapshot is never older than
+//   an op applied before it.
+// A peer's bookings live under "<replica>/<request id>", apart from ours and
+// from other peers'. A replica that says goodbye has its bookings dropped at
+// once; one that goes silent for peerTimeoutMs (crash, partition) has them
+// dropped then, so a vanished peer cannot hold load forever.
+import type { ModelRoute } from '../../router/model-route.js';
+import type { RoutedRequest } from '../../router/partition.js';
+import type { Admission } from '../../router/scheduler/contracts.js';
+import type { Booking, SyncMessage } from './sync-codec.js';
+
+export interface LedgerSyncOptions {
+  replica: string;
+  publish(message: SyncMessage): void;
+  /** Milliseconds; the route's clock by default. */
+  now?: () => number;
+  peerTimeoutMs: number;
+  /** Told when a peer joins or is dropped. */
+  log?: (message: string) => void;
+}
+
+export interface LedgerSyncCounters {
+  /** Peer bookings applied from ops or snapshots. */
+  peerAdds: number;
+  peerFrees: number;
+  /** Snapshots that repaired a difference (a lost op). */
+  repairs: number;
+  /** Peer bookings on workers this replica does not know. */
+  unknownWorkers: number;
+  /** Peers dropped after going silent. */
+  expiredPeers: number;
+}
+
+interface Peer {
+  lastSeen: number;
+  /** Request id (the peer's) -> whether its prefill completed. */
+  bookings: Map<string, { prefillDone: boolean }>;
+}
+
+export class LedgerSync {
+  readonly counters: LedgerSyncCounters = { peerAdds: 0, peerFrees: 0, repairs: 0, unknownWorkers: 0, expiredPeers: 0 };
+  private readonly own = new Map<string, Booking>();
+  private readonly peers = new Map<string, Peer>();
+  private readonly now: () => number;
+
+  constructor(
+    private readonly route: ModelRoute,
+    private readonly options: LedgerSyncOptions,
+  ) {
+    this.now = options.now ?? (() => Date.now());
+  }
+
+  // ---- this replica's bookings (RouteListener) ----
+
+  booked(request: RoutedRequest, admission: Admission): void {
+    const booking: Booking = {
+      id: request.id,
+      worker: admission.worker,
+      promptTokens: request.promptTokens,
+      cachedTokens: admission.cachedTokens,
+      seqHashes: request.seqHashes,
+      localHashes: this.route.partition.workerSpec(admission.worker.id)?.kvEvents === false ? request.localHashes : null,
+      prefillDone: false,
+    };
+    this.own.set(request.id, booking);
+    this.options.publish({ kind: 'add', replica: this.options.replica, ...booking });
+  }
+
+  firstToken(requestId: string): void {
+    const booking = this.own.get(requestId);
+    if (!booking || booking.prefillDone) return;
+    booking.prefillDone = true;
+    this.options.publish({ kind: 'first', replica: this.options.replica, id: requestId });
+  }
+
+  released(requestId: string): void {
+    if (!this.own.delete(requestId)) return;
+    this.options.publish({ kind: 'free', replica: this.options.replica, id: requestId });
+  }
+
+  // ---- the interval ----
+
+  /** Publishes our snapshot and drops peers silent past the timeout. */
+  tick(): void {
+    this.publishSnapshot();
+    const now = this.now();
+    for (const [replica, peer] of this.peers) {
+      if (now - peer.lastSeen <= this.options.peerTimeoutMs) continue;
+      this.counters.expiredPeers++;
+      this.options.log?.(`replica ${replica} silent for ${Math.round(now - peer.lastSeen)} ms: its ${peer.bookings.size} bookings on model ${this.route.model} are dropped`);
+      this.dropPeer(replica, peer);
+    }
+  }
+
+  publishSnapshot(leaving = false): void {
+    this.options.publish({ kind: 'snapshot', replica: this.options.replica, bookings: leaving ? [] : [...this.own.values()], leaving });
+  }
+
+  // ---- peers ----
+
+  receive(message: SyncMessage): void {
+    if (message.replica === this.options.replica) return;
+    if (message.kind === 'bind' || message.kind === 'unbind') return;
+    if (message.kind === 'snapshot' && message.leaving) {
+      const peer = this.peers.get(message.replica);
+      if (peer) this.dropPeer(message.replica, peer);
+      return;
+    }
+    const peer = this.peer(message.replica);
+    peer.lastSeen = this.now();
+    switch (message.kind) {
+      case 'add':
+        this.addPeerBooking(message.replica, peer, message);
+        return;
+      case 'first':
+        this.peerFirstToken(message.replica, peer, message.id);
+        return;
+      case 'free':
+        if (this.freePeerBooking(message.replica, peer, message.id)) this.route.scheduler.capacityChanged();
+        return;
+      case 'snapshot':
+        this.reconcile(message.replica, peer, message.bookings);
+    }
+  }
+
+  /** Peers heard from and their bookings, for metrics. */
+  peerStats(): { replica: string; bookings: number; lastSeen: number }[] {
+    return [...this.peers].map(([replica, p]) => ({ replica, bookings: p.bookings.size, lastSeen: p.lastSeen }));
+  }
+
+  get ownBookings(): number {
+    return this.own.size;
+  }
+
+  private peer(replica: string): Peer {
+    let peer = this.peers.get(replica);
+    if (!peer) {
+      peer = { lastSeen: this.now(), bookings: new Map() };
+      this.peers.set(replica, peer);
+      this.options.log?.(`replica ${replica} joined model ${this.route.model}`);
+    }
+    return peer;
+  }
+
+  /** The snapshot is the peer's whole truth: add what we lack, free what it no longer holds. */
+  private reconcile(replica: string, peer: Peer, bookings: readonly Booking[]): void {
+    let changed = false;
+    const listed = new Set<string>();
+    for (const b of bookings) {
+      listed.add(b.id);
+      const known = peer.bookings.get(b.id);
+      if (!known) changed = this.addPeerBooking(replica, peer, b) || changed;
+      else if (b.prefillDone && !known.prefillDone) changed = this.peerFirstToken(replica, peer, b.id) || changed;
+    }
+    for (const id of [...peer.bookings.keys()]) if (!listed.has(id)) changed = this.freePeerBooking(replica, peer, id) || changed;
+    if (changed) {
+      this.counters.repairs++;
+      this.route.scheduler.capacityChanged();
+    }
+  }
+
+  private addPeerBooking(replica: string, peer: Peer, b: Booking): boolean {
+    if (peer.bookings.has(b.id)) return false;
+    const partition = this.route.partition;
+    const spec = partition.workerSpec(b.worker.id);
+    if (!spec || b.worker.rank >= (spec.dataParallelSize ?? 1)) {
+      // A worker this replica was not told about (config differs, or not added here yet).
+      this.counters.unknownWorkers++;
+      return false;
+    }
+    const id = `${replica}/${b.id}`;
+    partition.book(peerRequest(id, b), b.worker, b.cachedTokens);
+    if (b.prefillDone) partition.firstToken(id);
+    peer.bookings.set(b.id, { prefillDone: b.prefillDone });
+    this.counters.peerAdds++;
+    return true;
+  }
+
+  private peerFirstToken(replica: string, peer: Peer, id: string): boolean {
+    const known = peer.bookings.get(id);
+    if (!known || known.prefillDone) return false;
+    known.prefillDone = true;
+    this.route.partition.firstToken(`${replica}/${id}`);
+    return true;
+  }
+
+  private freePeerBooking(replica: string, peer: Peer, id: string): boolean {
+    if (!peer.bookings.delete(id)) return false;
+    this.route.partition.release(`${replica}/${id}`);
+    this.counters.peerFrees++;
+    return true;
+  }
+
+  private dropPeer(replica: string, peer: Peer): void {
+    for (const id of [...peer.bookings.keys()]) this.freePeerBooking(replica, peer, id);
+    this.peers.delete(replica);
+    this.route.scheduler.capacityChanged();
+  }
+}
+
+/** What Partition.book needs of a peer's request. */
+function peerRequest(id: string, b: Booking): RoutedRequest {
+  return {
+    id,
+    promptTokens: b.promptTokens,
+    sessionId: null,
+    sessionFinal: false,
+    policyClass: null,
+    priority: 0,
+    tier: 0,
+    pin: null,
+    allowedWorkers: null,
+    localHashes: b.localHashes ?? new BigUint64Array(0),
+    seqHashes: b.seqHashes,
+    requiredTaints: [],
+    preferredTaints: [],
+  };
+}

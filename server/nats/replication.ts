@@ -1,0 +1,202 @@
+// A router replica's side of the shared state: one NATS link; per model, the
+// ledger and session-binding sync on <prefix>.sync.<model>; KV sources for
+// workers whose events come through the relay's JetStream stream; and the
+// replica metrics. Built by createRuntime when the config names a NATS server.
+import { hostname } from 'node:os';
+import { Counter, Gauge, type Registry } from 'prom-client';
+import type { ModelRoute } from '../../router/model-route.js';
+import type { RouteListener } from '../../router/observed-placement.js';
+import type { NatsConfig, WorkerConfig } from '../config/schema.js';
+import type { KvSource, Logger } from '../workers/kv-sources.js';
+import type { ModelRuntime } from '../workers/model-runtime.js';
+import { NatsKvSource } from './kv-stream.js';
+import { LedgerSync } from './ledger-sync.js';
+import { NatsLink } from './link.js';
+import { SessionSync } from './session-sync.js';
+import { NatsNames } from './subjects.js';
+import { decodeSyncMessage, encodeSyncMessage, type SyncMessage } from './sync-codec.js';
+
+/** The replica id when the config sets none: host name and process id, as a subject-safe token. */
+export function defaultReplicaId(): string {
+  return `${hostname()}-${process.pid}`.replace(/[^A-Za-z0-9_-]/g, '-');
+}
+
+interface ModelSync {
+  route: ModelRoute;
+  ledger: LedgerSync | null;
+  sessions: SessionSync | null;
+}
+
+export class Replication {
+  readonly replicaId: string;
+  readonly link: NatsLink;
+  readonly names: NatsNames;
+  private readonly syncs: ModelSync[] = [];
+  private invalidMessages = 0;
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly config: NatsConfig,
+    models: ReadonlyMap<string, ModelRuntime>,
+    private readonly warn: Logger,
+  ) {
+    this.replicaId = config.replicaId ?? defaultReplicaId();
+    this.names = new NatsNames(config.subjectPrefix);
+    this.link = new NatsLink({ url: config.url, name: `kvrouter ${this.replicaId}`, warn });
+    for (const model of models.values()) this.attach(model.route);
+    this.link.onUp(() => {
+      // Back (or here for the first time): tell the peers what we hold now.
+      for (const s of this.syncs) s.ledger?.publishSnapshot();
+    });
+  }
+
+  /** Connects in the background and starts the sync interval. */
+  start(): void {
+    this.link.start();
+    this.timer = setInterval(() => {
+      for (const s of this.syncs) s.ledger?.tick();
+    }, this.config.syncIntervalMs);
+    this.timer.unref();
+  }
+
+  /** The KV source of a worker with `kv_events.source: nats`. */
+  kvSource(worker: WorkerConfig, route: ModelRoute, warn: Logger): KvSource {
+    return new NatsKvSource(worker, route, warn, { link: this.link, names: this.names, retention: this.config.kvStream });
+  }
+
+  /** Says goodbye (peers drop our bookings at once) and closes the link. */
+  async close(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    for (const s of this.syncs) {
+      s.route.observe(null);
+      s.ledger?.publishSnapshot(true);
+    }
+    await this.link.close();
+  }
+
+  registerMetrics(registry: Registry): void {
+    const registers = [registry];
+    const link = this.link;
+    const syncs = this.syncs;
+    const replica = this.replicaId;
+    const invalid = () => this.invalidMessages;
+    new Gauge({
+      name: 'kvrouter_replica_info',
+      help: "This router's replica id (value 1)",
+      labelNames: ['replica'],
+      registers,
+      collect() {
+        this.reset();
+        this.labels(replica).set(1);
+      },
+    });
+    new Gauge({
+      name: 'kvrouter_nats_connected',
+      help: '1 while the NATS link is up; 0 means this replica routes on its own state only',
+      registers,
+      collect() {
+        this.set(link.up ? 1 : 0);
+      },
+    });
+    new Counter({
+      name: 'kvrouter_nats_disconnects_total',
+      help: 'Times the NATS connection was lost',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(link.counters.disconnects);
+      },
+    });
+    new Counter({
+      name: 'kvrouter_replica_sync_messages_total',
+      help: 'Replica sync messages: sent, dropped (NATS down), received, invalid',
+      labelNames: ['direction'],
+      registers,
+      collect() {
+        this.reset();
+        this.labels('sent').inc(link.counters.published);
+        this.labels('dropped').inc(link.counters.dropped);
+        this.labels('received').inc(link.counters.received);
+        this.labels('invalid').inc(invalid());
+      },
+    });
+    new Gauge({
+      name: 'kvrouter_replica_peers',
+      help: 'Peer replicas heard from within the peer timeout, and the bookings they hold in this ledger',
+      labelNames: ['model', 'kind'],
+      registers,
+      collect() {
+        this.reset();
+        for (const s of syncs) {
+          if (!s.ledger) continue;
+          const peers = s.ledger.peerStats();
+          this.labels(s.route.model, 'replicas').set(peers.length);
+          this.labels(s.route.model, 'bookings').set(peers.reduce((n, p) => n + p.bookings, 0));
+        }
+      },
+    });
+    new Counter({
+      name: 'kvrouter_replica_sync_events_total',
+      help: 'What replica sync did: peer_add, peer_free, repair (a snapshot fixed a lost op), unknown_worker, expired_peer, session_adopted, session_refused, session_invalidated',
+      labelNames: ['model', 'event'],
+      registers,
+      collect() {
+        this.reset();
+        for (const s of syncs) {
+          const m = s.route.model;
+          const l = s.ledger?.counters;
+          if (l) {
+            this.labels(m, 'peer_add').inc(l.peerAdds);
+            this.labels(m, 'peer_free').inc(l.peerFrees);
+            this.labels(m, 'repair').inc(l.repairs);
+            this.labels(m, 'unknown_worker').inc(l.unknownWorkers);
+            this.labels(m, 'expired_peer').inc(l.expiredPeers);
+          }
+          const b = s.sessions?.counters;
+          if (b) {
+            this.labels(m, 'session_adopted').inc(b.adopted);
+            this.labels(m, 'session_refused').inc(b.refused);
+            this.labels(m, 'session_invalidated').inc(b.invalidated);
+          }
+        }
+      },
+    });
+  }
+
+  private attach(route: ModelRoute): void {
+    const subject = this.names.sync(route.model);
+    const publish = (message: SyncMessage) => {
+      // Encoding costs: skip it while the link would drop the message anyway.
+      if (this.link.up) this.link.publish(subject, encodeSyncMessage(message));
+      else this.link.counters.dropped++;
+    };
+    const ledger = this.config.ledgerSync
+      ? new LedgerSync(route, { replica: this.replicaId, publish, peerTimeoutMs: this.config.peerTimeoutMs, log: this.warn })
+      : null;
+    const sessions = route.sessions ? new SessionSync(route, this.replicaId, publish, () => Date.now()) : null;
+    if (!ledger && !sessions) return;
+    const listener: RouteListener = {};
+    if (ledger) {
+      listener.booked = (request, admission) => ledger.booked(request, admission);
+      listener.firstToken = (id) => ledger.firstToken(id);
+      listener.released = (id) => ledger.released(id);
+    }
+    if (sessions) {
+      listener.sessionBound = (session, binding) => sessions.sessionBound(session, binding);
+      listener.sessionInvalidated = (session, worker) => sessions.sessionInvalidated(session, worker);
+    }
+    route.observe(listener);
+    this.syncs.push({ route, ledger, sessions });
+    this.link.subscribe(subject, (data) => {
+      let message: SyncMessage;
+      try {
+        message = decodeSyncMessage(data);
+      } catch (error) {
+        if (this.invalidMessages++ === 0) this.warn(`${(error as Error).message} (on ${subject}; further ones are only counted)`);
+        return;
+      }
+      ledger?.receive(message);
+      sessions?.receive(message);
+    });
+  }
+}
