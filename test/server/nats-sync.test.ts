@@ -1,0 +1,197 @@
+// Ledger and session-binding sync between replicas, over an in-memory bus that
+// can lose messages (no NATS here: the transport is tested end to end in
+// test/e2e/replicas*.test.ts).
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { VirtualClock } from '../../router/clock.js';
+import { RouterError } from '../../router/errors.js';
+import { ModelRoute } from '../../router/model-route.js';
+import type { RequestFields } from '../../router/partition.js';
+import type { Admission } from '../../router/scheduler/contracts.js';
+import { LedgerSync } from '../../server/nats/ledger-sync.js';
+import { SessionSync } from '../../server/nats/session-sync.js';
+import { decodeSyncMessage, encodeSyncMessage, type SyncMessage } from '../../server/nats/sync-codec.js';
+
+const PEER_TIMEOUT = 3000;
+
+interface Node {
+  id: string;
+  route: ModelRoute;
+  ledger: LedgerSync;
+  sessions: SessionSync;
+}
+
+/** Replicas on one bus; `lose` decides per message and receiver whether it is lost. */
+function cluster(ids: string[], options: { approximate?: boolean } = {}) {
+  const clock = new VirtualClock(1000);
+  let lose: (m: SyncMessage, to: string) => boolean = () => false;
+  const nodes: Node[] = [];
+  const deliver = (m: SyncMessage) => {
+    // Through the codec, as on the wire.
+    const wire = decodeSyncMessage(encodeSyncMessage(m));
+    for (const n of nodes) {
+      if (lose(m, n.id)) continue;
+      n.ledger.receive(wire);
+      n.sessions.receive(wire);
+    }
+  };
+  for (const id of ids) {
+    const route = new ModelRoute({ model: 'm', blockSize: 4, clock, seed: 7, sessionAffinity: { ttlMs: 60_000 } });
+    for (const w of ['w0', 'w1', 'w2']) route.addWorker({ id: w, totalBlocks: 1000, maxBatchedTokens: 256, kvEvents: !options.approximate });
+    const ledger = new LedgerSync(route, { replica: id, publish: deliver, now: () => clock.now(), peerTimeoutMs: PEER_TIMEOUT });
+    const sessions = new SessionSync(route, id, deliver, () => clock.now());
+    route.observe({
+      booked: (r, a) => ledger.booked(r, a),
+      firstToken: (i) => ledger.firstToken(i),
+      released: (i) => ledger.released(i),
+      sessionBound: (s, b) => sessions.sessionBound(s, b),
+      sessionInvalidated: (s, w) => sessions.sessionInvalidated(s, w),
+    });
+    nodes.push({ id, route, ledger, sessions });
+  }
+  let serial = 0;
+  const submit = (node: Node, promptTokens: number, over: Partial<RequestFields> = {}): { id: string; admission: Admission } => {
+    const id = over.id ?? `req-${serial++}`;
+    let out: Admission | RouterError | undefined;
+    const f: RequestFields = { id, sessionId: null, sessionFinal: false, policyClass: null, priority: 0, tier: 0, pin: null, allowedWorkers: null, ...over };
+    node.route.submit(f, Array.from({ length: promptTokens }, (_, i) => serial * 1000 + i), { dispatch: (a) => (out = a), reject: (e) => (out = e) });
+    if (!out || RouterError.is(out)) throw new Error(`not dispatched: ${String(out)}`);
+    node.route.sent(id, out.worker);
+    return { id, admission: out };
+  };
+  const load = (node: Node) => JSON.stringify(node.route.partition.load());
+  return { clock, nodes, submit, load, setLoss: (f: typeof lose) => void (lose = f) };
+}
+
+describe('ledger sync', () => {
+  it("ops keep every replica's ledger in step with the bookings of all", () => {
+    const { nodes, submit, load } = cluster(['a', 'b']);
+    const [a, b] = nodes as [Node, Node];
+    const r1 = submit(a, 40);
+    const r2 = submit(b, 64);
+    expect(load(a)).toEqual(load(b));
+    expect(a.route.partition.bookedRequests).toBe(2);
+    a.route.firstToken(r1.id);
+    expect(load(a)).toEqual(load(b));
+    a.route.completed(r1.id);
+    b.route.completed(r2.id);
+    expect(load(a)).toEqual(load(b));
+    expect(b.route.partition.bookedRequests).toBe(0);
+  });
+
+  it('peer request ids are namespaced by replica: equal ids from two replicas are two bookings', () => {
+    const { nodes, submit } = cluster(['a', 'b', 'c']);
+    submit(nodes[0]!, 40, { id: 'same' });
+    submit(nodes[1]!, 40, { id: 'same' });
+    expect(nodes[2]!.route.partition.bookedRequests).toBe(2);
+    expect(nodes[0]!.route.partition.bookedRequests).toBe(2);
+  });
+
+  it('a replica ignores its own messages', () => {
+    const { nodes, submit } = cluster(['a']);
+    submit(nodes[0]!, 40);
+    nodes[0]!.ledger.tick();
+    expect(nodes[0]!.route.partition.bookedRequests).toBe(1);
+    expect(nodes[0]!.ledger.peerStats()).toEqual([]);
+  });
+
+  it("a snapshot repairs lost ops: after one sync interval the ledgers agree again", () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.integer({ min: 0, max: 3 }), fc.boolean()), { minLength: 1, maxLength: 30 }), (script) => {
+        const { nodes, submit, load, setLoss } = cluster(['a', 'b']);
+        const [a, b] = nodes as [Node, Node];
+        const live: string[] = [];
+        // Every op from a to b is lost; snapshots get through.
+        setLoss((m, to) => to === 'b' && m.kind !== 'snapshot');
+        for (const [action, first] of script) {
+          if (action < 2 || live.length === 0) {
+            const { id } = submit(a, 8 + action * 16);
+            if (first) a.route.firstToken(id);
+            live.push(id);
+          } else {
+            a.route.completed(live.shift()!);
+          }
+        }
+        a.ledger.tick();
+        expect(load(b)).toEqual(load(a));
+        expect(b.route.partition.bookedRequests).toBe(live.length);
+        expect(b.ledger.counters.repairs).toBeGreaterThanOrEqual(live.length > 0 ? 1 : 0);
+      }),
+      { numRuns: 40 },
+    );
+  });
+
+  it("a silent peer's bookings expire after the peer timeout; a leaving peer's go at once", () => {
+    const { clock, nodes, submit, setLoss } = cluster(['a', 'b', 'c']);
+    const [a, b, c] = nodes as [Node, Node, Node];
+    submit(a, 40);
+    submit(c, 40);
+    expect(b.route.partition.bookedRequests).toBe(2);
+    // a falls silent (crash or partition); b keeps ticking.
+    setLoss((m) => m.replica === 'a');
+    clock.advanceTo(clock.now() + PEER_TIMEOUT - 1);
+    c.ledger.tick();
+    b.ledger.tick();
+    expect(b.route.partition.bookedRequests).toBe(2);
+    clock.advanceTo(clock.now() + 2);
+    c.ledger.tick();
+    b.ledger.tick();
+    expect(b.route.partition.bookedRequests).toBe(1);
+    expect(b.ledger.counters.expiredPeers).toBe(1);
+    c.ledger.publishSnapshot(true);
+    expect(b.route.partition.bookedRequests).toBe(0);
+  });
+
+  it('shares the routed blocks of workers without KV events, so peers credit their cache', () => {
+    const { nodes, submit } = cluster(['a', 'b'], { approximate: true });
+    const [a, b] = nodes as [Node, Node];
+    const { admission } = submit(a, 64);
+    expect(b.route.partition.indexStats().routedBlocks).toBe(a.route.partition.indexStats().routedBlocks);
+    expect(b.route.partition.indexStats().routedBlocks).toBeGreaterThan(0);
+    expect(admission.worker.id).toMatch(/^w/);
+  });
+
+  it('counts a peer booking on a worker this replica does not know instead of failing', () => {
+    const { nodes, submit } = cluster(['a', 'b']);
+    const [a, b] = nodes as [Node, Node];
+    b.route.removeWorker('w0');
+    b.route.removeWorker('w1');
+    submit(a, 40, { allowedWorkers: [{ id: 'w0', rank: 0 }] });
+    expect(b.ledger.counters.unknownWorkers).toBe(1);
+    expect(b.route.partition.bookedRequests).toBe(0);
+  });
+});
+
+describe('session sync', () => {
+  it("a session bound on one replica is bound on the others", () => {
+    const { nodes, submit } = cluster(['a', 'b']);
+    const { admission } = submit(nodes[0]!, 40, { sessionId: 'conv' });
+    expect(nodes[1]!.route.sessions!.lookup('conv', 1000)?.worker).toEqual(admission.worker);
+  });
+
+  it('two replicas binding one session at once converge on the binding made first', () => {
+    const { clock, nodes, submit, setLoss } = cluster(['a', 'b']);
+    const [a, b] = nodes as [Node, Node];
+    // The two first turns cross: neither hears the other's binding in time.
+    setLoss(() => true);
+    submit(a, 40, { sessionId: 'conv', allowedWorkers: [{ id: 'w0', rank: 0 }] });
+    clock.advanceTo(clock.now() + 5);
+    submit(b, 40, { sessionId: 'conv', allowedWorkers: [{ id: 'w1', rank: 0 }] });
+    setLoss(() => false);
+    // b's later binding reaches a: a refuses it and answers with its own, which b adopts.
+    b.sessions.sessionBound('conv', b.route.sessions!.lookup('conv', clock.now())!);
+    expect(a.route.sessions!.lookup('conv', clock.now())?.worker.id).toBe('w0');
+    expect(b.route.sessions!.lookup('conv', clock.now())?.worker.id).toBe('w0');
+    expect(a.sessions.counters.refused).toBe(1);
+  });
+
+  it('a failed dispatch on one replica unbinds the session on the others', () => {
+    const { nodes, submit } = cluster(['a', 'b']);
+    const [a, b] = nodes as [Node, Node];
+    const { id, admission } = submit(a, 40, { sessionId: 'conv' });
+    a.route.retry(id, admission.worker);
+    const now = b.route.sessions!.lookup('conv', 1000);
+    expect(now?.worker).not.toEqual(admission.worker);
+    expect(b.sessions.counters.invalidated).toBe(1);
+  });
+});
