@@ -2,6 +2,7 @@
 import type { Command } from 'commander';
 import { registerHash } from './hash.js';
 import { registerMock } from './mock.js';
+import { registerRelay } from './relay.js';
 import { registerReplay } from './replay.js';
 import { registerServe } from './serve.js';
 
@@ -10,4 +11,5 @@ export function registerCommands(program: Command): void {
   registerMock(program);
   registerReplay(program);
   registerHash(program);
+  registerRelay(program);
 }

@@ -1,13 +1,16 @@
 // `kvrouter serve`: the router. With --config (or KVROUTER_CONFIG) it routes
 // to the workers the file names; without, it starts the embedded default:
-// simulated workers in this process, publishing real KV events.
+// simulated workers in this process, publishing real KV events. With
+// --replicas N it runs N router processes sharing the port (serve-replicas.ts).
 // Precedence: flags over environment variables over the file.
+import cluster from 'node:cluster';
 import { InvalidArgumentError, type Command } from 'commander';
 import { ConfigError } from '../config/fields.js';
 import { configFromDocument, loadConfigFile } from '../config/load.js';
 import type { RouterConfig } from '../config/schema.js';
 import { EMBEDDED_DEFAULTS, startEmbeddedFleet, type EmbeddedFleet } from '../embedded.js';
 import { startRouter, type RunningRouter } from '../server.js';
+import { REPLICA_DOCUMENT_ENV, startReplicaPrimary } from './serve-replicas.js';
 
 interface ServeOptions {
   config?: string;
@@ -15,6 +18,7 @@ interface ServeOptions {
   host?: string;
   mockWorkers: number;
   mockSpeedup: number;
+  replicas: number;
 }
 
 const count = (value: string) => {
@@ -40,8 +44,12 @@ export async function serve(o: ServeOptions, env: NodeJS.ProcessEnv, print: (lin
   const path = o.config ?? env.KVROUTER_CONFIG;
   let embedded: EmbeddedFleet | null = null;
   let config: RouterConfig;
+  const replicaDocument = env[REPLICA_DOCUMENT_ENV];
   if (path) {
     config = await loadConfigFile(path, merged);
+  } else if (replicaDocument !== undefined) {
+    // A replica forked by `serve --replicas`: the primary runs the embedded fleet.
+    config = configFromDocument(JSON.parse(replicaDocument), merged);
   } else {
     embedded = await startEmbeddedFleet({ ...EMBEDDED_DEFAULTS, workers: o.mockWorkers, speedup: o.mockSpeedup });
     try {
@@ -61,10 +69,19 @@ export async function serve(o: ServeOptions, env: NodeJS.ProcessEnv, print: (lin
   print(`kvrouter: listening on ${router.url} (OpenAI API at ${router.url}/v1)${path ? `, config ${path}` : ', embedded mock workers (no config file)'}`);
   for (const m of config.models) print(`model ${m.name}: tokenizer ${m.tokenizer}, block size ${m.blockSize}, selection ${m.selection.type}`);
   for (const w of config.workers) {
-    const kv = w.kvEvents.source === 'zmq' ? `kv events ${w.kvEvents.endpoint}${w.kvEvents.replayEndpoint ? ` (replay ${w.kvEvents.replayEndpoint})` : ''}` : w.kvEvents.source === 'http' ? 'kv events over HTTP' : 'no kv events (approximate)';
+    const kv =
+      w.kvEvents.source === 'zmq'
+        ? `kv events ${w.kvEvents.endpoint}${w.kvEvents.replayEndpoint ? ` (replay ${w.kvEvents.replayEndpoint})` : ''}`
+        : w.kvEvents.source === 'http'
+          ? 'kv events over HTTP'
+          : w.kvEvents.source === 'nats'
+            ? 'kv events relayed over NATS'
+            : 'no kv events (approximate)';
     print(`worker ${w.id}: ${w.url} (${w.model}, ${kv})`);
   }
   if (config.adminToken === null) print('admin API off (set admin_token or KVROUTER_ADMIN_TOKEN to turn it on)');
+  const replication = router.runtime.replication;
+  if (replication) print(`replica ${replication.replicaId}: sharing ledger and session bindings over ${config.nats!.url}`);
   return {
     router,
     embedded,
@@ -84,16 +101,16 @@ export function registerServe(program: Command): void {
     .option('--host <host>', 'address to listen on (overrides HOST and the config)')
     .option('--mock-workers <n>', 'embedded default: number of simulated workers', count, EMBEDDED_DEFAULTS.workers)
     .option('--mock-speedup <x>', 'embedded default: divide the simulated step times by x', factor, EMBEDDED_DEFAULTS.speedup)
+    .option('--replicas <n>', 'router processes sharing the port, synchronised over NATS (a private nats-server without nats.url)', count, 1)
     .action(async (options: ServeOptions) => {
+      if (options.replicas > 1 && cluster.isPrimary) return runPrimary(options);
       let served: Served;
+      // A forked replica tags its lines; the primary prints the shared address.
+      const tag = cluster.isWorker ? `[${process.env.KVROUTER_REPLICA_ID}] ` : '';
       try {
-        served = await serve(options, process.env, (line) => console.log(line));
+        served = await serve(options, process.env, (line) => console.log(tag + line));
       } catch (error) {
-        // Config and system errors (a port in use) are the operator's to fix: their message says what; anything else is a bug.
-        const expected = error instanceof ConfigError || typeof (error as NodeJS.ErrnoException).code === 'string';
-        console.error(`kvrouter serve: ${expected ? (error as Error).message : (error as Error).stack ?? String(error)}`);
-        process.exitCode = 1;
-        return;
+        return startFailed(error);
       }
       await new Promise<void>((resolve) => {
         const stop = (signal: string) => {
@@ -105,6 +122,35 @@ export function registerServe(program: Command): void {
         process.on('SIGINT', stop);
         process.on('SIGTERM', stop);
       });
-      console.log('kvrouter: stopped');
+      console.log(`${tag}kvrouter: stopped`);
+      // A replica's channel to the primary would keep the process alive.
+      cluster.worker?.disconnect();
     });
+}
+
+async function runPrimary(options: ServeOptions): Promise<void> {
+  let primary: Awaited<ReturnType<typeof startReplicaPrimary>>;
+  try {
+    primary = await startReplicaPrimary(options, process.env, (line) => console.log(line));
+  } catch (error) {
+    return startFailed(error);
+  }
+  await new Promise<void>((resolve) => {
+    const stop = (signal: string) => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      console.log(`kvrouter: ${signal}, stopping the replicas`);
+      void primary.close().then(resolve);
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
+  console.log('kvrouter: stopped');
+}
+
+function startFailed(error: unknown): void {
+  // Config and system errors (a port in use) are the operator's to fix: their message says what; anything else is a bug.
+  const expected = error instanceof ConfigError || typeof (error as NodeJS.ErrnoException).code === 'string';
+  console.error(`kvrouter serve: ${expected ? (error as Error).message : (error as Error).stack ?? String(error)}`);
+  process.exitCode = 1;
 }

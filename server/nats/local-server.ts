@@ -61,8 +61,13 @@ export async function createLocalNatsServer(options: { binary?: string; port?: n
     port,
     async start() {
       if (child) return;
-      const proc = spawn(binary, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', store], { stdio: 'ignore' });
+      // Its own process group: a terminal's Ctrl-C reaches the routers, which drain
+      // while NATS stays up; the owner stops it last (and at exit, whatever happens).
+      const proc = spawn(binary, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', store], { stdio: 'ignore', detached: true });
       child = proc;
+      const reap = () => proc.kill('SIGKILL');
+      process.once('exit', reap);
+      proc.once('exit', () => process.off('exit', reap));
       let failure: Error | null = null;
       exited = new Promise((resolve) => {
         proc.once('error', (error) => {

@@ -109,7 +109,7 @@ function route() {
 
 describe('session affinity in selection (ObservedPlacement)', () => {
   it("a bound session's next turn goes to its worker even where the load would send it elsewhere", () => {
-    const { r, submit } = route();
+    const { submit } = route();
     const first = submit(fields({ sessionId: 's' }), tokens(40));
     // Load the bound worker: without affinity the next turn would go to the idle one.
     submit(fields({ allowedWorkers: [first.worker] }), tokens(400, 5000));
