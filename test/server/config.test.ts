@@ -59,7 +59,7 @@ describe('config validation names the bad field', () => {
     [/^workers\[0\]\.total_blocks: must be >= 0, got -1/, { workers: [worker({ total_blocks: -1 })] }],
     [/^workers\[0\]\.taints\[0\]: must be a "key=value" string/, { workers: [worker({ taints: ['zone'] })] }],
     [/^workers\[0\]\.kv_event: unknown field/, { workers: [worker({ kv_event: {} })] }],
-    [/^workers\[0\]\.kv_events\.source: must be one of zmq, http, none/, { workers: [worker({ kv_events: { source: 'nats' } })] }],
+    [/^workers\[0\]\.kv_events\.source: must be one of zmq, http, nats, none/, { workers: [worker({ kv_events: { source: 'kafka' } })] }],
     [/^workers\[0\]\.block_size: is 64 but model "llama" routes with block_size 16/, { models: [{ name: 'llama', block_size: 16 }], workers: [worker({ block_size: 64 })] }],
     [/^workers\[0\]\.block_size: is 64 but model "llama" routes with block_size 32/, { block_size: 32, workers: [worker({ block_size: 64 })] }],
     [/^workers\[0\]\.model: is required/, { models: [{ name: 'a' }, { name: 'b' }], workers: [worker({ model: undefined })] }],
