@@ -30,7 +30,7 @@ const WORKERS = 2;
 
 // ---- child processes ----
 
-interface Child {
+export interface Child {
   process: ChildProcess;
   /** Resolves with the first stdout match. */
   waitFor(pattern: RegExp): Promise<RegExpMatchArray>;
@@ -42,7 +42,7 @@ interface Child {
 
 const TICK_MS = 10; // USER_HZ is 100 on Linux
 
-function start(args: string[]): Child {
+export function start(args: string[]): Child {
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, KVROUTER_LOG_LEVEL: 'warn' } });
   let out = '';
   let err = '';
@@ -78,7 +78,7 @@ function start(args: string[]): Child {
 }
 
 /** A base port with `count` free ports after it (the mock's KV publishers bind base + i). */
-async function freePorts(count: number): Promise<number> {
+export async function freePorts(count: number): Promise<number> {
   for (;;) {
     const base = 20_000 + Math.floor(Math.random() * 30_000);
     const servers = [];
@@ -99,7 +99,7 @@ async function freePorts(count: number): Promise<number> {
 
 // ---- load generation ----
 
-async function call(pool: Pool, path: string, body: string): Promise<void> {
+export async function call(pool: Pool, path: string, body: string): Promise<void> {
   const res = await pool.request({ method: 'POST', path, headers: { 'content-type': 'application/json' }, body });
   await res.body.text();
   if (res.statusCode !== 200) throw new Error(`${path} answered ${res.statusCode}`);

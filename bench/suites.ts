@@ -4,6 +4,7 @@ import { decisionSuite } from './decision.bench.js';
 import { hashSuite } from './hash.bench.js';
 import { prefixIndexSuite } from './prefix-index.bench.js';
 import { replaySuite } from './replay.bench.js';
+import { replicasSuite } from './replicas.bench.js';
 import { schedulerSuite } from './scheduler.bench.js';
 import { selectKernelsSuite } from './select-kernels.bench.js';
 import { serverSuite } from './server.bench.js';
@@ -18,4 +19,5 @@ export const suites: BenchSuite[] = [
   tokenizeSuite,
   serverSuite,
   replaySuite,
+  replicasSuite,
 ];

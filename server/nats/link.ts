@@ -20,19 +20,12 @@ export interface NatsLinkOptions {
   retryMs?: number;
 }
 
-export interface NatsLinkCounters {
-  /** Times an established connection was lost. */
-  disconnects: number;
-  published: number;
-  /** Messages not sent because the link was down (or the send failed). */
-  dropped: number;
-  received: number;
-}
 
 type LinkState = 'connecting' | 'up' | 'down' | 'closed';
 
 export class NatsLink {
-  readonly counters: NatsLinkCounters = { disconnects: 0, published: 0, dropped: 0, received: 0 };
+  /** Times an established connection was lost. */
+  disconnects = 0;
   private nc: NatsConnection | null = null;
   private linkState: LinkState = 'connecting';
   private readonly upHandlers: ((nc: NatsConnection) => void)[] = [];
@@ -80,18 +73,13 @@ export class NatsLink {
     if (this.nc && this.linkState !== 'closed') this.attach(this.nc, entry);
   }
 
-  /** Sends now, or drops (and counts) while the link is down. */
+  /** Sends now; false (nothing sent) while the link is down. */
   publish(subject: string, data: Uint8Array): boolean {
-    if (this.linkState !== 'up') {
-      this.counters.dropped++;
-      return false;
-    }
+    if (this.linkState !== 'up') return false;
     try {
       this.nc!.publish(subject, data);
-      this.counters.published++;
       return true;
     } catch {
-      this.counters.dropped++;
       return false;
     }
   }
@@ -165,7 +153,7 @@ export class NatsLink {
       if (this.linkState === 'closed') return;
       if (status.type === 'disconnect' && this.linkState === 'up') {
         this.linkState = 'down';
-        this.counters.disconnects++;
+        this.disconnects++;
         this.options.warn(`NATS connection to ${status.server} lost: routing on this replica's own state (bookings and bindings are not shared) until it returns`);
         for (const handler of this.downHandlers) this.guard(handler);
       } else if (status.type === 'reconnect' && this.linkState === 'down') {
@@ -184,7 +172,6 @@ export class NatsLink {
     entry.sub = nc.subscribe(entry.subject, {
       callback: (error, msg) => {
         if (error) return;
-        this.counters.received++;
         this.guard(() => entry.handler(msg.data, msg.subject));
       },
     });

@@ -14,17 +14,30 @@ import { LedgerSync } from './ledger-sync.js';
 import { NatsLink } from './link.js';
 import { SessionSync } from './session-sync.js';
 import { NatsNames } from './subjects.js';
-import { decodeSyncMessage, encodeSyncMessage, type SyncMessage } from './sync-codec.js';
+import { encodeSyncFrame, readSyncMessage, unpackSyncFrame, type SyncMessage } from './sync-codec.js';
 
 /** The replica id when the config sets none: host name and process id, as a subject-safe token. */
 export function defaultReplicaId(): string {
   return `${hostname()}-${process.pid}`.replace(/[^A-Za-z0-9_-]/g, '-');
 }
 
+/** How long ledger ops wait to share a frame; small next to the sync interval. */
+const FRAME_MS = 50;
+
 interface ModelSync {
   route: ModelRoute;
   ledger: LedgerSync | null;
   sessions: SessionSync | null;
+  /** Sends the queued messages as one frame now. */
+  flush(): void;
+}
+
+interface SyncCounters {
+  /** Sync messages sent, and dropped because NATS was down. */
+  sent: number;
+  dropped: number;
+  received: number;
+  invalid: number;
 }
 
 export class Replication {
@@ -32,7 +45,7 @@ export class Replication {
   readonly link: NatsLink;
   readonly names: NatsNames;
   private readonly syncs: ModelSync[] = [];
-  private invalidMessages = 0;
+  private readonly counters: SyncCounters = { sent: 0, dropped: 0, received: 0, invalid: 0 };
   private timer: NodeJS.Timeout | null = null;
 
   constructor(
@@ -70,6 +83,7 @@ export class Replication {
     for (const s of this.syncs) {
       s.route.observe(null);
       s.ledger?.publishSnapshot(true);
+      s.flush();
     }
     await this.link.close();
   }
@@ -79,7 +93,7 @@ export class Replication {
     const link = this.link;
     const syncs = this.syncs;
     const replica = this.replicaId;
-    const invalid = () => this.invalidMessages;
+    const counters = this.counters;
     new Gauge({
       name: 'kvrouter_replica_info',
       help: "This router's replica id (value 1)",
@@ -104,20 +118,17 @@ export class Replication {
       registers,
       collect() {
         this.reset();
-        this.inc(link.counters.disconnects);
+        this.inc(link.disconnects);
       },
     });
     new Counter({
       name: 'kvrouter_replica_sync_messages_total',
-      help: 'Replica sync messages: sent, dropped (NATS down), received, invalid',
+      help: 'Replica sync messages (ops, snapshots, bindings): sent, dropped (NATS down), received from peers, invalid',
       labelNames: ['direction'],
       registers,
       collect() {
         this.reset();
-        this.labels('sent').inc(link.counters.published);
-        this.labels('dropped').inc(link.counters.dropped);
-        this.labels('received').inc(link.counters.received);
-        this.labels('invalid').inc(invalid());
+        for (const [direction, n] of Object.entries(counters)) this.labels(direction).inc(n);
       },
     });
     new Gauge({
@@ -165,10 +176,27 @@ export class Replication {
 
   private attach(route: ModelRoute): void {
     const subject = this.names.sync(route.model);
+    const counters = this.counters;
+    let queued: SyncMessage[] = [];
+    const flush = () => {
+      if (queued.length === 0) return;
+      const frame = queued;
+      queued = [];
+      if (this.link.publish(subject, encodeSyncFrame(frame))) counters.sent += frame.length;
+      else counters.dropped += frame.length;
+    };
     const publish = (message: SyncMessage) => {
-      // Encoding costs: skip it while the link would drop the message anyway.
-      if (this.link.up) this.link.publish(subject, encodeSyncMessage(message));
-      else this.link.counters.dropped++;
+      // Nothing is queued while the link is down: snapshots rebuild the peers' view once it is back.
+      if (!this.link.up) {
+        counters.dropped++;
+        return;
+      }
+      // Ledger ops leave in frames, in order, every FRAME_MS: a socket write per op costs more
+      // than the op. A binding goes at once (with the ops before it): the session's next turn
+      // may reach a peer within milliseconds, and bindings come once per session, not per request.
+      if (queued.length === 0 && message.kind !== 'bind') setTimeout(flush, FRAME_MS).unref();
+      queued.push(message);
+      if (message.kind === 'bind') flush();
     };
     const ledger = this.config.ledgerSync
       ? new LedgerSync(route, { replica: this.replicaId, publish, peerTimeoutMs: this.config.peerTimeoutMs, log: this.warn })
@@ -186,17 +214,31 @@ export class Replication {
       listener.sessionInvalidated = (session, worker) => sessions.sessionInvalidated(session, worker);
     }
     route.observe(listener);
-    this.syncs.push({ route, ledger, sessions });
+    this.syncs.push({ route, ledger, sessions, flush });
     this.link.subscribe(subject, (data) => {
-      let message: SyncMessage;
+      let frame: unknown[];
       try {
-        message = decodeSyncMessage(data);
+        frame = unpackSyncFrame(data);
       } catch (error) {
-        if (this.invalidMessages++ === 0) this.warn(`${(error as Error).message} (on ${subject}; further ones are only counted)`);
+        this.invalid(error, subject);
         return;
       }
-      ledger?.receive(message);
-      sessions?.receive(message);
+      for (const [i, raw] of frame.entries()) {
+        let message: SyncMessage;
+        try {
+          message = readSyncMessage(raw, `[${i}]`);
+        } catch (error) {
+          this.invalid(error, subject);
+          continue;
+        }
+        counters.received++;
+        ledger?.receive(message);
+        sessions?.receive(message);
+      }
     });
+  }
+
+  private invalid(error: unknown, subject: string): void {
+    if (this.counters.invalid++ === 0) this.warn(`${(error as Error).message} (on ${subject}; further ones are only counted)`);
   }
 }

@@ -1,5 +1,8 @@
-// The messages replicas exchange on <prefix>.sync.<model>, as msgpack maps
-// with short keys. Hashes travel as raw bytes (8 per block, little-endian).
+// The messages replicas exchange on <prefix>.sync.<model>. One NATS message
+// is a frame: a msgpack array of messages (a replica batches what it has to
+// say over a few milliseconds: one socket write instead of one per op). Each
+// message is a map with short keys; hashes travel as raw bytes (8 per block,
+// little-endian).
 //
 //   add       {k:"add", r, i, w, n, p, c, s, l?, f?}   a booking: request id i on
 //             worker w rank n, p prompt tokens of which c cached, s sequence
@@ -14,7 +17,7 @@
 //             w#n failed
 //
 // r is the sending replica's id. Decoding checks every field and throws a
-// SyncMessageError naming the first bad one.
+// SyncMessageError naming the first bad one ("[2].b[0].p").
 import { Packr, Unpackr } from 'msgpackr';
 import type { WorkerKey } from '../../bindings/workers.js';
 
@@ -61,20 +64,24 @@ function bookingFields(b: Booking): Record<string, unknown> {
   return out;
 }
 
-export function encodeSyncMessage(m: SyncMessage): Uint8Array {
+function wireForm(m: SyncMessage): Record<string, unknown> {
   switch (m.kind) {
     case 'add':
-      return packr.pack({ k: 'add', r: m.replica, ...bookingFields(m) });
+      return { k: 'add', r: m.replica, ...bookingFields(m) };
     case 'first':
     case 'free':
-      return packr.pack({ k: m.kind, r: m.replica, i: m.id });
+      return { k: m.kind, r: m.replica, i: m.id };
     case 'snapshot':
-      return packr.pack({ k: 'snap', r: m.replica, b: m.bookings.map(bookingFields), ...(m.leaving && { x: true }) });
+      return { k: 'snap', r: m.replica, b: m.bookings.map(bookingFields), ...(m.leaving && { x: true }) };
     case 'bind':
-      return packr.pack({ k: 'bind', r: m.replica, s: m.session, w: m.worker.id, n: m.worker.rank, t: m.since, o: m.origin });
+      return { k: 'bind', r: m.replica, s: m.session, w: m.worker.id, n: m.worker.rank, t: m.since, o: m.origin };
     case 'unbind':
-      return packr.pack({ k: 'unbind', r: m.replica, s: m.session, w: m.worker.id, n: m.worker.rank });
+      return { k: 'unbind', r: m.replica, s: m.session, w: m.worker.id, n: m.worker.rank };
   }
+}
+
+export function encodeSyncFrame(messages: readonly SyncMessage[]): Uint8Array {
+  return packr.pack(messages.map(wireForm));
 }
 
 /** Reads the fields of one decoded map, naming the path of a bad value. */
@@ -85,7 +92,7 @@ class Reader {
   ) {}
 
   private at(key: string): string {
-    return this.path ? `${this.path}.${key}` : key;
+    return `${this.path}.${key}`;
   }
 
   string(key: string): string {
@@ -152,18 +159,26 @@ function show(v: unknown): string {
 }
 
 function asMap(v: unknown, path: string): Record<string, unknown> {
-  if (typeof v !== 'object' || v === null || Array.isArray(v) || v instanceof Uint8Array) throw new SyncMessageError(path || 'message', `must be a map, got ${show(v)}`);
+  if (typeof v !== 'object' || v === null || Array.isArray(v) || v instanceof Uint8Array) throw new SyncMessageError(path, `must be a map, got ${show(v)}`);
   return v as Record<string, unknown>;
 }
 
-export function decodeSyncMessage(bytes: Uint8Array): SyncMessage {
+/** The raw messages of a frame; throws when the bytes are not a msgpack array. */
+export function unpackSyncFrame(bytes: Uint8Array): unknown[] {
   let raw: unknown;
   try {
     raw = unpackr.unpack(bytes);
   } catch (error) {
-    throw new SyncMessageError('message', `is not msgpack: ${(error as Error).message}`);
+    throw new SyncMessageError('frame', `is not msgpack: ${(error as Error).message}`);
   }
-  const r = new Reader(asMap(raw, ''), '');
+  if (!Array.isArray(raw)) throw new SyncMessageError('frame', `must be a list of messages, got ${show(raw)}`);
+  return raw;
+}
+
+/** One message of a frame; `path` names it in errors. */
+export function readSyncMessage(value: unknown, path: string): SyncMessage {
+  const map = asMap(value, path);
+  const r = new Reader(map, path);
   const kind = r.string('k');
   const replica = r.string('r');
   switch (kind) {
@@ -173,9 +188,9 @@ export function decodeSyncMessage(bytes: Uint8Array): SyncMessage {
     case 'free':
       return { kind, replica, id: r.string('i') };
     case 'snap': {
-      const list = (raw as Record<string, unknown>).b;
-      if (!Array.isArray(list)) throw new SyncMessageError('b', `must be a list, got ${show(list)}`);
-      const bookings = list.map((item, i) => new Reader(asMap(item, `b[${i}]`), `b[${i}]`).booking());
+      const list = map.b;
+      if (!Array.isArray(list)) throw new SyncMessageError(`${path}.b`, `must be a list, got ${show(list)}`);
+      const bookings = list.map((item, i) => new Reader(asMap(item, `${path}.b[${i}]`), `${path}.b[${i}]`).booking());
       return { kind: 'snapshot', replica, bookings, leaving: r.flag('x') };
     }
     case 'bind':
@@ -183,6 +198,11 @@ export function decodeSyncMessage(bytes: Uint8Array): SyncMessage {
     case 'unbind':
       return { kind, replica, session: r.string('s'), worker: r.worker() };
     default:
-      throw new SyncMessageError('k', `unknown message kind ${JSON.stringify(kind)}`);
+      throw new SyncMessageError(`${path}.k`, `unknown message kind ${JSON.stringify(kind)}`);
   }
+}
+
+/** Every message of a frame; throws at the first bad one. */
+export function decodeSyncFrame(bytes: Uint8Array): SyncMessage[] {
+  return unpackSyncFrame(bytes).map((m, i) => readSyncMessage(m, `[${i}]`));
 }

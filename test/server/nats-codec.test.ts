@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { Packr } from 'msgpackr';
 import { describe, expect, it } from 'vitest';
 import { decodeToken, encodeToken, NatsNames } from '../../server/nats/subjects.js';
-import { decodeSyncMessage, encodeSyncMessage, SyncMessageError, type Booking, type SyncMessage } from '../../server/nats/sync-codec.js';
+import { decodeSyncFrame, encodeSyncFrame, SyncMessageError, type Booking, type SyncMessage } from '../../server/nats/sync-codec.js';
 
 const packr = new Packr({ useRecords: false });
 
@@ -30,10 +30,10 @@ const message: fc.Arbitrary<SyncMessage> = fc.oneof(
 );
 
 describe('replica sync messages', () => {
-  it('every message decodes to what was encoded', () => {
+  it('every frame decodes to the messages encoded, in order', () => {
     fc.assert(
-      fc.property(message, (m) => {
-        expect(decodeSyncMessage(encodeSyncMessage(m))).toEqual(m);
+      fc.property(fc.array(message, { maxLength: 6 }), (messages) => {
+        expect(decodeSyncFrame(encodeSyncFrame(messages))).toEqual(messages);
       }),
       { numRuns: 300 },
     );
@@ -43,7 +43,7 @@ describe('replica sync messages', () => {
     const bad = (value: unknown, field: RegExp) => {
       const error = (() => {
         try {
-          decodeSyncMessage(packr.pack(value));
+          decodeSyncFrame(packr.pack([{ k: 'first', r: 'a', i: 'ok' }, value]));
         } catch (e) {
           return e;
         }
@@ -53,15 +53,16 @@ describe('replica sync messages', () => {
       expect((error as Error).message).toMatch(field);
     };
     const add = { k: 'add', r: 'a', i: 'x', w: 'w0', n: 0, p: 10, c: 2, s: new Uint8Array(8) };
-    bad({ ...add, s: new Uint8Array(7) }, /^replica sync message: s: must be bytes, 8 per hash/);
-    bad({ ...add, i: '' }, /: i: must be a non-empty string/);
-    bad({ ...add, n: -1 }, /: n: must be a non-negative integer/);
-    bad({ ...add, c: 11 }, /: c: cached tokens 11 exceed the prompt's 10/);
-    bad({ k: 'snap', r: 'a', b: [{ ...add, p: 'ten' }] }, /: b\[0\]\.p: must be a non-negative integer/);
-    bad({ k: 'bind', r: 'a', s: 's', w: 'w0', n: 0, t: 'now', o: 'a' }, /: t: must be a finite number/);
-    bad({ k: 'hello', r: 'a' }, /: k: unknown message kind "hello"/);
-    bad([1, 2], /: message: must be a map, got a list/);
-    expect(() => decodeSyncMessage(new Uint8Array([0xc1]))).toThrow(SyncMessageError);
+    bad({ ...add, s: new Uint8Array(7) }, /^replica sync message: \[1\]\.s: must be bytes, 8 per hash/);
+    bad({ ...add, i: '' }, /: \[1\]\.i: must be a non-empty string/);
+    bad({ ...add, n: -1 }, /: \[1\]\.n: must be a non-negative integer/);
+    bad({ ...add, c: 11 }, /: \[1\]\.c: cached tokens 11 exceed the prompt's 10/);
+    bad({ k: 'snap', r: 'a', b: [{ ...add, p: 'ten' }] }, /: \[1\]\.b\[0\]\.p: must be a non-negative integer/);
+    bad({ k: 'bind', r: 'a', s: 's', w: 'w0', n: 0, t: 'now', o: 'a' }, /: \[1\]\.t: must be a finite number/);
+    bad({ k: 'hello', r: 'a' }, /: \[1\]\.k: unknown message kind "hello"/);
+    bad([1, 2], /: \[1\]: must be a map, got a list/);
+    expect(() => decodeSyncFrame(packr.pack({ k: 'first' }))).toThrow(/^replica sync message: frame: must be a list of messages, got an object/);
+    expect(() => decodeSyncFrame(new Uint8Array([0xc1]))).toThrow(SyncMessageError);
   });
 });
 

@@ -10,7 +10,7 @@ import type { RequestFields } from '../../router/partition.js';
 import type { Admission } from '../../router/scheduler/contracts.js';
 import { LedgerSync } from '../../server/nats/ledger-sync.js';
 import { SessionSync } from '../../server/nats/session-sync.js';
-import { decodeSyncMessage, encodeSyncMessage, type SyncMessage } from '../../server/nats/sync-codec.js';
+import { decodeSyncFrame, encodeSyncFrame, type SyncMessage } from '../../server/nats/sync-codec.js';
 
 const PEER_TIMEOUT = 3000;
 
@@ -28,7 +28,7 @@ function cluster(ids: string[], options: { approximate?: boolean } = {}) {
   const nodes: Node[] = [];
   const deliver = (m: SyncMessage) => {
     // Through the codec, as on the wire.
-    const wire = decodeSyncMessage(encodeSyncMessage(m));
+    const [wire] = decodeSyncFrame(encodeSyncFrame([m])) as [SyncMessage];
     for (const n of nodes) {
       if (lose(m, n.id)) continue;
       n.ledger.receive(wire);
