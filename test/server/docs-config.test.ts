@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { configFromDocument, parseConfigText } from '../../server/config/load.js';
 
-const DOCS = ['configuration.md', 'vllm-sglang.md'];
+const DOCS = ['configuration.md', 'vllm-sglang.md', 'replicas.md'];
 
 function examples(file: string): { lang: string; text: string; line: number }[] {
   const source = readFileSync(new URL(`../../docs/${file}`, import.meta.url), 'utf8');
