@@ -8,6 +8,7 @@ import { DEFAULTS } from '../config/schema.js';
 import { NatsLink } from '../nats/link.js';
 import { KvRelay } from '../nats/relay.js';
 import { NatsNames } from '../nats/subjects.js';
+import { untilStopped } from './signals.js';
 
 interface RelayOptions {
   nats?: string;
@@ -101,15 +102,7 @@ export function registerRelay(program: Command): void {
         process.exitCode = 1;
         return;
       }
-      await new Promise<void>((resolve) => {
-        const stop = () => {
-          process.off('SIGINT', stop);
-          process.off('SIGTERM', stop);
-          void running.close().then(resolve);
-        };
-        process.on('SIGINT', stop);
-        process.on('SIGTERM', stop);
-      });
+      await untilStopped(() => running.close());
       const s = running.relay.stats();
       console.log(`kvrouter relay: stopped after relaying ${s.relayed} batches (${s.skipped} already in the stream, ${s.dropped} dropped)`);
     });

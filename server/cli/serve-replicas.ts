@@ -11,18 +11,11 @@ import { loadConfigFile, configFromDocument } from '../config/load.js';
 import type { RouterConfig } from '../config/schema.js';
 import { EMBEDDED_DEFAULTS, startEmbeddedFleet, type EmbeddedFleet } from '../embedded.js';
 import { createLocalNatsServer, type LocalNatsServer } from '../nats/local-server.js';
+import type { ServeOptions } from './serve.js';
 
 /** Set in a replica's environment by the primary: the embedded fleet's config document. */
 export const REPLICA_DOCUMENT_ENV = 'KVROUTER_REPLICA_DOCUMENT';
 
-export interface ReplicaOptions {
-  config?: string;
-  port?: string;
-  host?: string;
-  mockWorkers: number;
-  mockSpeedup: number;
-  replicas: number;
-}
 
 export interface ReplicaPrimary {
   url: Promise<string>;
@@ -30,7 +23,7 @@ export interface ReplicaPrimary {
 }
 
 /** Runs in the primary process: starts the shared pieces and forks the replicas. */
-export async function startReplicaPrimary(o: ReplicaOptions, env: NodeJS.ProcessEnv, print: (line: string) => void): Promise<ReplicaPrimary> {
+export async function startReplicaPrimary(o: ServeOptions, env: NodeJS.ProcessEnv, print: (line: string) => void): Promise<ReplicaPrimary> {
   const merged = { ...env, ...(o.port !== undefined && { PORT: o.port }), ...(o.host !== undefined && { HOST: o.host }) };
   const path = o.config ?? env.KVROUTER_CONFIG;
   let embedded: EmbeddedFleet | null = null;

@@ -10,9 +10,10 @@ import { configFromDocument, loadConfigFile } from '../config/load.js';
 import type { RouterConfig } from '../config/schema.js';
 import { EMBEDDED_DEFAULTS, startEmbeddedFleet, type EmbeddedFleet } from '../embedded.js';
 import { startRouter, type RunningRouter } from '../server.js';
-import { REPLICA_DOCUMENT_ENV, startReplicaPrimary } from './serve-replicas.js';
+import { REPLICA_DOCUMENT_ENV, startReplicaPrimary, type ReplicaPrimary } from './serve-replicas.js';
+import { untilStopped } from './signals.js';
 
-interface ServeOptions {
+export interface ServeOptions {
   config?: string;
   port?: string;
   host?: string;
@@ -112,15 +113,9 @@ export function registerServe(program: Command): void {
       } catch (error) {
         return startFailed(error);
       }
-      await new Promise<void>((resolve) => {
-        const stop = (signal: string) => {
-          process.off('SIGINT', stop);
-          process.off('SIGTERM', stop);
-          console.log(`kvrouter: ${signal}, draining requests in flight`);
-          void served.close().then(resolve);
-        };
-        process.on('SIGINT', stop);
-        process.on('SIGTERM', stop);
+      await untilStopped((signal) => {
+        console.log(`${tag}kvrouter: ${signal}, draining requests in flight`);
+        return served.close();
       });
       console.log(`${tag}kvrouter: stopped`);
       // A replica's channel to the primary would keep the process alive.
@@ -129,21 +124,15 @@ export function registerServe(program: Command): void {
 }
 
 async function runPrimary(options: ServeOptions): Promise<void> {
-  let primary: Awaited<ReturnType<typeof startReplicaPrimary>>;
+  let primary: ReplicaPrimary;
   try {
     primary = await startReplicaPrimary(options, process.env, (line) => console.log(line));
   } catch (error) {
     return startFailed(error);
   }
-  await new Promise<void>((resolve) => {
-    const stop = (signal: string) => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      console.log(`kvrouter: ${signal}, stopping the replicas`);
-      void primary.close().then(resolve);
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
+  await untilStopped((signal) => {
+    console.log(`kvrouter: ${signal}, stopping the replicas`);
+    return primary.close();
   });
   console.log('kvrouter: stopped');
 }

@@ -14,12 +14,11 @@
 // through NATS outages (the index is then stale, not empty).
 import { DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import type { WorkerKey } from '../../bindings/workers.js';
 import type { ModelRoute } from '../../router/model-route.js';
 import { decodeKvBatch } from '../../router/kv-wire.js';
 import type { WorkerConfig } from '../config/schema.js';
-import { WorkerSequencer } from '../kv-events/sequencer.js';
-import type { KvSource, KvSourceCounters, Logger } from '../workers/kv-sources.js';
+import type { WorkerSequencer } from '../kv-events/sequencer.js';
+import { addSequencerCounters, rankSequencers, zeroCounters, type KvSource, type KvSourceCounters, type Logger } from '../workers/kv-sources.js';
 import type { NatsLink } from './link.js';
 import { KV_HEADERS, type NatsNames } from './subjects.js';
 
@@ -58,7 +57,7 @@ export interface NatsKvSourceOptions {
 
 export class NatsKvSource implements KvSource {
   readonly kind = 'nats';
-  private readonly ranks: WorkerSequencer[] = [];
+  private readonly ranks: WorkerSequencer[];
   private messages: ConsumerMessages | null = null;
   private caughtUp = false;
   private starting = false;
@@ -72,24 +71,7 @@ export class NatsKvSource implements KvSource {
     private readonly warn: Logger,
     private readonly options: NatsKvSourceOptions,
   ) {
-    for (let rank = 0; rank < worker.dataParallelSize; rank++) {
-      const key: WorkerKey = { id: worker.id, rank };
-      this.ranks.push(
-        new WorkerSequencer(
-          {
-            apply: (batch) => route.applyEvents(key, batch),
-            stale: (report) => {
-              warn(`worker ${worker.id}#${rank}: relayed KV events ${report.kind} (expected seq ${report.expectedSeq}, got ${report.receivedSeq}); its cache entries were cleared`);
-              route.markStale(key);
-            },
-            requestReplay: () => {
-              throw new Error('the JetStream stream is the replay');
-            },
-          },
-          { replay: false },
-        ),
-      );
-    }
+    this.ranks = rankSequencers(worker, route, warn, 'relayed over NATS');
     // The consumer is created on the first connection; the client keeps it going across reconnects.
     options.link.onUp((nc) => void this.start(nc));
   }
@@ -99,9 +81,7 @@ export class NatsKvSource implements KvSource {
   }
 
   counters(): KvSourceCounters {
-    const out: KvSourceCounters = { gaps: 0, restarts: 0, staleReports: 0, replayRequests: 0, replayedBatches: 0, heldDropped: 0, decodeErrors: this.decodeErrors, skippedMessages: this.skipped, replayFailures: 0 };
-    for (const s of this.ranks) for (const key of Object.keys(s.counters) as (keyof typeof s.counters)[]) out[key] += s.counters[key];
-    return out;
+    return addSequencerCounters({ ...zeroCounters(), decodeErrors: this.decodeErrors, skippedMessages: this.skipped }, this.ranks);
   }
 
   async close(): Promise<void> {

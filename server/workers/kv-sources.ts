@@ -31,7 +31,7 @@ export interface KvSource {
 
 export type Logger = (message: string) => void;
 
-function zeroCounters(): KvSourceCounters {
+export function zeroCounters(): KvSourceCounters {
   return { gaps: 0, restarts: 0, staleReports: 0, replayRequests: 0, replayedBatches: 0, heldDropped: 0, decodeErrors: 0, skippedMessages: 0, replayFailures: 0 };
 }
 
@@ -91,7 +91,7 @@ export class ZmqKvSource implements KvSource {
 /** Batches POSTed by the engine; numbered batches are sequenced per rank (no replay over HTTP). */
 export class HttpKvSource implements KvSource {
   readonly kind = 'http';
-  private readonly ranks: WorkerSequencer[] = [];
+  private readonly ranks: WorkerSequencer[];
   private decodeErrors = 0;
 
   constructor(
@@ -99,24 +99,7 @@ export class HttpKvSource implements KvSource {
     private readonly route: ModelRoute,
     warn: Logger,
   ) {
-    for (let rank = 0; rank < worker.dataParallelSize; rank++) {
-      const key: WorkerKey = { id: worker.id, rank };
-      this.ranks.push(
-        new WorkerSequencer(
-          {
-            apply: (batch) => route.applyEvents(key, batch),
-            stale: (report) => {
-              warn(`worker ${worker.id}#${rank}: KV event ${report.kind} over HTTP (expected seq ${report.expectedSeq}, got ${report.receivedSeq}); its cache entries were cleared`);
-              route.markStale(key);
-            },
-            requestReplay: () => {
-              throw new Error('HTTP KV ingest has no replay');
-            },
-          },
-          { replay: false },
-        ),
-      );
-    }
+    this.ranks = rankSequencers(worker, route, warn, 'over HTTP');
   }
 
   /** Applies one POSTed batch; throws a RangeError for a rank the worker does not have. */
@@ -136,15 +119,41 @@ export class HttpKvSource implements KvSource {
   }
 
   counters(): KvSourceCounters {
-    const out = zeroCounters();
-    out.decodeErrors = this.decodeErrors;
-    for (const s of this.ranks) {
-      for (const key of Object.keys(s.counters) as (keyof SequencerCounters)[]) out[key] += s.counters[key];
-    }
-    return out;
+    return addSequencerCounters({ ...zeroCounters(), decodeErrors: this.decodeErrors }, this.ranks);
   }
 
   async close(): Promise<void> {}
+}
+
+/**
+ * One WorkerSequencer per rank, for a stream without replay (`via` says
+ * which, for the log): a gap or a restarted engine clears the rank's entries.
+ */
+export function rankSequencers(worker: WorkerConfig, route: ModelRoute, warn: Logger, via: string): WorkerSequencer[] {
+  return Array.from({ length: worker.dataParallelSize }, (_, rank) => {
+    const key: WorkerKey = { id: worker.id, rank };
+    return new WorkerSequencer(
+      {
+        apply: (batch) => route.applyEvents(key, batch),
+        stale: (report) => {
+          warn(`worker ${worker.id}#${rank}: KV event ${report.kind} ${via} (expected seq ${report.expectedSeq}, got ${report.receivedSeq}); its cache entries were cleared`);
+          route.markStale(key);
+        },
+        requestReplay: () => {
+          throw new Error(`KV events ${via} have no replay`);
+        },
+      },
+      { replay: false },
+    );
+  });
+}
+
+/** Adds the sequencers' stream counters into `out`. */
+export function addSequencerCounters(out: KvSourceCounters, sequencers: readonly WorkerSequencer[]): KvSourceCounters {
+  for (const s of sequencers) {
+    for (const key of Object.keys(s.counters) as (keyof SequencerCounters)[]) out[key] += s.counters[key];
+  }
+  return out;
 }
 
 /** Builds the KV source of a worker whose events come over NATS (the replica layer has the connection). */

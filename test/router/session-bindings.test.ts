@@ -5,6 +5,7 @@ import { ModelRoute } from '../../router/model-route.js';
 import type { RequestFields } from '../../router/partition.js';
 import type { Admission } from '../../router/scheduler/contracts.js';
 import { SessionBindings } from '../../router/session-bindings.js';
+import { req } from './helpers/requests.js';
 
 const A = { id: 'a', rank: 0 };
 const B = { id: 'b', rank: 0 };
@@ -73,18 +74,11 @@ describe('SessionBindings', () => {
   });
 });
 
-let n = 0;
-const fields = (over: Partial<RequestFields> = {}): RequestFields => ({
-  id: `q${n++}`,
-  sessionId: null,
-  sessionFinal: false,
-  policyClass: null,
-  priority: 0,
-  tier: 0,
-  pin: null,
-  allowedWorkers: null,
-  ...over,
-});
+/** Request fields with the defaults of the scheduler tests' requests. */
+const fields = (over: Partial<RequestFields> = {}): RequestFields => {
+  const { promptTokens: _, ...f } = req(over);
+  return { ...f, ...over };
+};
 const tokens = (len: number, start = 1) => Array.from({ length: len }, (_, i) => start + i);
 
 function route() {

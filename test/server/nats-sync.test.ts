@@ -9,6 +9,7 @@ import { ModelRoute } from '../../router/model-route.js';
 import type { RequestFields } from '../../router/partition.js';
 import type { Admission } from '../../router/scheduler/contracts.js';
 import { LedgerSync } from '../../server/nats/ledger-sync.js';
+import { req } from '../router/helpers/requests.js';
 import { SessionSync } from '../../server/nats/session-sync.js';
 import { decodeSyncFrame, encodeSyncFrame, type SyncMessage } from '../../server/nats/sync-codec.js';
 
@@ -53,7 +54,8 @@ function cluster(ids: string[], options: { approximate?: boolean } = {}) {
   const submit = (node: Node, promptTokens: number, over: Partial<RequestFields> = {}): { id: string; admission: Admission } => {
     const id = over.id ?? `req-${serial++}`;
     let out: Admission | RouterError | undefined;
-    const f: RequestFields = { id, sessionId: null, sessionFinal: false, policyClass: null, priority: 0, tier: 0, pin: null, allowedWorkers: null, ...over };
+    const { promptTokens: _, ...defaults } = req();
+    const f: RequestFields = { ...defaults, ...over, id };
     node.route.submit(f, Array.from({ length: promptTokens }, (_, i) => serial * 1000 + i), { dispatch: (a) => (out = a), reject: (e) => (out = e) });
     if (!out || RouterError.is(out)) throw new Error(`not dispatched: ${String(out)}`);
     node.route.sent(id, out.worker);
