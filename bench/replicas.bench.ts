@@ -41,14 +41,16 @@ interface Replicas {
 /** Open loop: `rate` requests per second for `ms`, request i to pools[i % n]; returns requests sent. */
 async function paced(pools: Pool[], bodies: () => string, rate: number, ms: number): Promise<number> {
   const start = performance.now();
-  const pending: Promise<void>[] = [];
+  const pending: Promise<Error | undefined>[] = [];
   let i = 0;
   for (; performance.now() - start < ms; i++) {
     const wait = start + (i * 1000) / rate - performance.now();
     if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-    pending.push(call(pools[i % pools.length]!, '/v1/chat/completions', bodies()));
+    // Settled at once, so a failure waits for the end of the round instead of escaping unhandled.
+    pending.push(call(pools[i % pools.length]!, '/v1/chat/completions', bodies()).then(() => undefined, (error: Error) => error));
   }
-  await Promise.all(pending);
+  const failed = (await Promise.all(pending)).filter((e) => e !== undefined);
+  if (failed.length > 0) throw new Error(`${failed.length} of ${i} paced requests failed, the first: ${failed[0]!.message}`);
   return i;
 }
 
@@ -147,7 +149,8 @@ export const replicasSuite: BenchSuite = {
             host: '127.0.0.1',
             port: 0,
             ...(natsBlock && { nats: natsBlock }),
-            models: [{ name: 'mock-model', session_affinity: { ttl_ms: 600_000 } }],
+            // The mock's blocks are 64 tokens.
+            models: [{ name: 'mock-model', block_size: 64, session_affinity: { ttl_ms: 600_000 } }],
             workers: urls.map((url, i) => ({ id: `w${i}`, url, model: 'mock-model', kv_events: { endpoint: `tcp://127.0.0.1:${kvBase + i}`, topic: 'kv-events' } })),
           }),
         );
@@ -180,8 +183,10 @@ export const replicasSuite: BenchSuite = {
       const two: number[] = [];
       const one: number[] = [];
       for (let i = 0; i < rounds; i++) {
-        on.push(await cpuPerRequest(synced));
+        // Which pair goes first alternates, so neither always follows the other's load.
+        if (i % 2 === 0) on.push(await cpuPerRequest(synced));
         off.push(await cpuPerRequest(solo));
+        if (i % 2 === 1) on.push(await cpuPerRequest(synced));
         two.push(await rps(synced.map((r) => r.pool)));
         one.push(await rps([synced[0]!.pool]));
       }
@@ -197,6 +202,8 @@ export const replicasSuite: BenchSuite = {
         reuse.one.push(r1);
         deltas.push(r2 - r1);
       }
+      // What the sync buys: the same workload through two routers that share nothing.
+      const unsynced = await multiTurn(solo.map((r) => r.pool), urls, 'unsynced', conversations, turns);
 
       return [
         {
@@ -217,7 +224,7 @@ export const replicasSuite: BenchSuite = {
           value: round(median(deltas)),
           unit: 'pts',
           goal: '>= -2',
-          note: `engine prefix reuse ${round(median(reuse.two))}% through 2 replicas (turns alternating) vs ${round(median(reuse.one))}% through 1; ${conversations} conversations x ${turns} turns`,
+          note: `engine prefix reuse ${round(median(reuse.two))}% through 2 replicas (turns alternating) vs ${round(median(reuse.one))}% through 1 (${round(unsynced)}% through 2 routers without sync); ${conversations} conversations x ${turns} turns`,
         },
       ];
     } finally {

@@ -67,7 +67,13 @@ export async function relay(o: RelayOptions, env: NodeJS.ProcessEnv, print: (lin
     warn,
   });
   link.start();
-  await kv.start();
+  try {
+    await kv.start();
+  } catch (error) {
+    await kv.close();
+    await link.close();
+    throw error;
+  }
   const subjects = Array.from({ length: o.dataParallelSize }, (_, rank) => names.kvSubject(o.workerId, rank)).join(', ');
   print(`kvrouter relay: worker ${o.workerId}: ${o.endpoint}${o.replayEndpoint ? ` (replay ${o.replayEndpoint})` : ''} -> ${url} stream ${names.kvStream}, ${subjects}`);
   return {
