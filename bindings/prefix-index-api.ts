@@ -69,7 +69,6 @@ export const DEFAULT_TTL_MS = 120_000;
 export const DEFAULT_MAX_ROUTED_BLOCKS = 2 ** 20;
 export const DEFAULT_PRUNE_TARGET_RATIO = 0.8;
 
-const U64_MAX = (1n << 64n) - 1n;
 
 export function resolveIndexOptions(opts: PrefixIndexOptions): ResolvedIndexOptions {
   const ttlMs = opts.ttlMs ?? DEFAULT_TTL_MS;
@@ -95,26 +94,38 @@ export function checkWorker(worker: WorkerKey, field = 'worker'): void {
   }
 }
 
+/** Whether value is a bigint in [0, 2^64). */
+export function isU64(value: unknown): value is bigint {
+  return typeof value === 'bigint' && BigInt.asUintN(64, value) === value;
+}
+
 export function checkHash(value: bigint, field: string): void {
   if (typeof value !== 'bigint') throw new TypeError(`${field} must be a bigint, got ${typeof value}`);
-  if (value < 0n || value > U64_MAX) throw new RangeError(`${field} must be an unsigned 64-bit integer, got ${value}`);
+  if (!isU64(value)) throw new RangeError(`${field} must be an unsigned 64-bit integer, got ${value}`);
+}
+
+export function checkArrayLike(values: ArrayLike<bigint>, field: string): void {
+  if (typeof values !== 'object' || values === null || !Number.isInteger(values.length) || values.length < 0) {
+    throw new TypeError(`${field} must be an array of bigint hashes`);
+  }
 }
 
 /** Checks every element; a BigUint64Array is valid by construction. */
 export function checkHashes(values: ArrayLike<bigint>, field: string): void {
   if (values instanceof BigUint64Array) return;
-  if (typeof values !== 'object' || values === null || !Number.isInteger(values.length) || values.length < 0) {
-    throw new TypeError(`${field} must be an array of bigint hashes`);
-  }
+  checkArrayLike(values, field);
   for (let i = 0; i < values.length; i++) {
-    const v = values[i]!;
-    if (typeof v !== 'bigint' || v < 0n || v > U64_MAX) checkHash(v, `${field}[${i}]`);
+    if (!isU64(values[i])) checkHash(values[i]!, `${field}[${i}]`);
   }
 }
 
 export function checkChain(external: ArrayLike<bigint>, local: ArrayLike<bigint>): void {
   checkHashes(external, 'external');
   checkHashes(local, 'local');
+  checkSameLength(external, local);
+}
+
+export function checkSameLength(external: ArrayLike<bigint>, local: ArrayLike<bigint>): void {
   if (external.length !== local.length) {
     throw new RangeError(`external and local must have one hash per block each, got ${external.length} and ${local.length}`);
   }

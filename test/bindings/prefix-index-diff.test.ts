@@ -11,8 +11,11 @@ const OPTIONS = { ttlMs: 100, maxRoutedBlocks: 10, pruneTargetRatio: 0.6 };
 // 12 workers, 8 block values, fan-out and popular-path events: nodes get past
 // 8 members and 4 children, so both lookup regimes of the wasm tree (scan and
 // table) and the switches between them run.
-const EVENTS: StreamShape = { trunks: 3, workerIds: 6, ranks: 2, values: 8, maxPath: 6, routed: false };
+const EVENTS: StreamShape = { trunks: 3, workerIds: 6, ranks: 2, values: 8, maxPath: 6, routed: false, crowd: 14 };
 const MIXED: StreamShape = { ...EVENTS, routed: true };
+// 60 workers crowding a few paths: nodes with dozens of members whose child
+// keeps a handful, the case findMatches handles by copying and taking back.
+const CROWD: StreamShape = { trunks: 2, workerIds: 30, ranks: 2, values: 4, maxPath: 5, routed: false, crowd: 60 };
 
 function counters(index: PrefixIndexApi) {
   const { liveBytes: _, ...rest } = index.stats();
@@ -53,6 +56,10 @@ describe('PrefixIndex against its twin', () => {
 
   it('agrees with routed inserts, expiry and pruning mixed in', () => {
     streamAgrees(MIXED, 120);
+  });
+
+  it('agrees when dozens of workers share a path and a few go deeper', () => {
+    streamAgrees(CROWD, 40);
   });
 });
 
