@@ -100,7 +100,8 @@ export function bindStored(slot: u32, ext: u64, n: u32, parentPos: u32): u32 {
   const info = load<u32>(e, 12);
   if (info & ROUTED) routedFree(info & ~ROUTED);
   if (old == n) {
-    store<u32>(e, info & ROUTED ? 1 : info + 1, 12);
+    // References saturate below the routed flag (2^31 stores of one block by one worker).
+    store<u32>(e, info & ROUTED ? 1 : min(info + 1, ROUTED - 1), 12);
     return NONE;
   }
   store<u32>(e, n, 8);

@@ -49,11 +49,33 @@ export interface PrefixIndexApi {
   applyCleared(worker: WorkerKey): void;
   /** Removes every rank of a worker id. */
   removeWorker(id: string): void;
+  /**
+   * For each worker holding the prompt's first block, how many leading blocks
+   * it holds: d when it holds blocks 0..d-1 along the prompt's path and not
+   * block d. Workers scoring 0 are not listed; order is unspecified.
+   * earlyExit: the walk stops at the first depth d at which exactly one worker
+   * still matches; that worker is reported with d, a lower bound on its
+   * overlap, and every other worker's depth is exact. If a single survivor
+   * never occurs, the result is the same as without earlyExit.
+   */
   findMatches(local: ArrayLike<bigint>, earlyExit?: boolean): MatchResult;
-  /** Approximate mode: the worker was sent these blocks at nowMs. */
+  /**
+   * Approximate mode: the worker was sent these blocks at nowMs. Each block
+   * is held under its chained sequence hash (seq[0] = local[0],
+   * seq[i] = chainMix(seq[i-1], local[i]), see assembly/prefix-bind.ts) until
+   * nowMs + ttlMs; inserting it again refreshes that. Past maxRoutedBlocks,
+   * the earliest-expiring routed blocks go (deepest first on ties, then by
+   * slot and id) until floor(maxRoutedBlocks * pruneTargetRatio) remain.
+   * A routed block met by a stored event becomes a stored block.
+   */
   insertRouted(worker: WorkerKey, local: ArrayLike<bigint>, nowMs: number): void;
   /** Removes routed blocks whose expiry is at or before nowMs; returns how many. */
   expire(nowMs: number): number;
+  /**
+   * Events that rebuild this index's holdings (ids and references included)
+   * when applied to an empty index (applyIndexEvents); see
+   * bindings/prefix-index-dump.ts. Routed blocks come out as stored blocks.
+   */
   dump(): IndexEvent[];
   stats(): PrefixIndexStats;
 }
