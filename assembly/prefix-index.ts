@@ -17,8 +17,9 @@
 // the last node goes, every structure is freed (the I/O buffer excepted), so
 // an emptied index holds what a fresh one does.
 //
-// Node pool: 64-byte records in chunks of 8,192 (512 KiB) listed in a small
-// chunk table, indexed by node id (chunk = id >> 13); id 0 is the root.
+// Node pool: 64-byte records in chunks of 8,192 (512 KiB, cache-line
+// aligned) listed in a small chunk table (per chunk: aligned start u32,
+// allocated address u32), indexed by node id (chunk = id >> 13); id 0 is the root.
 // Records never move; freed ones form a list through `next` and are reused
 // first (most recently freed, so still in cache). A chunk is added only
 // while a stored/routed event creates a node.

@@ -58,7 +58,9 @@ const NODE_SHIFT: usize = 6; // 64-byte records
 const CHUNK_BITS: u32 = 13; // 8,192 records (512 KiB) per chunk
 const CHUNK_MASK: u32 = (1 << CHUNK_BITS) - 1;
 const CHUNK_BYTES: usize = (<usize>1) << (<usize>CHUNK_BITS + NODE_SHIFT);
-let chunks: usize = 0; // u32 addresses of the chunks
+// Chunk table: per chunk, the 64-byte aligned address records start at (so
+// a record is one cache line) and the address alloc returned, to free it.
+let chunks: usize = 0;
 let chunkSlots: u32 = 0; // capacity of the chunk list
 let chunkCount: u32 = 0;
 let poolTop: u32 = 0; // records ever handed out, root included
@@ -68,7 +70,7 @@ let memberships: u32 = 0;
 
 @inline
 export function nodeAt(n: u32): usize {
-  return <usize>load<u32>(chunks + (<usize>(n >> CHUNK_BITS) << 2)) + (<usize>(n & CHUNK_MASK) << NODE_SHIFT);
+  return <usize>load<u32>(chunks + (<usize>(n >> CHUNK_BITS) << 3)) + (<usize>(n & CHUNK_MASK) << NODE_SHIFT);
 }
 
 export function nodeCount(): u32 {
@@ -95,7 +97,7 @@ export function nodeIsLive(n: u32): bool {
 export function startTree(): void {
   if (chunks != 0) return;
   chunkSlots = 16;
-  chunks = alloc(<usize>chunkSlots << 2);
+  chunks = alloc(<usize>chunkSlots << 3);
   addChunk();
   poolTop = 1;
   initRecord(ROOT, ROOT, 0, 0);
@@ -104,8 +106,8 @@ export function startTree(): void {
 /** Frees the whole tree; only when it holds no node besides the root. */
 export function releaseTree(): void {
   if (chunks == 0) return;
-  for (let c: u32 = 0; c < chunkCount; c++) release(<usize>load<u32>(chunks + (<usize>c << 2)), CHUNK_BYTES);
-  release(chunks, <usize>chunkSlots << 2);
+  for (let c: u32 = 0; c < chunkCount; c++) release(<usize>load<u32>(chunks + (<usize>c << 3), 4), CHUNK_BYTES + 48);
+  release(chunks, <usize>chunkSlots << 3);
   tableRelease(childTable);
   tableRelease(memberTable);
   tableRelease(orphanTable);
@@ -130,10 +132,14 @@ function initRecord(n: u32, parent: u32, local: u64, depth: u32): void {
 
 function addChunk(): void {
   if (chunkCount == chunkSlots) {
-    chunks = resize(chunks, <usize>chunkSlots << 2, <usize>chunkSlots << 3);
+    chunks = resize(chunks, <usize>chunkSlots << 3, <usize>chunkSlots << 4);
     chunkSlots <<= 1;
   }
-  store<u32>(chunks + (<usize>(chunkCount++) << 2), <u32>alloc(CHUNK_BYTES));
+  // alloc aligns to 16 bytes; 48 more let the records start on a cache line.
+  const raw = alloc(CHUNK_BYTES + 48);
+  const entry = chunks + (<usize>(chunkCount++) << 3);
+  store<u32>(entry, <u32>((raw + 63) & ~(<usize>63)));
+  store<u32>(entry, <u32>raw, 4);
 }
 
 function allocNode(parent: u32, local: u64, depth: u32): u32 {
