@@ -1,4 +1,4 @@
-import { COUNT, NONE, ORPHANS, ROOT, childFind, memberFind, memberSlots, nodeAt, treeStarted } from './prefix-nodes';
+import { CHILDREN_INDEXED, COUNT, FIRST, FLAGS, LOCAL, NEXT, NONE, ORPHANS, ROOT, childFind, memberFind, memberSlots, nodeAt, treeStarted } from './prefix-nodes';
 import { activeList, markSlot, nextStamp, outDepthsPtr, outSlotsPtr, slotMark } from './prefix-slots';
 
 // findMatches: for each worker holding the prompt's first block, how many
@@ -110,10 +110,23 @@ export function findMatches(ptr: usize, count: u32, earlyExit: bool): u32 {
   let depth: u32 = 1;
   const list = activeList();
   let listed: u32 = 0; // explicit form when > 0
+  let curAt = nodeAt(cur);
   for (let i: u32 = 1; i < count && !(earlyExit && curCount == 1); i++) {
-    const child = childFind(cur, load<u64>(ptr + (<usize>i << 3)));
+    // The next block's node: the sibling-list walk inlined, since along a
+    // prompt most nodes have a single child.
+    const local = load<u64>(ptr + (<usize>i << 3));
+    let child: u32;
+    let cp: usize = 0;
+    if (load<u32>(curAt, FLAGS) & CHILDREN_INDEXED) {
+      child = childFind(cur, local);
+      if (child != 0) cp = nodeAt(child);
+    } else {
+      for (child = load<u32>(curAt, FIRST); child != 0; child = load<u32>(cp, NEXT)) {
+        cp = nodeAt(child);
+        if (load<u64>(cp, LOCAL) == local) break;
+      }
+    }
     if (child == 0) break;
-    const cp = nodeAt(child);
     const childCount = load<u32>(cp, COUNT);
     if (listed == 0) {
       if (load<u32>(cp, ORPHANS) == 0) {
@@ -122,6 +135,7 @@ export function findMatches(ptr: usize, count: u32, earlyExit: bool): u32 {
           emitDropped(cur, child, depth);
         }
         cur = child;
+        curAt = cp;
         curCount = childCount;
         depth++;
         continue;
@@ -147,6 +161,7 @@ export function findMatches(ptr: usize, count: u32, earlyExit: bool): u32 {
     }
     if (kept == 0) return out;
     cur = child;
+    curAt = cp;
     depth++;
     // Every listed slot is a member of the child: equal sizes, equal sets.
     listed = kept == childCount ? 0 : kept;
