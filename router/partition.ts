@@ -90,17 +90,19 @@ interface Hasher {
 /** A prompt's local and chained sequence hashes. */
 type PromptHashes = { local: BigUint64Array; sequence: BigUint64Array };
 
+/** Token ids must be u32 integers; one tight loop per array kind keeps element access monomorphic. */
+function checkTokens(tokens: ArrayLike<number>): void {
+  for (let i = 0; i < tokens.length; i++) {
+    const t = tokens[i]!;
+    if (t >>> 0 !== t) throw new RangeError(`tokens[${i}] must be an integer in [0, 2^32), got ${t}`);
+  }
+}
+
 /** Both hashes in one pass through the core: tokens go in once, both lists come out. */
 function coreHashes(hasher: BlockHasher, tokens: ArrayLike<number>, blockSize: number, seed: bigint): PromptHashes {
-  const view = hasher.tokenView(tokens.length);
-  if (tokens instanceof Uint32Array) view.set(tokens);
-  else {
-    for (let i = 0; i < tokens.length; i++) {
-      const t = tokens[i]!;
-      if (t >>> 0 !== t) throw new RangeError(`tokens[${i}] must be an integer in [0, 2^32), got ${t}`);
-      view[i] = t;
-    }
-  }
+  if (!(tokens instanceof Uint32Array)) checkTokens(tokens);
+  // Validated above, so a bulk set (memcpy-like from typed arrays and packed arrays) is safe.
+  hasher.tokenView(tokens.length).set(tokens);
   const count = hasher.hashInto(tokens.length, blockSize, seed, true);
   return { local: hasher.localView(count).slice(), sequence: hasher.sequenceView(count).slice() };
 }
