@@ -86,7 +86,7 @@ describe.concurrent('kvrouter replay', () => {
     ['a bad policy parameter', [...small, '--policy', 'kv:overlap_credit=x'], /overlap_credit/],
     ['--arrival-speedup abc', [...small, '--arrival-speedup', 'abc'], /--arrival-speedup.*expected a number > 0/],
     ['an unknown flag', [...small, '--frobnicate'], /unknown option '--frobnicate'/],
-    ['no trace or workload', ['--workers', '2'], /exactly one of --trace FILE or --workload NAME/],
+    ['no trace or workload', ['--workers', '2'], /exactly one of --trace FILE, --workload NAME or --scenario NAME/],
     ['a missing trace file', ['--trace', join(scratch, 'absent.jsonl')], /cannot read --trace .*absent\.jsonl/],
     ['an unknown workload', ['--workload', 'agents'], /unknown --workload "agents"/],
   ];
