@@ -15,7 +15,7 @@ import { renderHtmlReport, type HtmlReportInput } from '../../sim/replay/html-re
 import { MOONCAKE_BLOCK_SIZE, parseMooncakeTrace, TraceError } from '../../sim/replay/mooncake.js';
 import { ProgressBar } from '../../sim/replay/progress.js';
 import { DEFAULT_EVENT_DELAY_MS, replay } from '../../sim/replay/replay.js';
-import { buildScenario, figureTable, runScenario, SCENARIOS, scenarioJson, type ScenarioOption } from '../../sim/replay/scenarios.js';
+import { buildScenario, figureTable, runScenario, SCENARIOS, scenarioJson, type ScenarioOption, type ScenarioOptions } from '../../sim/replay/scenarios.js';
 import type { FleetEngineShape } from '../../sim/replay/simulate.js';
 import { formatComparison, formatRows } from '../../sim/replay/table.js';
 import { limitWorkload, mergeWorkloads, type Workload } from '../../sim/replay/workload.js';
@@ -23,12 +23,13 @@ import { limitWorkload, mergeWorkloads, type Workload } from '../../sim/replay/w
 /** Exit code for input the user got wrong (commander's own parse errors included). */
 const BAD_INPUT = 2;
 
-interface ReplayCommandOptions {
+export interface ReplayCommandOptions {
   trace?: string;
   workload?: string;
   scenario?: string;
   durationS?: number;
   coldIntervalMs?: number;
+  warmGapMs?: number;
   programs?: number;
   workers: number;
   policy: string[];
@@ -69,6 +70,7 @@ const GENERATORS: Record<string, (seed: number) => Workload> = {
 const SCENARIO_FLAGS: Readonly<Record<ScenarioOption, string>> = {
   durationS: '--duration-s',
   coldIntervalMs: '--cold-interval-ms',
+  warmGapMs: '--warm-gap-ms',
   programs: '--programs',
 };
 
@@ -82,7 +84,15 @@ const ENGINE_FLAGS: Readonly<Record<string, keyof FleetEngineShape>> = {
 };
 
 /** Whether the user typed the flag (rather than taking its default). */
-type Explicit = (key: keyof ReplayCommandOptions) => boolean;
+export type Explicit = (key: keyof ReplayCommandOptions) => boolean;
+
+/** A scenario replay as the flags ask for it. */
+export interface ScenarioFlags {
+  name: string;
+  options: ScenarioOptions;
+  /** Engine fields typed on the command line: they override the scenario's shape. */
+  engine: Partial<FleetEngineShape>;
+}
 
 function loadWorkload(o: ReplayCommandOptions): Workload {
   let workload: Workload;
@@ -111,13 +121,38 @@ function policies(o: ReplayCommandOptions): string[] {
 }
 
 function run(o: ReplayCommandOptions, explicit: Explicit): void {
+  const scenario = scenarioFlags(o, explicit);
+  if (scenario) replayScenario(o, scenario);
+  else replayPolicies(o);
+}
+
+/**
+ * Checks the input flags: exactly one input, and scenario flags only with a
+ * scenario that takes them. Returns the scenario replay they ask for, or
+ * null for a trace or workload replay.
+ */
+export function scenarioFlags(o: ReplayCommandOptions, explicit: Explicit): ScenarioFlags | null {
   const inputs = [o.trace, o.workload, o.scenario].filter((v) => v !== undefined).length;
   if (inputs !== 1) throw new BadInput('give exactly one of --trace FILE, --workload NAME or --scenario NAME');
-  if (o.scenario !== undefined) return replayScenario(o, explicit);
-  for (const [key, flag] of Object.entries(SCENARIO_FLAGS)) {
-    if (o[key as ScenarioOption] !== undefined) throw new BadInput(`${flag} needs --scenario NAME`);
+  const given = (Object.keys(SCENARIO_FLAGS) as ScenarioOption[]).filter((key) => o[key] !== undefined);
+  const name = o.scenario;
+  if (name === undefined) {
+    if (given.length > 0) throw new BadInput(`${SCENARIO_FLAGS[given[0]!]} needs --scenario NAME`);
+    return null;
   }
-  replayPolicies(o);
+  const definition = Object.hasOwn(SCENARIOS, name) ? SCENARIOS[name] : undefined;
+  if (!definition) throw new BadInput(`unknown --scenario "${name}" (known: ${Object.keys(SCENARIOS).join(', ')})`);
+  if (o.policy.length > 0) throw new BadInput('--policy does not apply to --scenario: a scenario names the runs it compares');
+  if (o.limit !== undefined) throw new BadInput(`--limit does not apply to --scenario (make it smaller with ${definition.options.map((k) => SCENARIO_FLAGS[k]).join(' or ')})`);
+  const foreign = given.find((key) => !definition.options.includes(key));
+  if (foreign) throw new BadInput(`${SCENARIO_FLAGS[foreign]} does not apply to --scenario ${name}`);
+  const engine: Partial<FleetEngineShape> = {};
+  for (const [flag, field] of Object.entries(ENGINE_FLAGS)) {
+    if (explicit(flag as keyof ReplayCommandOptions)) engine[field] = o[flag as keyof ReplayCommandOptions] as number;
+  }
+  const options: ScenarioOptions = { workers: o.workers, seed: o.seed };
+  for (const key of given) options[key] = o[key];
+  return { name, options, engine };
 }
 
 function replayPolicies(o: ReplayCommandOptions): void {
@@ -152,23 +187,9 @@ function replayPolicies(o: ReplayCommandOptions): void {
   }
 }
 
-function replayScenario(o: ReplayCommandOptions, explicit: Explicit): void {
-  const name = o.scenario!;
-  const definition = Object.hasOwn(SCENARIOS, name) ? SCENARIOS[name] : undefined;
-  if (!definition) throw new BadInput(`unknown --scenario "${name}" (known: ${Object.keys(SCENARIOS).join(', ')})`);
-  if (o.policy.length > 0) throw new BadInput('--policy does not apply to --scenario: a scenario names the runs it compares');
-  if (o.limit !== undefined) throw new BadInput(`--limit does not apply to --scenario (make it smaller with ${definition.options.map((k) => SCENARIO_FLAGS[k]).join(' or ')})`);
-  for (const [key, flag] of Object.entries(SCENARIO_FLAGS)) {
-    if (o[key as ScenarioOption] !== undefined && !definition.options.includes(key as ScenarioOption)) {
-      throw new BadInput(`${flag} does not apply to --scenario ${name}`);
-    }
-  }
-  const scenario = buildScenario(name, { workers: o.workers, seed: o.seed, durationS: o.durationS, coldIntervalMs: o.coldIntervalMs, programs: o.programs });
-  // The scenario's engine shape, except where a flag was typed.
-  const overrides: Partial<FleetEngineShape> = {};
-  for (const [flag, field] of Object.entries(ENGINE_FLAGS)) {
-    if (explicit(flag as keyof ReplayCommandOptions)) overrides[field] = o[flag as keyof ReplayCommandOptions] as number;
-  }
+function replayScenario(o: ReplayCommandOptions, flags: ScenarioFlags): void {
+  const { name, engine: overrides } = flags;
+  const scenario = buildScenario(name, flags.options);
   const progress = new ProgressBar(process.stderr);
   const results = runScenario(scenario, {
     workers: o.workers,
@@ -180,21 +201,14 @@ function replayScenario(o: ReplayCommandOptions, explicit: Explicit): void {
   });
   progress.clear();
   const figures = figureTable(results);
+  const settings = { ...scenario.settings, ...commonSettings(o, resolveEngineShape({ ...scenario.engine, ...overrides })) };
   if (o.json) process.stdout.write(results.map((r) => JSON.stringify(scenarioJson(r)) + '\n').join(''));
   else {
-    const settings = Object.entries(scenario.settings).map(([k, v]) => `  ${k}: ${v}`);
-    const head = `scenario ${name}: ${scenario.workload.requests.length} requests, ${o.workers} workers`;
-    process.stdout.write([head, ...settings, '', formatRows(figures.head, figures.rows), '', formatComparison(results.map((r) => r.report)), ''].join('\n'));
+    const head = `scenario ${name}: ${scenario.workload.requests.length} requests`;
+    const lines = Object.entries(settings).map(([k, v]) => `  ${k}: ${v}`);
+    process.stdout.write([head, ...lines, '', formatRows(figures.head, figures.rows), '', formatComparison(results.map((r) => r.report)), ''].join('\n'));
   }
-  if (o.report !== undefined) {
-    const shape = resolveEngineShape({ ...scenario.engine, ...overrides });
-    writeReport(o.report, {
-      title: `kvrouter replay --scenario ${name}`,
-      settings: { ...scenario.settings, ...commonSettings(o, shape) },
-      runs: results,
-      figures,
-    });
-  }
+  if (o.report !== undefined) writeReport(o.report, { title: `kvrouter replay --scenario ${name}`, settings, runs: results, figures });
 }
 
 function commonSettings(o: ReplayCommandOptions, shape: EngineShape): Record<string, string | number> {
@@ -226,6 +240,7 @@ export function registerReplay(program: Command): void {
     .option('--scenario <name>', `a named scenario instead (its own workload, runs and engine shape): ${Object.keys(SCENARIOS).join(', ')}`)
     .option('--duration-s <s>', 'scenario cold-pool: simulated seconds of workload', factor)
     .option('--cold-interval-ms <ms>', 'scenario cold-pool: time between cold prompts', factor)
+    .option('--warm-gap-ms <ms>', 'scenario cold-pool: mean gap between warm session starts (default 8000 / workers)', factor)
     .option('--programs <n>', 'scenario agents: agent programs to run', count)
     .option('--workers <n>', 'simulated engine workers', count, 8)
     .option('--policy <name>', `selection policy, repeatable or comma-separated (${Object.keys(SELECTION_POLICIES).join(', ')}, all); parameters as name:key=value,...`, collect, [])

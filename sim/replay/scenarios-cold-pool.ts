@@ -29,8 +29,9 @@ const COLD_PROMPT_TOKENS = 160_000;
  */
 const COLD_START_FRACTION = 2 / 15;
 /**
- * One warm session per second on 8 workers (the agent-sessions generator's
- * default gap), scaled with the fleet so the load per worker stays the same.
+ * By default one warm session per second on 8 workers (the agent-sessions
+ * generator's default gap), scaled with the fleet so the load per worker
+ * stays the same.
  */
 const WARM_SESSIONS_PER_WORKER_PER_S = 1 / 8;
 /**
@@ -42,26 +43,28 @@ const REQUEST_THRESHOLD = 100_000;
 /** The largest pool Cold Pool allows on 8 workers (a third, rounded down). */
 const POOL_WORKERS = 2;
 
-function checkOptions(o: typeof COLD_POOL_DEFAULTS): void {
+function checkOptions(o: { durationS: number; coldIntervalMs: number; warmGapMs: number }): void {
   if (!Number.isFinite(o.durationS) || o.durationS <= 0) throw new RangeError(`durationS must be a number of seconds > 0, got ${o.durationS}`);
-  if (!Number.isFinite(o.coldIntervalMs) || o.coldIntervalMs <= 0) throw new RangeError(`coldIntervalMs must be a number of ms > 0, got ${o.coldIntervalMs}`);
+  for (const key of ['coldIntervalMs', 'warmGapMs'] as const) {
+    if (!Number.isFinite(o[key]) || o[key] <= 0) throw new RangeError(`${key} must be a number of ms > 0, got ${o[key]}`);
+  }
 }
 
 export const COLD_POOL_SCENARIO: ScenarioDefinition = {
   summary: 'warm agent sessions plus a cold 160k-token prompt every 20 s: Cold Pool (2 workers) against its workers: 0 baseline',
-  options: ['durationS', 'coldIntervalMs'],
+  options: ['durationS', 'coldIntervalMs', 'warmGapMs'],
   build(options) {
     const o = {
       durationS: options.durationS ?? COLD_POOL_DEFAULTS.durationS,
       coldIntervalMs: options.coldIntervalMs ?? COLD_POOL_DEFAULTS.coldIntervalMs,
+      warmGapMs: options.warmGapMs ?? 1000 / (WARM_SESSIONS_PER_WORKER_PER_S * options.workers),
     };
     checkOptions(o);
     const durationMs = o.durationS * 1000;
-    const sessionGapMs = 1000 / (WARM_SESSIONS_PER_WORKER_PER_S * options.workers);
     const coldStartMs = durationMs * COLD_START_FRACTION;
     const warm = agentSessions({
-      sessions: Math.max(1, Math.floor(durationMs / sessionGapMs)),
-      sessionGapMs,
+      sessions: Math.max(1, Math.floor(durationMs / o.warmGapMs)),
+      sessionGapMs: o.warmGapMs,
       seed: options.seed,
       idPrefix: 'warm',
       tag: 'warm',
@@ -87,7 +90,7 @@ export const COLD_POOL_SCENARIO: ScenarioDefinition = {
       engine: {},
       settings: {
         duration: `${o.durationS} s`,
-        'warm sessions': `${warm.requests.filter((r) => 'atMs' in r.arrival).length}, one every ${round(sessionGapMs, 1)} ms on average (agent-sessions defaults otherwise)`,
+        'warm sessions': `${warm.requests.filter((r) => 'atMs' in r.arrival).length}, one every ${round(o.warmGapMs, 1)} ms on average (agent-sessions defaults otherwise)`,
         'cold prompts': `${cold.requests.length} of ${COLD_PROMPT_TOKENS} tokens, one every ${o.coldIntervalMs} ms from ${round(coldStartMs / 1000, 1)} s`,
         'cold pool': `request_threshold ${REQUEST_THRESHOLD}, workers ${POOL_WORKERS} (baseline: 0), other parameters default`,
       },

@@ -48,6 +48,8 @@ export interface ScenarioOptions {
   durationS?: number;
   /** Time between cold prompts (cold-pool). */
   coldIntervalMs?: number;
+  /** Mean gap between warm session starts (cold-pool); sets the warm load. */
+  warmGapMs?: number;
   /** Agent programs to run (agents). */
   programs?: number;
 }
@@ -71,7 +73,7 @@ export const SCENARIOS: Readonly<Record<string, ScenarioDefinition>> = Object.fr
 export function buildScenario(name: string, options: ScenarioOptions): Scenario {
   const definition = Object.hasOwn(SCENARIOS, name) ? SCENARIOS[name] : undefined;
   if (!definition) throw new RangeError(`unknown scenario "${name}" (known: ${Object.keys(SCENARIOS).join(', ')})`);
-  for (const key of ['durationS', 'coldIntervalMs', 'programs'] as const) {
+  for (const key of ['durationS', 'coldIntervalMs', 'warmGapMs', 'programs'] as const) {
     if (options[key] !== undefined && !definition.options.includes(key)) {
       throw new RangeError(`scenario ${name} does not take ${key} (it takes: ${definition.options.join(', ') || 'nothing'})`);
     }
