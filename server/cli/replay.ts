@@ -204,7 +204,7 @@ function replayScenario(o: ReplayCommandOptions, flags: ScenarioFlags): void {
   const settings = { ...scenario.settings, ...commonSettings(o, resolveEngineShape({ ...scenario.engine, ...overrides })) };
   if (o.json) process.stdout.write(results.map((r) => JSON.stringify(scenarioJson(r)) + '\n').join(''));
   else {
-    const head = `scenario ${name}: ${scenario.workload.requests.length} requests`;
+    const head = `scenario ${name}: ${SCENARIOS[name]!.summary}\n${scenario.workload.requests.length} requests`;
     const lines = Object.entries(settings).map(([k, v]) => `  ${k}: ${v}`);
     process.stdout.write([head, ...lines, '', formatRows(figures.head, figures.rows), '', formatComparison(results.map((r) => r.report)), ''].join('\n'));
   }

@@ -51,7 +51,7 @@ function checkOptions(o: { durationS: number; coldIntervalMs: number; warmGapMs:
 }
 
 export const COLD_POOL_SCENARIO: ScenarioDefinition = {
-  summary: 'warm agent sessions plus a cold 160k-token prompt every 20 s: Cold Pool (2 workers) against its workers: 0 baseline',
+  summary: 'warm agent sessions plus a cold 160k-token prompt at a fixed interval (default 20 s): Cold Pool (2 workers) against its workers: 0 baseline',
   options: ['durationS', 'coldIntervalMs', 'warmGapMs'],
   build(options) {
     const o = {
@@ -92,7 +92,7 @@ export const COLD_POOL_SCENARIO: ScenarioDefinition = {
         duration: `${o.durationS} s`,
         'warm sessions': `${warm.requests.filter((r) => 'atMs' in r.arrival).length}, one every ${round(o.warmGapMs, 1)} ms on average (agent-sessions defaults otherwise)`,
         'cold prompts': `${cold.requests.length} of ${COLD_PROMPT_TOKENS} tokens, one every ${o.coldIntervalMs} ms from ${round(coldStartMs / 1000, 1)} s`,
-        'cold pool': `request_threshold ${REQUEST_THRESHOLD}, workers ${POOL_WORKERS} (baseline: 0), other parameters default`,
+        'cold pool': `request_threshold ${REQUEST_THRESHOLD}, workers ${POOL_WORKERS} (at most a third of the fleet; baseline: 0), other parameters default`,
       },
       figures: coldPoolFigures,
     };

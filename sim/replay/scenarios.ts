@@ -54,7 +54,9 @@ export interface ScenarioOptions {
   programs?: number;
 }
 
-export type ScenarioOption = Exclude<keyof ScenarioOptions, 'workers' | 'seed'>;
+/** The options a scenario may take (workers and seed apply to every one). */
+export const SCENARIO_OPTIONS = ['durationS', 'coldIntervalMs', 'warmGapMs', 'programs'] as const;
+export type ScenarioOption = (typeof SCENARIO_OPTIONS)[number];
 
 export interface ScenarioDefinition {
   /** One line: what the scenario shows. */
@@ -73,7 +75,7 @@ export const SCENARIOS: Readonly<Record<string, ScenarioDefinition>> = Object.fr
 export function buildScenario(name: string, options: ScenarioOptions): Scenario {
   const definition = Object.hasOwn(SCENARIOS, name) ? SCENARIOS[name] : undefined;
   if (!definition) throw new RangeError(`unknown scenario "${name}" (known: ${Object.keys(SCENARIOS).join(', ')})`);
-  for (const key of ['durationS', 'coldIntervalMs', 'warmGapMs', 'programs'] as const) {
+  for (const key of SCENARIO_OPTIONS) {
     if (options[key] !== undefined && !definition.options.includes(key)) {
       throw new RangeError(`scenario ${name} does not take ${key} (it takes: ${definition.options.join(', ') || 'nothing'})`);
     }
