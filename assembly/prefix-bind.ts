@@ -8,7 +8,7 @@ import {
   DEPTH,
   COUNT,
   memberDrop,
-  memberEntry,
+  memberMeta,
   memberFind,
   memberJoin,
   memberLeave,
@@ -71,17 +71,17 @@ function addRef(n: u32, slot: u32, parentPos: u32): u32 {
   const pos = load<u32>(nodeAt(n), COUNT) == 0 ? NONE : memberFind(n, slot);
   if (pos == NONE) {
     const joined = memberJoin(n, slot, parentPos);
-    store<u32>(memberEntry(n, joined), 1, M_EXTS);
+    store<u32>(memberMeta(n, joined), 1, M_EXTS);
     return joined;
   }
-  const e = memberEntry(n, pos);
+  const e = memberMeta(n, pos);
   store<u32>(e, load<u32>(e, M_EXTS) + 1, M_EXTS);
   return pos;
 }
 
 function dropRef(n: u32, slot: u32): void {
   const pos = memberFind(n, slot);
-  const e = memberEntry(n, pos);
+  const e = memberMeta(n, pos);
   const exts = load<u32>(e, M_EXTS) - 1;
   if (exts == 0) memberLeave(n, pos);
   else store<u32>(e, exts, M_EXTS);
@@ -100,7 +100,8 @@ export function bindStored(slot: u32, ext: u64, n: u32, parentPos: u32): u32 {
   const info = load<u32>(e, 12);
   if (info & ROUTED) routedFree(info & ~ROUTED);
   if (old == n) {
-    store<u32>(e, info & ROUTED ? 1 : info + 1, 12);
+    // References saturate below the routed flag (2^31 stores of one block by one worker).
+    store<u32>(e, info & ROUTED ? 1 : min(info + 1, ROUTED - 1), 12);
     return NONE;
   }
   store<u32>(e, n, 8);
@@ -176,7 +177,7 @@ export function clearSlot(slot: u32): void {
     if (n == TABLE_EMPTY) continue;
     const info = load<u32>(e, 12);
     if (info & ROUTED) routedFree(info & ~ROUTED);
-    const m = memberEntry(n, memberFind(n, slot));
+    const m = memberMeta(n, memberFind(n, slot));
     if (load<u32>(m, M_KIDS) == KIDS_DONE) continue; // a second id of the same membership
     store<u32>(m, KIDS_DONE, M_KIDS);
     const parent = load<u32>(nodeAt(n), PARENT);
@@ -187,7 +188,7 @@ export function clearSlot(slot: u32): void {
     const n = load<u32>(e, 8);
     if (n == TABLE_EMPTY) continue;
     const pos = memberFind(n, slot);
-    const m = memberEntry(n, pos);
+    const m = memberMeta(n, pos);
     const exts = load<u32>(m, M_EXTS) - 1;
     if (exts == 0) memberDrop(n, pos);
     else store<u32>(m, exts, M_EXTS);

@@ -17,9 +17,12 @@
 // the last node goes, every structure is freed (the I/O buffer excepted), so
 // an emptied index holds what a fresh one does.
 //
-// Node pool: 64-byte records in one array, indexed by node id; id 0 is the
-// root; freed records form a list through `next`. Grows (moves) only while a
-// stored/routed event creates a node.
+// Node pool: 64-byte records in chunks of 8,192 (512 KiB, cache-line
+// aligned) listed in a small chunk table (per chunk: aligned start u32,
+// allocated address u32), indexed by node id (chunk = id >> 13); id 0 is the root.
+// Records never move; freed ones form a list through `next` and are reused
+// first (most recently freed, so still in cache). A chunk is added only
+// while a stored/routed event creates a node.
 //   +0  local    u64  the block's local hash
 //   +8  parent   u32  parent node id (0 = root)
 //   +12 depth    u32  blocks from the root (1 under the root)
@@ -30,29 +33,38 @@
 //   +32 prev     u32  previous sibling
 //   +36 nchild   u32  children
 //   +40 flags    u32  1 children in the children table, 2 members in the member map, 4 free
-//   +44 wcap     u32  member capacity; 1 = the single entry inline at +48
-//   +48 members  12 B inline member entry, or u32 pointer to the member array
-// Member entry (12 B, contiguous per node so a node's workers enumerate fast):
-//   +0 slot u32, +4 exts u32 (how many of the worker's ids point here),
-//   +8 kids u32 (children of the node the worker also holds)
+//   +44 wcap     u32  member capacity; 1 = the single member inline at +48
+//   +48 members  12 B the inline member, or u32 pointer to the member array
+// Member array (wcap x 12 B, heap-allocated when wcap > 1; halves when a
+// quarter full, back inline at one member): wcap u32 slots, contiguous so a
+// node's workers copy out in one go, then wcap (exts u32, kids u32) pairs:
+//   exts  how many of the worker's external ids point at this node
+//   kids  children of this node the worker also holds
 //
-// Hash tables (prefix-table.ts; 16-byte entries key u64, a u32, b u32):
+// Hash tables (prefix-table.ts; 16-byte entries key u64, a u32, b u32; the
+// three global headers live in static data):
 //   children table  key mix(parent, local) -> a: child id. Only nodes with more
 //                   than 4 children are indexed (back to the sibling list at 2);
 //                   hits are verified against the child's parent and local
 //                   hash, so a key collision can never return a wrong node.
 //   member map      key node << 32 | slot -> a: position in the member array.
 //                   Only nodes with more than 8 members (back to scanning at 4).
+//   orphan registry key parent << 32 | slot -> a: a child of `parent` the
+//                   worker holds without holding `parent`; one entry per
+//                   orphan membership (usually none).
 //   worker tables   one per slot: key external id -> a: node, b: refcount, or
-//                   0x80000000 | routed record for a routed block.
+//                   0x80000000 | routed record for a routed block. Freed when
+//                   the worker's last id goes.
 // Slot columns (prefix-slots.ts), grown by stored/routed events only:
-//   16 B table header (+12: the worker's orphan total), marks, active list,
-//   and the two findMatches outputs, 4 B each per slot.
+//   16 B worker-table header (+12: the worker's orphan total), marks, active
+//   list, and the two findMatches outputs, 4 B each per slot.
 // Approximate mode (prefix-routed.ts): 32-byte routed records
 //   (+0 expiry f64, +8 external id u64, +16 slot u32, +20 depth u32) and a
 //   32-byte-entry min-heap (+0 expiry f64, +8 id u64, +16 slot u32,
-//   +20 depth u32, +24 record u32), both grown by routed inserts.
-//
+//   +20 depth u32, +24 record u32), both grown by routed inserts; the heap
+//   is compacted when stale entries outnumber live ones.
+// Dump buffer: allocated by the dump calls, freed by indexDumpRelease.
+
 // ---- Calls ---------------------------------------------------------------------
 // Inputs go through the I/O buffer (indexInput reserves it; it only grows):
 //   indexStored(slot, hasParent, n)   buffer: parent, ext[0..n), local[0..n)
@@ -129,6 +141,16 @@ function settle(): void {
   }
 }
 
+// Reads the home slots of the event's ids in the worker's table before the
+// event is applied block by block: independent reads the processor overlaps,
+// where the per-block work would wait for each cache miss in turn.
+function warmIds(slot: u32, from: u32, count: u32): void {
+  const ids = slotTable(slot);
+  let touched: u64 = 0;
+  for (let i: u32 = 0; i < count; i++) touched ^= tableTouch(ids, inputAt(from + i));
+  sink = touched;
+}
+
 /** A stored event; returns 0 (and counts it) when the parent id is unknown to the worker. */
 export function indexStored(slot: u32, hasParent: u32, count: u32): u32 {
   let cur = ROOT;
@@ -142,10 +164,7 @@ export function indexStored(slot: u32, hasParent: u32, count: u32): u32 {
   if (count == 0) return 1;
   startTree();
   ensureSlot(slot);
-  const ids = slotTable(slot);
-  let touched: u64 = 0;
-  for (let i: u32 = 0; i < count; i++) touched ^= tableTouch(ids, inputAt(1 + i));
-  sink = touched;
+  warmIds(slot, 1, count);
   let pos = NONE;
   for (let i: u32 = 0; i < count; i++) {
     const n = childEnsure(cur, inputAt(1 + count + i));
@@ -156,6 +175,7 @@ export function indexStored(slot: u32, hasParent: u32, count: u32): u32 {
 }
 
 export function indexRemoved(slot: u32, count: u32): void {
+  if (slot < slotCapacity()) warmIds(slot, 0, count);
   for (let i: u32 = 0; i < count; i++) {
     if (!unbind(slot, inputAt(i))) unknownRemovals++;
   }

@@ -41,10 +41,10 @@ export const CHILD_LIST_BACK: u32 = 2;
 export const MEMBER_SCAN_MAX: u32 = 8;
 export const MEMBER_SCAN_BACK: u32 = 4;
 
-export const MEMBER_BYTES: usize = 12;
-export const M_SLOT: usize = 0;
-export const M_EXTS: usize = 4;
-export const M_KIDS: usize = 8;
+/** Bytes per member: a u32 slot and an (exts, kids) pair. */
+const MEMBER_BYTES: usize = 12;
+export const M_EXTS: usize = 0;
+export const M_KIDS: usize = 4;
 
 // Headers of the global tables (children, members, orphans), in static data
 // so an empty index holds no heap memory for them.
@@ -58,7 +58,9 @@ const NODE_SHIFT: usize = 6; // 64-byte records
 const CHUNK_BITS: u32 = 13; // 8,192 records (512 KiB) per chunk
 const CHUNK_MASK: u32 = (1 << CHUNK_BITS) - 1;
 const CHUNK_BYTES: usize = (<usize>1) << (<usize>CHUNK_BITS + NODE_SHIFT);
-let chunks: usize = 0; // u32 addresses of the chunks
+// Chunk table: per chunk, the 64-byte aligned address records start at (so
+// a record is one cache line) and the address alloc returned, to free it.
+let chunks: usize = 0;
 let chunkSlots: u32 = 0; // capacity of the chunk list
 let chunkCount: u32 = 0;
 let poolTop: u32 = 0; // records ever handed out, root included
@@ -68,7 +70,7 @@ let memberships: u32 = 0;
 
 @inline
 export function nodeAt(n: u32): usize {
-  return <usize>load<u32>(chunks + (<usize>(n >> CHUNK_BITS) << 2)) + (<usize>(n & CHUNK_MASK) << NODE_SHIFT);
+  return <usize>load<u32>(chunks + (<usize>(n >> CHUNK_BITS) << 3)) + (<usize>(n & CHUNK_MASK) << NODE_SHIFT);
 }
 
 export function nodeCount(): u32 {
@@ -95,7 +97,7 @@ export function nodeIsLive(n: u32): bool {
 export function startTree(): void {
   if (chunks != 0) return;
   chunkSlots = 16;
-  chunks = alloc(<usize>chunkSlots << 2);
+  chunks = alloc(<usize>chunkSlots << 3);
   addChunk();
   poolTop = 1;
   initRecord(ROOT, ROOT, 0, 0);
@@ -104,8 +106,8 @@ export function startTree(): void {
 /** Frees the whole tree; only when it holds no node besides the root. */
 export function releaseTree(): void {
   if (chunks == 0) return;
-  for (let c: u32 = 0; c < chunkCount; c++) release(<usize>load<u32>(chunks + (<usize>c << 2)), CHUNK_BYTES);
-  release(chunks, <usize>chunkSlots << 2);
+  for (let c: u32 = 0; c < chunkCount; c++) release(<usize>load<u32>(chunks + (<usize>c << 3), 4), CHUNK_BYTES + 48);
+  release(chunks, <usize>chunkSlots << 3);
   tableRelease(childTable);
   tableRelease(memberTable);
   tableRelease(orphanTable);
@@ -115,7 +117,13 @@ export function releaseTree(): void {
 
 function initRecord(n: u32, parent: u32, local: u64, depth: u32): void {
   const p = nodeAt(n);
-  memory.fill(p, 0, 1 << NODE_SHIFT);
+  // Four vector stores rather than memory.fill: this runs for every new block,
+  // and a bulk-memory call costs more than the 64 bytes it clears.
+  const zero = i64x2.splat(0);
+  v128.store(p, zero);
+  v128.store(p, zero, 16);
+  v128.store(p, zero, 32);
+  v128.store(p, zero, 48);
   store<u64>(p, local, LOCAL);
   store<u32>(p, parent, PARENT);
   store<u32>(p, depth, DEPTH);
@@ -124,10 +132,14 @@ function initRecord(n: u32, parent: u32, local: u64, depth: u32): void {
 
 function addChunk(): void {
   if (chunkCount == chunkSlots) {
-    chunks = resize(chunks, <usize>chunkSlots << 2, <usize>chunkSlots << 3);
+    chunks = resize(chunks, <usize>chunkSlots << 3, <usize>chunkSlots << 4);
     chunkSlots <<= 1;
   }
-  store<u32>(chunks + (<usize>(chunkCount++) << 2), <u32>alloc(CHUNK_BYTES));
+  // alloc aligns to 16 bytes; 48 more let the records start on a cache line.
+  const raw = alloc(CHUNK_BYTES + 48);
+  const entry = chunks + (<usize>(chunkCount++) << 3);
+  store<u32>(entry, <u32>((raw + 63) & ~(<usize>63)));
+  store<u32>(entry, <u32>raw, 4);
 }
 
 function allocNode(parent: u32, local: u64, depth: u32): u32 {
@@ -233,7 +245,8 @@ function childUnlink(c: u32): void {
 function unindexChild(parent: u32, c: u32): void {
   const key = childKey(parent, load<u64>(nodeAt(c), LOCAL));
   let e = tableFind(childTable, key);
-  while (load<u32>(e, 8) != c) e = tableFindNext(childTable, e, key);
+  while (e != 0 && load<u32>(e, 8) != c) e = tableFindNext(childTable, e, key);
+  if (e == 0) unreachable(); // the table lost an indexed child: trap, never loop
   tableDelete(childTable, e);
 }
 
@@ -256,16 +269,23 @@ export function memberKey(n: u32, slot: u32): u64 {
   return (<u64>n << 32) | <u64>slot;
 }
 
-/** The member entries of n (12 bytes each: slot, exts, kids). */
+/**
+ * The member slots of n: `count` u32 in a row, so a node's workers copy out
+ * in one go. The array is cap slots, then cap (exts, kids) pairs.
+ */
 @inline
-export function membersOf(n: u32): usize {
+export function memberSlots(n: u32): usize {
   const p = nodeAt(n);
   return load<u32>(p, WCAP) == 1 ? p + MEMBERS : <usize>load<u32>(p, MEMBERS);
 }
 
+/** The (exts u32, kids u32) pair of n's member at pos. */
 @inline
-export function memberEntry(n: u32, pos: u32): usize {
-  return membersOf(n) + <usize>pos * MEMBER_BYTES;
+export function memberMeta(n: u32, pos: u32): usize {
+  const p = nodeAt(n);
+  const cap = load<u32>(p, WCAP);
+  const base = cap == 1 ? p + MEMBERS : <usize>load<u32>(p, MEMBERS);
+  return base + (<usize>cap << 2) + (<usize>pos << 3);
 }
 
 /** The position of slot among n's members, or NONE. */
@@ -278,7 +298,7 @@ export function memberFind(n: u32, slot: u32): u32 {
   const count = load<u32>(p, COUNT);
   const base = load<u32>(p, WCAP) == 1 ? p + MEMBERS : <usize>load<u32>(p, MEMBERS);
   for (let i: u32 = 0; i < count; i++) {
-    if (load<u32>(base + <usize>i * MEMBER_BYTES) == slot) return i;
+    if (load<u32>(base + (<usize>i << 2)) == slot) return i;
   }
   return NONE;
 }
@@ -288,20 +308,16 @@ function memberAppend(n: u32, slot: u32): u32 {
   const pos = load<u32>(p, COUNT);
   const cap = load<u32>(p, WCAP);
   if (pos == cap) moveMembers(p, cap, cap << 1, pos);
-  const e = membersOf(n) + <usize>pos * MEMBER_BYTES;
-  store<u32>(e, slot, M_SLOT);
-  store<u32>(e, 0, M_EXTS);
-  store<u32>(e, 0, M_KIDS);
+  store<u32>(memberSlots(n) + (<usize>pos << 2), slot);
+  store<u64>(memberMeta(n, pos), 0);
   const count = pos + 1;
   store<u32>(p, count, COUNT);
   const flags = load<u32>(p, FLAGS);
   if (flags & MEMBERS_INDEXED) {
     tableInsert(memberTable, memberKey(n, slot), pos, 0);
   } else if (count > MEMBER_SCAN_MAX) {
-    const base = membersOf(n);
-    for (let i: u32 = 0; i < count; i++) {
-      tableInsert(memberTable, memberKey(n, load<u32>(base + <usize>i * MEMBER_BYTES)), i, 0);
-    }
+    const slots = memberSlots(n);
+    for (let i: u32 = 0; i < count; i++) tableInsert(memberTable, memberKey(n, load<u32>(slots + (<usize>i << 2))), i, 0);
     store<u32>(p, flags | MEMBERS_INDEXED, FLAGS);
   }
   memberships++;
@@ -310,20 +326,20 @@ function memberAppend(n: u32, slot: u32): u32 {
 
 function memberRemoveAt(n: u32, pos: u32): void {
   const p = nodeAt(n);
-  const base = membersOf(n);
+  const slots = memberSlots(n);
   const last = load<u32>(p, COUNT) - 1;
   const flags = load<u32>(p, FLAGS);
-  const e = base + <usize>pos * MEMBER_BYTES;
-  if (flags & MEMBERS_INDEXED) tableDelete(memberTable, tableFind(memberTable, memberKey(n, load<u32>(e))));
+  const at = slots + (<usize>pos << 2);
+  if (flags & MEMBERS_INDEXED) tableDelete(memberTable, tableFind(memberTable, memberKey(n, load<u32>(at))));
   if (pos != last) {
-    const moved = base + <usize>last * MEMBER_BYTES;
-    memory.copy(e, moved, MEMBER_BYTES);
-    if (flags & MEMBERS_INDEXED) store<u32>(tableFind(memberTable, memberKey(n, load<u32>(e))), pos, 8);
+    store<u32>(at, load<u32>(slots + (<usize>last << 2)));
+    store<u64>(memberMeta(n, pos), load<u64>(memberMeta(n, last)));
+    if (flags & MEMBERS_INDEXED) store<u32>(tableFind(memberTable, memberKey(n, load<u32>(at))), pos, 8);
   }
   store<u32>(p, last, COUNT);
   if ((flags & MEMBERS_INDEXED) && last <= MEMBER_SCAN_BACK) {
     for (let i: u32 = 0; i < last; i++) {
-      tableDelete(memberTable, tableFind(memberTable, memberKey(n, load<u32>(base + <usize>i * MEMBER_BYTES))));
+      tableDelete(memberTable, tableFind(memberTable, memberKey(n, load<u32>(slots + (<usize>i << 2)))));
     }
     store<u32>(p, flags & ~MEMBERS_INDEXED, FLAGS);
   }
@@ -338,14 +354,10 @@ function memberRemoveAt(n: u32, pos: u32): void {
 // Moves n's member array to a new capacity (1 = inline in the record).
 function moveMembers(p: usize, cap: u32, next: u32, count: u32): void {
   const from = cap == 1 ? p + MEMBERS : <usize>load<u32>(p, MEMBERS);
-  const bytes = <usize>count * MEMBER_BYTES;
-  if (next == 1) {
-    memory.copy(p + MEMBERS, from, bytes);
-  } else {
-    const to = alloc(<usize>next * MEMBER_BYTES);
-    memory.copy(to, from, bytes);
-    store<u32>(p, <u32>to, MEMBERS);
-  }
+  const to = next == 1 ? p + MEMBERS : alloc(<usize>next * MEMBER_BYTES);
+  memory.copy(to + (<usize>next << 2), from + (<usize>cap << 2), <usize>count << 3);
+  memory.copy(to, from, <usize>count << 2);
+  if (next > 1) store<u32>(p, <u32>to, MEMBERS);
   if (cap > 1) release(from, <usize>cap * MEMBER_BYTES);
   store<u32>(p, next, WCAP);
 }
@@ -375,7 +387,8 @@ export function orphanEnd(c: u32, parent: u32, slot: u32): void {
   addSlotOrphans(slot, -1);
   const key = orphanKey(parent, slot);
   let e = tableFind(orphanTable, key);
-  while (load<u32>(e, 8) != c) e = tableFindNext(orphanTable, e, key);
+  while (e != 0 && load<u32>(e, 8) != c) e = tableFindNext(orphanTable, e, key);
+  if (e == 0) unreachable(); // the registry lost an orphan: trap, never loop
   tableDelete(orphanTable, e);
 }
 
@@ -392,7 +405,7 @@ export function memberJoin(n: u32, slot: u32, parentPos: u32): u32 {
     if (pp == NONE) {
       orphanAdd(n, parent, slot);
     } else {
-      const e = memberEntry(parent, pp);
+      const e = memberMeta(parent, pp);
       store<u32>(e, load<u32>(e, M_KIDS) + 1, M_KIDS);
     }
   }
@@ -409,23 +422,22 @@ export function memberJoin(n: u32, slot: u32, parentPos: u32): u32 {
       addSlotOrphans(slot, -1);
       kids++;
     }
-    store<u32>(memberEntry(n, pos), kids, M_KIDS);
+    store<u32>(memberMeta(n, pos), kids, M_KIDS);
   }
   return pos;
 }
 
 /** Removes the member at pos from n, then frees what is left unused. */
 export function memberLeave(n: u32, pos: u32): void {
-  const e = memberEntry(n, pos);
-  const slot = load<u32>(e, M_SLOT);
-  let kids = load<u32>(e, M_KIDS);
+  const slot = load<u32>(memberSlots(n) + (<usize>pos << 2));
+  let kids = load<u32>(memberMeta(n, pos), M_KIDS);
   const parent = load<u32>(nodeAt(n), PARENT);
   if (parent != ROOT) {
     const pp = memberFind(parent, slot);
     if (pp == NONE) {
       orphanEnd(n, parent, slot);
     } else {
-      const pe = memberEntry(parent, pp);
+      const pe = memberMeta(parent, pp);
       store<u32>(pe, load<u32>(pe, M_KIDS) - 1, M_KIDS);
     }
   }

@@ -6,7 +6,6 @@ import {
   FIRST,
   FLAGS,
   MEMBERS_INDEXED,
-  MEMBER_BYTES,
   MEMBER_SCAN_BACK,
   MEMBER_SCAN_MAX,
   M_EXTS,
@@ -24,7 +23,8 @@ import {
   memberFind,
   memberKey,
   memberTable,
-  membersOf,
+  memberMeta,
+  memberSlots,
   membershipCount,
   nodeAt,
   nodeCount,
@@ -70,10 +70,10 @@ function verifyNode(n: u32): u32 {
   const cap = load<u32>(p, WCAP);
   if (count <= 1 ? cap != 1 : cap < count || cap > count * 4) return 19;
   let orphans: u32 = 0;
-  const base = membersOf(n);
+  const slots = memberSlots(n);
   for (let i: u32 = 0; i < count; i++) {
-    const m = base + <usize>i * MEMBER_BYTES;
-    const slot = load<u32>(m);
+    const m = memberMeta(n, i);
+    const slot = load<u32>(slots + (<usize>i << 2));
     if (slot >= slotCapacity() || load<u32>(m, M_EXTS) == 0) return 7;
     if (memberFind(n, slot) != i) return 8; // each slot once, found where it is
     if (parent != ROOT && memberFind(parent, slot) == NONE) orphans++;
@@ -125,7 +125,7 @@ export function verifyIndex(): u32 {
       if (!nodeIsLive(n)) continue;
       const pos = memberFind(n, slot);
       if (pos == NONE) continue;
-      exts += load<u32>(membersOf(n) + <usize>pos * MEMBER_BYTES, M_EXTS);
+      exts += load<u32>(memberMeta(n, pos), M_EXTS);
       const parent = load<u32>(nodeAt(n), PARENT);
       if (parent != ROOT && memberFind(parent, slot) == NONE) orphans++;
     }

@@ -19,7 +19,8 @@ const PROMPT_TOKENS = 8192;
 const OTHER_BLOCKS = 8;
 const BUSY = { prefillFraction: 0.9, decodeFraction: 0.95 };
 
-const promptTokens = Array.from({ length: PROMPT_TOKENS }, (_, i) => 1_000_000 + i);
+// As the tokenizer hands them over: a Uint32Array.
+const promptTokens = Uint32Array.from({ length: PROMPT_TOKENS }, (_, i) => 1_000_000 + i);
 
 function chainEvent(tokens: number[], tag: bigint): KvEventBatch {
   const blocks = tokens.length / BLOCK;
@@ -44,7 +45,7 @@ function buildFleet(workers: number, kernels: 'wasm' | 'reference'): Partition {
     p.addWorker({ id, totalBlocks: 16_384, maxBatchedTokens: 8192 });
     const worker = { id, rank: 0 };
     const depth = w === 0 ? 128 : w < holders64 ? 64 : w < holders16 ? 16 : 0;
-    if (depth > 0) p.applyEvents(worker, chainEvent(promptTokens.slice(0, depth * BLOCK), BigInt(w) << 20n));
+    if (depth > 0) p.applyEvents(worker, chainEvent([...promptTokens.subarray(0, depth * BLOCK)], BigInt(w) << 20n));
     const other = Array.from({ length: OTHER_BLOCKS * BLOCK }, (_, i) => 50_000_000 + w * OTHER_BLOCKS * BLOCK + i);
     p.applyEvents(worker, chainEvent(other, (BigInt(w) << 20n) + 1000n));
     for (let r = 0; r < 2; r++) {

@@ -49,11 +49,33 @@ export interface PrefixIndexApi {
   applyCleared(worker: WorkerKey): void;
   /** Removes every rank of a worker id. */
   removeWorker(id: string): void;
+  /**
+   * For each worker holding the prompt's first block, how many leading blocks
+   * it holds: d when it holds blocks 0..d-1 along the prompt's path and not
+   * block d. Workers scoring 0 are not listed; order is unspecified.
+   * earlyExit: the walk stops at the first depth d at which exactly one worker
+   * still matches; that worker is reported with d, a lower bound on its
+   * overlap, and every other worker's depth is exact. If a single survivor
+   * never occurs, the result is the same as without earlyExit.
+   */
   findMatches(local: ArrayLike<bigint>, earlyExit?: boolean): MatchResult;
-  /** Approximate mode: the worker was sent these blocks at nowMs. */
+  /**
+   * Approximate mode: the worker was sent these blocks at nowMs. Each block
+   * is held under its chained sequence hash (seq[0] = local[0],
+   * seq[i] = chainMix(seq[i-1], local[i]), see assembly/prefix-bind.ts) until
+   * nowMs + ttlMs; inserting it again refreshes that. Past maxRoutedBlocks,
+   * the earliest-expiring routed blocks go (deepest first on ties, then by
+   * slot and id) until floor(maxRoutedBlocks * pruneTargetRatio) remain.
+   * A routed block met by a stored event becomes a stored block.
+   */
   insertRouted(worker: WorkerKey, local: ArrayLike<bigint>, nowMs: number): void;
   /** Removes routed blocks whose expiry is at or before nowMs; returns how many. */
   expire(nowMs: number): number;
+  /**
+   * Events that rebuild this index's holdings (ids and references included)
+   * when applied to an empty index (applyIndexEvents); see
+   * bindings/prefix-index-dump.ts. Routed blocks come out as stored blocks.
+   */
   dump(): IndexEvent[];
   stats(): PrefixIndexStats;
 }
@@ -69,7 +91,6 @@ export const DEFAULT_TTL_MS = 120_000;
 export const DEFAULT_MAX_ROUTED_BLOCKS = 2 ** 20;
 export const DEFAULT_PRUNE_TARGET_RATIO = 0.8;
 
-const U64_MAX = (1n << 64n) - 1n;
 
 export function resolveIndexOptions(opts: PrefixIndexOptions): ResolvedIndexOptions {
   const ttlMs = opts.ttlMs ?? DEFAULT_TTL_MS;
@@ -95,26 +116,38 @@ export function checkWorker(worker: WorkerKey, field = 'worker'): void {
   }
 }
 
+/** Whether value is a bigint in [0, 2^64). */
+export function isU64(value: unknown): value is bigint {
+  return typeof value === 'bigint' && BigInt.asUintN(64, value) === value;
+}
+
 export function checkHash(value: bigint, field: string): void {
   if (typeof value !== 'bigint') throw new TypeError(`${field} must be a bigint, got ${typeof value}`);
-  if (value < 0n || value > U64_MAX) throw new RangeError(`${field} must be an unsigned 64-bit integer, got ${value}`);
+  if (!isU64(value)) throw new RangeError(`${field} must be an unsigned 64-bit integer, got ${value}`);
+}
+
+export function checkArrayLike(values: ArrayLike<bigint>, field: string): void {
+  if (typeof values !== 'object' || values === null || !Number.isInteger(values.length) || values.length < 0) {
+    throw new TypeError(`${field} must be an array of bigint hashes`);
+  }
 }
 
 /** Checks every element; a BigUint64Array is valid by construction. */
 export function checkHashes(values: ArrayLike<bigint>, field: string): void {
   if (values instanceof BigUint64Array) return;
-  if (typeof values !== 'object' || values === null || !Number.isInteger(values.length) || values.length < 0) {
-    throw new TypeError(`${field} must be an array of bigint hashes`);
-  }
+  checkArrayLike(values, field);
   for (let i = 0; i < values.length; i++) {
-    const v = values[i]!;
-    if (typeof v !== 'bigint' || v < 0n || v > U64_MAX) checkHash(v, `${field}[${i}]`);
+    if (!isU64(values[i])) checkHash(values[i]!, `${field}[${i}]`);
   }
 }
 
 export function checkChain(external: ArrayLike<bigint>, local: ArrayLike<bigint>): void {
   checkHashes(external, 'external');
   checkHashes(local, 'local');
+  checkSameLength(external, local);
+}
+
+export function checkSameLength(external: ArrayLike<bigint>, local: ArrayLike<bigint>): void {
   if (external.length !== local.length) {
     throw new RangeError(`external and local must have one hash per block each, got ${external.length} and ${local.length}`);
   }

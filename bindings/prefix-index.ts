@@ -5,11 +5,12 @@
 import { Core, type CoreExports } from './core.js';
 import { WorkerSlots, type WorkerKey } from './workers.js';
 import {
-  checkChain,
+  checkArrayLike,
   checkHash,
-  checkHashes,
+  checkSameLength,
   checkTime,
   checkWorker,
+  isU64,
   resolveIndexOptions,
   type IndexEvent,
   type MatchResult,
@@ -73,23 +74,25 @@ export class PrefixIndex implements PrefixIndexApi {
   }
 
   applyStored(worker: WorkerKey, parent: bigint | null, external: ArrayLike<bigint>, local: ArrayLike<bigint>): boolean {
-    checkChain(external, local);
+    checkArrayLike(external, 'external');
+    checkArrayLike(local, 'local');
+    checkSameLength(external, local);
     if (parent !== null) checkHash(parent, 'parent');
     checkWorker(worker);
     const n = blockCount(external, 'external');
     const view = this.input(1 + 2 * n);
     view[0] = parent ?? 0n;
-    view.set(external, 1);
-    view.set(local, 1 + n);
+    stage(external, view, 1, 'external');
+    stage(local, view, 1 + n, 'local');
     const slot = this.workers.ensure(worker.id, worker.rank);
     return this.k.indexStored(slot, parent === null ? 0 : 1, n) === 1;
   }
 
   applyRemoved(worker: WorkerKey, external: ArrayLike<bigint>): void {
-    checkHashes(external, 'external');
+    checkArrayLike(external, 'external');
     checkWorker(worker);
     const n = blockCount(external, 'external');
-    this.input(n).set(external);
+    stage(external, this.input(n), 0, 'external');
     this.k.indexRemoved(this.workers.slotOf(worker.id, worker.rank) ?? NO_SLOT, n);
   }
 
@@ -113,9 +116,9 @@ export class PrefixIndex implements PrefixIndexApi {
   }
 
   findMatches(local: ArrayLike<bigint>, earlyExit = false): MatchResult {
-    checkHashes(local, 'local');
+    checkArrayLike(local, 'local');
     const n = blockCount(local, 'local');
-    this.input(n).set(local);
+    stage(local, this.input(n), 0, 'local');
     return this.result(this.k.indexFind(this.inputPtr, n, earlyExit ? 1 : 0));
   }
 
@@ -129,12 +132,12 @@ export class PrefixIndex implements PrefixIndexApi {
   }
 
   insertRouted(worker: WorkerKey, local: ArrayLike<bigint>, nowMs: number): void {
-    checkHashes(local, 'local');
+    checkArrayLike(local, 'local');
     checkTime(nowMs);
     checkWorker(worker);
     const n = blockCount(local, 'local');
     if (n === 0) return;
-    this.input(n).set(local);
+    stage(local, this.input(n), 0, 'local');
     this.k.indexInsertRouted(this.workers.ensure(worker.id, worker.rank), n, nowMs);
   }
 
@@ -203,6 +206,22 @@ export class PrefixIndex implements PrefixIndexApi {
       slots: this.core.u32(this.k.indexOutSlots() >>> 0, count),
       depths: this.core.u32(this.k.indexOutDepths() >>> 0, count),
     };
+  }
+}
+
+/**
+ * Copies hashes into the I/O buffer, checking each on the way (one pass: a
+ * bigint array's TypedArray.set costs several times more than element stores).
+ */
+function stage(values: ArrayLike<bigint>, view: BigUint64Array, at: number, field: string): void {
+  if (values instanceof BigUint64Array) {
+    view.set(values, at);
+    return;
+  }
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i]!;
+    if (!isU64(v)) checkHash(v, `${field}[${i}]`);
+    view[at + i] = v;
   }
 }
 

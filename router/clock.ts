@@ -22,9 +22,15 @@ export class RealClock implements Clock {
   }
 
   at(at: number, fn: () => void): Timer {
-    const handle = setTimeout(fn, Math.max(0, at - this.now()));
-    // A pending timer must not keep a finished process alive.
-    handle.unref?.();
+    let handle: NodeJS.Timeout;
+    // Node's timers run on the event loop's cached time, which can lag this
+    // clock by a millisecond or two: a timer that fires early waits out the rest.
+    const arm = () => {
+      handle = setTimeout(() => (this.now() < at ? arm() : fn()), Math.max(0, Math.ceil(at - this.now())));
+      // A pending timer must not keep a finished process alive.
+      handle.unref?.();
+    };
+    arm();
     return { cancel: () => clearTimeout(handle) };
   }
 }

@@ -90,17 +90,19 @@ interface Hasher {
 /** A prompt's local and chained sequence hashes. */
 type PromptHashes = { local: BigUint64Array; sequence: BigUint64Array };
 
+/** Token ids must be u32 integers; one tight loop per array kind keeps element access monomorphic. */
+function checkTokens(tokens: ArrayLike<number>): void {
+  for (let i = 0; i < tokens.length; i++) {
+    const t = tokens[i]!;
+    if (t >>> 0 !== t) throw new RangeError(`tokens[${i}] must be an integer in [0, 2^32), got ${t}`);
+  }
+}
+
 /** Both hashes in one pass through the core: tokens go in once, both lists come out. */
 function coreHashes(hasher: BlockHasher, tokens: ArrayLike<number>, blockSize: number, seed: bigint): PromptHashes {
-  const view = hasher.tokenView(tokens.length);
-  if (tokens instanceof Uint32Array) view.set(tokens);
-  else {
-    for (let i = 0; i < tokens.length; i++) {
-      const t = tokens[i]!;
-      if (t >>> 0 !== t) throw new RangeError(`tokens[${i}] must be an integer in [0, 2^32), got ${t}`);
-      view[i] = t;
-    }
-  }
+  if (!(tokens instanceof Uint32Array)) checkTokens(tokens);
+  // Validated above, so a bulk set (memcpy-like from typed arrays and packed arrays) is safe.
+  hasher.tokenView(tokens.length).set(tokens);
   const count = hasher.hashInto(tokens.length, blockSize, seed, true);
   return { local: hasher.localView(count).slice(), sequence: hasher.sequenceView(count).slice() };
 }
@@ -167,6 +169,13 @@ export class Partition implements Placement<RoutedRequest> {
   private readonly sweepAgeMs: number;
   /** workerCapacities() until the worker set changes; undefined once it has. */
   private capacities: readonly WorkerCapacity[] | undefined;
+  /** Bumped on every change to the index, so memoized lookups know when they are stale. */
+  private indexVersion = 0;
+  private matchMemo: { request: RoutedRequest | null; version: number; overlaps: { slots: Uint32Array; depths: Uint32Array } } = {
+    request: null,
+    version: -1,
+    overlaps: { slots: new Uint32Array(0), depths: new Uint32Array(0) },
+  };
   /** The last projection's overlap list (slot, depth), for the chosen worker's overlap. */
   private overlaps: { slots: Uint32Array; depths: Uint32Array } = { slots: new Uint32Array(0), depths: new Uint32Array(0) };
 
@@ -239,6 +248,7 @@ export class Partition implements Placement<RoutedRequest> {
     const meta = this.meta.get(id);
     if (!meta) return [];
     this.index.removeWorker(id);
+    this.indexVersion++;
     const dropped: string[] = [];
     for (const slot of meta.slots) {
       dropped.push(...this.ledger.removeWorker(slot));
@@ -324,11 +334,11 @@ export class Partition implements Placement<RoutedRequest> {
   }
 
   cachedTokens(request: RoutedRequest, allowed: readonly WorkerKey[] | null): number {
-    const matches = this.index.findMatches(request.localHashes);
+    const matches = this.overlapsOf(request);
     const allowedSlots = this.allowedSlots(request, allowed, []);
     const ok = allowedSlots ? new Set(allowedSlots) : null;
     let best = 0;
-    for (let i = 0; i < matches.count; i++) {
+    for (let i = 0; i < matches.slots.length; i++) {
       if (ok && !ok.has(matches.slots[i]!)) continue;
       best = Math.max(best, matches.depths[i]!);
     }
@@ -386,7 +396,10 @@ export class Partition implements Placement<RoutedRequest> {
     if (slot === undefined) throw new RangeError(`worker ${workerLabel(worker)} is not registered for model ${this.model}`);
     const now = this.clock.now();
     this.ledger.add(request.id, slot, request.seqHashes, Math.max(0, request.promptTokens - cachedTokens), now);
-    if (this.approximate.has(slot)) this.index.insertRouted(worker, request.localHashes, now);
+    if (this.approximate.has(slot)) {
+      this.index.insertRouted(worker, request.localHashes, now);
+      this.indexVersion++;
+    }
   }
 
   firstToken(requestId: string): void {
@@ -400,7 +413,7 @@ export class Partition implements Placement<RoutedRequest> {
   /** Drops ledger entries past the age bound and expired routed blocks; returns the dropped request ids. */
   sweep(): string[] {
     const now = this.clock.now();
-    this.index.expire(now);
+    if (this.index.expire(now) > 0) this.indexVersion++;
     return this.ledger.sweep(now, this.sweepAgeMs);
   }
 
@@ -442,6 +455,7 @@ export class Partition implements Placement<RoutedRequest> {
   /** Applies one batch of a worker's KV events to the prefix index. */
   applyEvents(worker: WorkerKey, batch: KvEventBatch): void {
     const meta = this.requireWorker(worker.id);
+    this.indexVersion++;
     const counts = meta.events;
     for (const event of batch.events) {
       if (event.type === 'cleared') {
@@ -476,6 +490,7 @@ export class Partition implements Placement<RoutedRequest> {
   /** The worker's event stream lost messages that cannot be replayed: forget what it holds. */
   markStale(worker: WorkerKey): void {
     this.index.applyCleared(worker);
+    this.indexVersion++;
     this.requireWorker(worker.id).events.stale++;
   }
 
@@ -611,12 +626,23 @@ export class Partition implements Placement<RoutedRequest> {
   }
 
   private project(request: RoutedRequest): void {
-    const matches = request.localHashes.length > 0 ? this.index.findMatches(request.localHashes) : null;
-    // The index's result is a view over core memory: keep a copy for overlapOf.
-    this.overlaps = matches
-      ? { slots: matches.slots.slice(0, matches.count), depths: matches.depths.slice(0, matches.count) }
-      : EMPTY_OVERLAPS;
+    this.overlaps = this.overlapsOf(request);
     this.ledger.project({ seqHashes: request.seqHashes, promptTokens: request.promptTokens, blockSize: this.blockSize, overlaps: this.overlaps });
+  }
+
+  /**
+   * The request's cached prefixes (slot, depth), looked up once per request
+   * and index state: classification, the capacity check and admission in one
+   * turn share one lookup.
+   */
+  private overlapsOf(request: RoutedRequest): { slots: Uint32Array; depths: Uint32Array } {
+    const memo = this.matchMemo;
+    if (memo.request === request && memo.version === this.indexVersion) return memo.overlaps;
+    const matches = request.localHashes.length > 0 ? this.index.findMatches(request.localHashes) : null;
+    // The index's result is a view over core memory: keep a copy.
+    const overlaps = matches ? { slots: matches.slots.slice(0, matches.count), depths: matches.depths.slice(0, matches.count) } : EMPTY_OVERLAPS;
+    this.matchMemo = { request, version: this.indexVersion, overlaps };
+    return overlaps;
   }
 
   /**

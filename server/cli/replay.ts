@@ -2,26 +2,35 @@
 // virtual time through the real router and N simulated engines, once per
 // --policy, and compares the policies: a table for people, --json (one line
 // per policy) for machines, --report for a self-contained HTML page.
+// `--scenario NAME` replays a named scenario instead: its own workload, runs
+// (policy and classifier each) and engine shape, with its key figures.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { InvalidArgumentError, type Command } from 'commander';
 import { PluginConfigError } from '../../router/plugins/params.js';
 import { SELECTION_POLICIES } from '../../router/plugins/selection/index.js';
-import { ENGINE_DEFAULTS } from '../../sim/mocker/engine-options.js';
+import { ENGINE_DEFAULTS, resolveEngineShape, type EngineShape } from '../../sim/mocker/engine-options.js';
 import { agentSessions } from '../../sim/replay/agent-sessions.js';
 import { coldPrompts } from '../../sim/replay/cold-prompts.js';
-import { renderHtmlReport } from '../../sim/replay/html-report.js';
+import { renderHtmlReport, type HtmlReportInput } from '../../sim/replay/html-report.js';
 import { MOONCAKE_BLOCK_SIZE, parseMooncakeTrace, TraceError } from '../../sim/replay/mooncake.js';
 import { ProgressBar } from '../../sim/replay/progress.js';
 import { DEFAULT_EVENT_DELAY_MS, replay } from '../../sim/replay/replay.js';
-import { formatComparison } from '../../sim/replay/table.js';
+import { buildScenario, figureTable, runScenario, SCENARIOS, scenarioJson, type ScenarioOption, type ScenarioOptions } from '../../sim/replay/scenarios.js';
+import type { FleetEngineShape } from '../../sim/replay/simulate.js';
+import { formatComparison, formatRows } from '../../sim/replay/table.js';
 import { limitWorkload, mergeWorkloads, type Workload } from '../../sim/replay/workload.js';
 
 /** Exit code for input the user got wrong (commander's own parse errors included). */
 const BAD_INPUT = 2;
 
-interface ReplayCommandOptions {
+export interface ReplayCommandOptions {
   trace?: string;
   workload?: string;
+  scenario?: string;
+  durationS?: number;
+  coldIntervalMs?: number;
+  warmGapMs?: number;
+  programs?: number;
   workers: number;
   policy: string[];
   blockSize: number;
@@ -57,8 +66,35 @@ const GENERATORS: Record<string, (seed: number) => Workload> = {
   'cold-prompts': (s) => coldPrompts({ seed: s }),
 };
 
+/** The scenario settings, by the flag that sets each. */
+const SCENARIO_FLAGS: Readonly<Record<ScenarioOption, string>> = {
+  durationS: '--duration-s',
+  coldIntervalMs: '--cold-interval-ms',
+  warmGapMs: '--warm-gap-ms',
+  programs: '--programs',
+};
+
+/** Engine flags and the shape field each sets. */
+const ENGINE_FLAGS: Readonly<Record<string, keyof FleetEngineShape>> = {
+  numBlocks: 'numBlocks',
+  blockSize: 'blockSize',
+  maxBatchedTokens: 'maxBatchedTokens',
+  maxNumSeqs: 'maxNumSeqs',
+  engineSpeedup: 'speedup',
+};
+
+/** Whether the user typed the flag (rather than taking its default). */
+export type Explicit = (key: keyof ReplayCommandOptions) => boolean;
+
+/** A scenario replay as the flags ask for it. */
+export interface ScenarioFlags {
+  name: string;
+  options: ScenarioOptions;
+  /** Engine fields typed on the command line: they override the scenario's shape. */
+  engine: Partial<FleetEngineShape>;
+}
+
 function loadWorkload(o: ReplayCommandOptions): Workload {
-  if ((o.trace === undefined) === (o.workload === undefined)) throw new BadInput('give exactly one of --trace FILE or --workload NAME');
   let workload: Workload;
   if (o.trace !== undefined) {
     let text: string;
@@ -84,7 +120,42 @@ function policies(o: ReplayCommandOptions): string[] {
   return specs.flatMap((p) => (p === 'all' ? Object.keys(SELECTION_POLICIES) : [p]));
 }
 
-function run(o: ReplayCommandOptions): void {
+function run(o: ReplayCommandOptions, explicit: Explicit): void {
+  const scenario = scenarioFlags(o, explicit);
+  if (scenario) replayScenario(o, scenario);
+  else replayPolicies(o);
+}
+
+/**
+ * Checks the input flags: exactly one input, and scenario flags only with a
+ * scenario that takes them. Returns the scenario replay they ask for, or
+ * null for a trace or workload replay.
+ */
+export function scenarioFlags(o: ReplayCommandOptions, explicit: Explicit): ScenarioFlags | null {
+  const inputs = [o.trace, o.workload, o.scenario].filter((v) => v !== undefined).length;
+  if (inputs !== 1) throw new BadInput('give exactly one of --trace FILE, --workload NAME or --scenario NAME');
+  const given = (Object.keys(SCENARIO_FLAGS) as ScenarioOption[]).filter((key) => o[key] !== undefined);
+  const name = o.scenario;
+  if (name === undefined) {
+    if (given.length > 0) throw new BadInput(`${SCENARIO_FLAGS[given[0]!]} needs --scenario NAME`);
+    return null;
+  }
+  const definition = Object.hasOwn(SCENARIOS, name) ? SCENARIOS[name] : undefined;
+  if (!definition) throw new BadInput(`unknown --scenario "${name}" (known: ${Object.keys(SCENARIOS).join(', ')})`);
+  if (o.policy.length > 0) throw new BadInput('--policy does not apply to --scenario: a scenario names the runs it compares');
+  if (o.limit !== undefined) throw new BadInput(`--limit does not apply to --scenario (make it smaller with ${definition.options.map((k) => SCENARIO_FLAGS[k]).join(' or ')})`);
+  const foreign = given.find((key) => !definition.options.includes(key));
+  if (foreign) throw new BadInput(`${SCENARIO_FLAGS[foreign]} does not apply to --scenario ${name}`);
+  const engine: Partial<FleetEngineShape> = {};
+  for (const [flag, field] of Object.entries(ENGINE_FLAGS)) {
+    if (explicit(flag as keyof ReplayCommandOptions)) engine[field] = o[flag as keyof ReplayCommandOptions] as number;
+  }
+  const options: ScenarioOptions = { workers: o.workers, seed: o.seed };
+  for (const key of given) options[key] = o[key];
+  return { name, options, engine };
+}
+
+function replayPolicies(o: ReplayCommandOptions): void {
   const workload = loadWorkload(o);
   const progress = new ProgressBar(process.stderr);
   const engine = {
@@ -108,25 +179,55 @@ function run(o: ReplayCommandOptions): void {
   if (o.json) process.stdout.write(reports.map((r) => JSON.stringify(r) + '\n').join(''));
   else process.stdout.write(`${workload.name}: ${workload.requests.length} requests, ${o.workers} workers\n\n${formatComparison(reports)}\n`);
   if (o.report !== undefined) {
-    const html = renderHtmlReport({
+    writeReport(o.report, {
       title: `kvrouter replay: ${workload.name}`,
-      settings: {
-        workload: `${workload.name} (${workload.requests.length} requests)`,
-        workers: o.workers,
-        engine: `${o.numBlocks} blocks x ${o.blockSize} tokens, budget ${o.maxBatchedTokens} tokens, ${o.maxNumSeqs} seqs, speedup ${o.engineSpeedup}`,
-        'arrival speedup': o.arrivalSpeedup,
-        'KV event delay': `${o.eventDelayMs} ms`,
-        seed: o.seed,
-      },
+      settings: { workload: `${workload.name} (${workload.requests.length} requests)`, ...commonSettings(o, resolveEngineShape(engine)) },
       runs,
     });
-    try {
-      writeFileSync(o.report, html);
-    } catch (error) {
-      throw new BadInput(`cannot write --report ${o.report}: ${(error as Error).message}`);
-    }
-    process.stderr.write(`kvrouter replay: wrote ${o.report}\n`);
   }
+}
+
+function replayScenario(o: ReplayCommandOptions, flags: ScenarioFlags): void {
+  const { name, engine: overrides } = flags;
+  const scenario = buildScenario(name, flags.options);
+  const progress = new ProgressBar(process.stderr);
+  const results = runScenario(scenario, {
+    workers: o.workers,
+    engine: overrides,
+    eventDelayMs: o.eventDelayMs,
+    arrivalSpeedup: o.arrivalSpeedup,
+    seed: o.seed,
+    onProgress: (label, done, total) => progress.update(label, done, total),
+  });
+  progress.clear();
+  const figures = figureTable(results);
+  const settings = { ...scenario.settings, ...commonSettings(o, resolveEngineShape({ ...scenario.engine, ...overrides })) };
+  if (o.json) process.stdout.write(results.map((r) => JSON.stringify(scenarioJson(r)) + '\n').join(''));
+  else {
+    const head = `scenario ${name}: ${SCENARIOS[name]!.summary}\n${scenario.workload.requests.length} requests`;
+    const lines = Object.entries(settings).map(([k, v]) => `  ${k}: ${v}`);
+    process.stdout.write([head, ...lines, '', formatRows(figures.head, figures.rows), '', formatComparison(results.map((r) => r.report)), ''].join('\n'));
+  }
+  if (o.report !== undefined) writeReport(o.report, { title: `kvrouter replay --scenario ${name}`, settings, runs: results, figures });
+}
+
+function commonSettings(o: ReplayCommandOptions, shape: EngineShape): Record<string, string | number> {
+  return {
+    workers: o.workers,
+    engine: `${shape.numBlocks} blocks x ${shape.blockSize} tokens, budget ${shape.maxBatchedTokens} tokens, ${shape.maxNumSeqs} seqs, speedup ${shape.speedup}`,
+    'arrival speedup': o.arrivalSpeedup,
+    'KV event delay': `${o.eventDelayMs} ms`,
+    seed: o.seed,
+  };
+}
+
+function writeReport(path: string, input: HtmlReportInput): void {
+  try {
+    writeFileSync(path, renderHtmlReport(input));
+  } catch (error) {
+    throw new BadInput(`cannot write --report ${path}: ${(error as Error).message}`);
+  }
+  process.stderr.write(`kvrouter replay: wrote ${path}\n`);
 }
 
 export function registerReplay(program: Command): void {
@@ -136,6 +237,11 @@ export function registerReplay(program: Command): void {
     .description('replay a Mooncake trace in virtual time through the router and simulated engines, once per --policy, and compare')
     .option('--trace <file>', 'Mooncake JSONL trace (timestamp or delay, input_length, output_length, hash_ids, session_id)')
     .option('--workload <names>', `a generated workload instead of a trace: ${Object.keys(GENERATORS).join(', ')} (join with +)`)
+    .option('--scenario <name>', `a named scenario instead (its own workload, runs and engine shape): ${Object.keys(SCENARIOS).join(', ')}`)
+    .option('--duration-s <s>', 'scenario cold-pool: simulated seconds of workload', factor)
+    .option('--cold-interval-ms <ms>', 'scenario cold-pool: time between cold prompts', factor)
+    .option('--warm-gap-ms <ms>', 'scenario cold-pool: mean gap between warm session starts (default 8000 / workers)', factor)
+    .option('--programs <n>', 'scenario agents: agent programs to run', count)
     .option('--workers <n>', 'simulated engine workers', count, 8)
     .option('--policy <name>', `selection policy, repeatable or comma-separated (${Object.keys(SELECTION_POLICIES).join(', ')}, all); parameters as name:key=value,...`, collect, [])
     .option('--block-size <n>', 'KV block size of the engines and the router', count, d.blockSize)
@@ -148,12 +254,12 @@ export function registerReplay(program: Command): void {
     .option('--max-num-seqs <n>', 'most requests running at once per engine', count, d.maxNumSeqs)
     .option('--seed <n>', "seed of the router's random choices (and of generated workloads)", seed, 0)
     .option('--limit <n>', 'replay only the first n requests', count)
-    .option('--json', 'print one JSON object per policy, one per line')
+    .option('--json', 'print one JSON object per policy (per run for a scenario), one per line')
     .option('--report <file>', 'write a self-contained HTML report comparing the policies')
     .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : BAD_INPUT))
     .action(function (this: Command, options: ReplayCommandOptions) {
       try {
-        run(options);
+        run(options, (key) => this.getOptionValueSource(key) === 'cli');
       } catch (error) {
         if (error instanceof BadInput || error instanceof TraceError || error instanceof PluginConfigError || error instanceof RangeError || error instanceof TypeError) {
           this.error(`error: ${error.message}`, { exitCode: BAD_INPUT, code: 'kvrouter.badInput' });

@@ -30,6 +30,8 @@ export interface AgentSessionOptions {
   seed?: number;
   /** Prefix of request and session ids (default "agent"). */
   idPrefix?: string;
+  /** Tag of every request, for reports split by kind of traffic (default "agent"). */
+  tag?: string;
 }
 
 export const AGENT_SESSION_DEFAULTS: Required<AgentSessionOptions> = {
@@ -44,6 +46,7 @@ export const AGENT_SESSION_DEFAULTS: Required<AgentSessionOptions> = {
   startMs: 0,
   seed: 0,
   idPrefix: 'agent',
+  tag: 'agent',
 };
 
 interface Segment {
@@ -64,6 +67,7 @@ function checkOptions(o: Required<AgentSessionOptions>): void {
   if (!Number.isFinite(o.sessionGapMs) || o.sessionGapMs < 0) throw new RangeError(`sessionGapMs must be a finite number >= 0, got ${o.sessionGapMs}`);
   if (!Number.isFinite(o.startMs) || o.startMs < 0) throw new RangeError(`startMs must be a finite number >= 0, got ${o.startMs}`);
   if (typeof o.idPrefix !== 'string' || o.idPrefix === '') throw new RangeError('idPrefix must be a non-empty string');
+  if (typeof o.tag !== 'string' || o.tag === '') throw new RangeError('tag must be a non-empty string');
 }
 
 /** Writes the prompt made of the first `count` segments. */
@@ -107,6 +111,7 @@ export function agentSessions(options: AgentSessionOptions = {}): Workload {
         arrival: t === 0 ? { atMs: start } : { delayMs: random.int(o.toolPauseMs) },
         inputLength,
         outputLength: output.length,
+        tag: o.tag,
         writeTokens: (out) => writePrompt(out, namespace, segments, count),
       });
       // The turn's output is part of every later prompt of the session.

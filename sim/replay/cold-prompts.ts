@@ -20,6 +20,8 @@ export interface ColdPromptOptions {
   seed?: number;
   /** Prefix of request ids (default "cold"). */
   idPrefix?: string;
+  /** Tag of every request, for reports split by kind of traffic (default "cold"). */
+  tag?: string;
 }
 
 export const COLD_PROMPT_DEFAULTS: Required<ColdPromptOptions> = {
@@ -30,6 +32,7 @@ export const COLD_PROMPT_DEFAULTS: Required<ColdPromptOptions> = {
   outputTokens: 64,
   seed: 0,
   idPrefix: 'cold',
+  tag: 'cold',
 };
 
 export function coldPrompts(options: ColdPromptOptions = {}): Workload {
@@ -40,6 +43,7 @@ export function coldPrompts(options: ColdPromptOptions = {}): Workload {
   checkIntRange('promptTokens', o.promptTokens, 1);
   checkIntRange('outputTokens', o.outputTokens, 1);
   if (typeof o.idPrefix !== 'string' || o.idPrefix === '') throw new RangeError('idPrefix must be a non-empty string');
+  if (typeof o.tag !== 'string' || o.tag === '') throw new RangeError('tag must be a non-empty string');
   const random = new SeededRandom(o.seed);
   const namespace = mix32((o.seed >>> 0) ^ 0x434f4c44);
   const requests: ReplayRequest[] = [];
@@ -51,6 +55,7 @@ export function coldPrompts(options: ColdPromptOptions = {}): Workload {
       arrival: { atMs: o.startMs + i * o.intervalMs },
       inputLength,
       outputLength: random.int(o.outputTokens),
+      tag: o.tag,
       writeTokens: (out) => writeKeyTokens(out, 0, namespace, i, inputLength),
     });
   }

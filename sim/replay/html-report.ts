@@ -11,6 +11,8 @@ export interface HtmlReportInput {
   /** Settings shown under the title (workload, fleet, delays...). */
   settings: Record<string, string | number>;
   runs: readonly PolicyRun[];
+  /** A table of figures to show above the comparison (a scenario's figures, one column per run). */
+  figures?: { head: readonly string[]; rows: readonly (readonly string[])[] };
 }
 
 const POLICY_COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf'];
@@ -103,6 +105,11 @@ function summaryTable(runs: readonly PolicyRun[]): string {
   return `<table><thead><tr>${head}</tr></thead><tbody>${rows.join('')}</tbody></table>`;
 }
 
+function plainTable(head: readonly string[], rows: readonly (readonly string[])[]): string {
+  const cells = (tag: string, row: readonly string[]) => row.map((c) => `<${tag}>${escapeHtml(c)}</${tag}>`).join('');
+  return `<table><thead><tr>${cells('th', head)}</tr></thead><tbody>${rows.map((r) => `<tr>${cells('td', r)}</tr>`).join('')}</tbody></table>`;
+}
+
 const STYLE = `
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}
 h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 8px}
@@ -126,6 +133,7 @@ export function renderHtmlReport(input: HtmlReportInput): string {
     `<style>${STYLE}</style></head><body>`,
     `<h1>${escapeHtml(input.title)}</h1>`,
     `<dl>${settings}</dl>`,
+    ...(input.figures ? ['<h2>Scenario figures</h2>', plainTable(input.figures.head, input.figures.rows), '<h2>All runs</h2>'] : []),
     summaryTable(input.runs),
     '<h2>Time to first token</h2>',
     ttftChart(input.runs),

@@ -60,6 +60,27 @@ export function endToEndLatencies(records: readonly RequestRecord[]): number[] {
   return records.filter((r) => r.outcome === 'completed').map((r) => r.endMs - r.arrivalMs);
 }
 
+/**
+ * Per program (session) whose turns all completed: the first turn's arrival
+ * to the last turn's last token, what an agent's user waits for the whole
+ * task. Sessions are taken in order of first appearance.
+ */
+export function programLatencies(records: readonly RequestRecord[]): number[] {
+  const spans = new Map<string, { start: number; end: number; complete: boolean }>();
+  for (const r of records) {
+    if (r.sessionId === null) continue;
+    const span = spans.get(r.sessionId);
+    const complete = r.outcome === 'completed';
+    if (!span) spans.set(r.sessionId, { start: r.arrivalMs, end: r.endMs, complete });
+    else {
+      span.start = Math.min(span.start, r.arrivalMs);
+      span.end = Math.max(span.end, r.endMs);
+      span.complete &&= complete;
+    }
+  }
+  return [...spans.values()].filter((s) => s.complete).map((s) => s.end - s.start);
+}
+
 /** Reused prompt tokens / prompt tokens over completed requests (reused = cached at first admission); 0 when none. */
 export function reuseRatio(records: readonly RequestRecord[]): number {
   let prompt = 0;

@@ -27,7 +27,8 @@ export interface ReplayOptions {
   seed?: number;
   /** Admission settings, made fresh for each run (a classifier keeps state). */
   router?: () => ReplayRouterOptions;
-  onProgress?(policy: string, finished: number, total: number): void;
+  /** Progress of each run, named by its label (the policy spec for replay()). */
+  onProgress?(label: string, finished: number, total: number): void;
 }
 
 export interface PolicyRun {
@@ -63,7 +64,29 @@ function policyOf(spec: string): SelectionPolicy {
   return createSelectionPolicy(name, params);
 }
 
+/** One run of a comparison: a selection policy with its own admission settings. */
+export interface ReplayRun {
+  /** Name the run is reported under. */
+  label: string;
+  /** Policy spec, as for ReplayOptions.policies. */
+  policy: string;
+  /** Admission settings, made fresh for the run (a classifier keeps state). */
+  router?: () => ReplayRouterOptions;
+}
+
+export type ReplayRunOptions = Omit<ReplayOptions, 'policies' | 'router'>;
+
 export function replay(workload: Workload, options: ReplayOptions): PolicyRun[] {
+  const { policies, router, ...rest } = options;
+  return replayRuns(
+    workload,
+    policies.map((spec) => ({ label: spec, policy: spec, router })),
+    rest,
+  );
+}
+
+/** Replays the workload once per run, each with a fresh router and fresh engines. */
+export function replayRuns(workload: Workload, runs: readonly ReplayRun[], options: ReplayRunOptions): PolicyRun[] {
   const common = {
     workers: options.workers,
     eventDelayMs: options.eventDelayMs ?? DEFAULT_EVENT_DELAY_MS,
@@ -72,20 +95,20 @@ export function replay(workload: Workload, options: ReplayOptions): PolicyRun[] 
   };
   checkReplayOptions(common);
   checkWorkload(workload);
-  if (options.policies.length === 0) throw new RangeError('give at least one policy');
+  if (runs.length === 0) throw new RangeError('give at least one policy');
   // Every spec is checked before the first (long) run starts.
-  for (const spec of options.policies) policyOf(spec);
+  for (const r of runs) policyOf(r.policy);
   const shape = resolveEngineShape({ ...options.engine });
   const ideal = idealPrefixReuse(workload, shape.blockSize, wasmChainedHashes());
-  return options.policies.map((spec) => {
+  return runs.map((r) => {
     const run = simulate(workload, {
       ...common,
-      label: spec,
+      label: r.label,
       // Fresh per run: policies such as round-robin keep state between decisions.
-      selection: policyOf(spec),
-      router: options.router?.(),
+      selection: policyOf(r.policy),
+      router: r.router?.(),
       engine: options.engine,
-      onProgress: options.onProgress && ((finished, total) => options.onProgress!(spec, finished, total)),
+      onProgress: options.onProgress && ((finished, total) => options.onProgress!(r.label, finished, total)),
     });
     return { report: summarize(run, ideal), run };
   });

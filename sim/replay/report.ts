@@ -1,12 +1,22 @@
 // One policy's replay summarised into the fields `kvrouter replay --json`
 // prints. Field order is fixed and every value is derived from virtual time
 // and counts only, except wall_ms, so the same inputs give the same bytes.
-import { distribution, endToEndLatencies, interTokenLatencies, reuseRatio, round, ttfts, type Distribution } from './metrics.js';
+import { distribution, endToEndLatencies, interTokenLatencies, programLatencies, reuseRatio, round, ttfts, type Distribution } from './metrics.js';
+import type { RequestRecord } from './simulate.js';
 import type { SimulationResult } from './simulate.js';
 
 export interface WorkerReport {
   requests: number;
   prefix_cache_reused_ratio: number;
+}
+
+/** The latencies of one kind of traffic (the requests sharing a workload tag). */
+export interface TrafficReport {
+  requests: number;
+  completed: number;
+  ttft_ms: Distribution;
+  itl_ms: Distribution;
+  e2e_ms: Distribution;
 }
 
 export interface PolicyReport {
@@ -32,9 +42,35 @@ export interface PolicyReport {
   preemptions: number;
   recomputed_tokens: number;
   per_worker: Record<string, WorkerReport>;
+  /** Per workload tag, in order of first appearance; empty when no request has one. */
+  by_tag: Record<string, TrafficReport>;
+  /** Sessions whose turns all completed, and their first arrival to last token. */
+  programs: number;
+  program_e2e_ms: Distribution;
 }
 
 const RATIO_DIGITS = 6;
+
+function traffic(records: readonly RequestRecord[]): TrafficReport {
+  return {
+    requests: records.length,
+    completed: records.filter((r) => r.outcome === 'completed').length,
+    ttft_ms: distribution(ttfts(records)),
+    itl_ms: distribution(interTokenLatencies(records)),
+    e2e_ms: distribution(endToEndLatencies(records)),
+  };
+}
+
+function byTag(records: readonly RequestRecord[]): Record<string, TrafficReport> {
+  const groups = new Map<string, RequestRecord[]>();
+  for (const r of records) {
+    if (r.tag === null) continue;
+    const group = groups.get(r.tag);
+    if (group) group.push(r);
+    else groups.set(r.tag, [r]);
+  }
+  return Object.fromEntries([...groups].map(([tag, group]) => [tag, traffic(group)]));
+}
 
 export function summarize(run: SimulationResult, idealReuse: number): PolicyReport {
   const records = run.records;
@@ -47,6 +83,7 @@ export function summarize(run: SimulationResult, idealReuse: number): PolicyRepo
   }
   const duration = records.length > 0 ? end - start : 0;
   const outputTokens = completed.reduce((sum, r) => sum + r.outputTokens, 0);
+  const programs = programLatencies(records);
   const perWorker: Record<string, WorkerReport> = {};
   run.workerIds.forEach((id, w) => {
     const mine = records.filter((r) => r.worker === w);
@@ -73,5 +110,8 @@ export function summarize(run: SimulationResult, idealReuse: number): PolicyRepo
     preemptions: run.engines.reduce((sum, e) => sum + e.preemptions, 0),
     recomputed_tokens: run.engines.reduce((sum, e) => sum + e.recomputedTokens, 0),
     per_worker: perWorker,
+    by_tag: byTag(records),
+    programs: programs.length,
+    program_e2e_ms: distribution(programs),
   };
 }

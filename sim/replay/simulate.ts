@@ -15,7 +15,7 @@ import { MockEngine, type EngineStats } from '../mocker/engine.js';
 import { resolveEngineShape, type EngineShape } from '../mocker/engine-options.js';
 import type { RequestResult } from '../mocker/sequence.js';
 import { wasmChainedHashes } from './engine-hasher.js';
-import { checkWorkload, promptTokens, sessionFinals, type Workload } from './workload.js';
+import { checkWorkload, promptTokens, sessionFinals, type ReplayRequest, type Workload } from './workload.js';
 
 /** Admission settings of the replayed router (policy classes, a classifier with its gate). */
 export type ReplayRouterOptions = Pick<ModelRouteOptions, 'classes' | 'defaultClass' | 'classifier' | 'tickMs'>;
@@ -47,6 +47,9 @@ export type RequestOutcome = 'completed' | 'rejected' | 'failed';
 
 export interface RequestRecord {
   id: string;
+  /** The workload's session id and tag (null when it has none). */
+  sessionId: string | null;
+  tag: string | null;
   /** Index of the worker it ran on; -1 when it was never dispatched. */
   worker: number;
   arrivalMs: number;
@@ -92,15 +95,17 @@ export function checkReplayOptions(o: Pick<SimulateOptions, 'workers' | 'eventDe
   if (!Number.isSafeInteger(o.seed) || o.seed < 0) throw new RangeError(`seed must be an integer >= 0, got ${o.seed}`);
 }
 
-function blankRecord(id: string, promptTokens: number): RequestRecord {
+function blankRecord(request: ReplayRequest): RequestRecord {
   return {
-    id,
+    id: request.id,
+    sessionId: request.sessionId,
+    tag: request.tag ?? null,
     worker: -1,
     arrivalMs: NaN,
     dispatchMs: null,
     firstTokenMs: null,
     endMs: NaN,
-    promptTokens,
+    promptTokens: request.inputLength,
     cachedTokens: 0,
     outputTokens: 0,
     preemptions: 0,
@@ -128,7 +133,7 @@ export function simulate(workload: Workload, options: SimulateOptions): Simulati
   });
   const requests = workload.requests;
   const total = requests.length;
-  const records = requests.map((r) => blankRecord(r.id, r.inputLength));
+  const records = requests.map(blankRecord);
   const finals = sessionFinals(requests);
   const workerIds: string[] = [];
   const workerIndex = new Map<string, number>();

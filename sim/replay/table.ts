@@ -37,11 +37,14 @@ export const COMPARISON_COLUMNS: readonly Column[] = [
 
 export function formatComparison(reports: readonly PolicyReport[]): string {
   const columns = [...COMPARISON_COLUMNS, { head: 'wall s', cell: (r: PolicyReport) => (r.wall_ms / 1000).toFixed(1) }];
-  const head = columns.map((c) => c.head);
   const rows = reports.map((r) => columns.map((c) => c.cell(r)));
-  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
-  // The policy column reads left-aligned, the figures right-aligned.
-  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
   const notes = ['latencies in ms (virtual time); reuse = reused prompt tokens / prompt tokens; per worker = fewest-most requests'];
-  return [line(head), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line), '', ...notes].join('\n');
+  return formatRows(columns.map((c) => c.head), rows, notes);
+}
+
+/** A plain-text table: the first column left-aligned, the rest right-aligned, then the notes. */
+export function formatRows(head: readonly string[], rows: readonly (readonly string[])[], notes: readonly string[] = []): string {
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
+  const line = (cells: readonly string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
+  return [line(head), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line), ...(notes.length > 0 ? ['', ...notes] : [])].join('\n');
 }

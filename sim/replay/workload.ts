@@ -17,6 +17,8 @@ export interface ReplayRequest {
   readonly inputLength: number;
   /** Tokens the engine generates (max_tokens). */
   readonly outputLength: number;
+  /** The kind of traffic it stands for (e.g. "warm", "cold"), so reports can split by it; none when absent. */
+  readonly tag?: string;
   /** Writes the prompt's inputLength token ids into out[0..inputLength). */
   writeTokens(out: Uint32Array): void;
 }

@@ -79,6 +79,8 @@ export interface StreamShape {
   values: number;
   maxPath: number;
   routed: boolean;
+  /** Most workers a popular-path event stores the path for. */
+  crowd: number;
 }
 
 export function opArbitrary(shape: StreamShape): fc.Arbitrary<IndexOp> {
@@ -122,7 +124,7 @@ export function opArbitrary(shape: StreamShape): fc.Arbitrary<IndexOp> {
     { weight: 8, arbitrary: stored },
     { weight: 5, arbitrary: removed },
     // Many workers storing one path: nodes get past the member-scan bound.
-    { weight: 1, arbitrary: fc.record({ type: fc.constant('popular' as const), workers: fc.array(worker, { minLength: 6, maxLength: 14 }), path }) },
+    { weight: 1, arbitrary: fc.record({ type: fc.constant('popular' as const), workers: fc.array(worker, { minLength: Math.min(6, shape.crowd), maxLength: shape.crowd }), path }) },
     // One prefix continued many ways: nodes get past the children-list bound.
     {
       weight: 1,

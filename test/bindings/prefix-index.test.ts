@@ -118,6 +118,18 @@ describe.each<IndexKind>(['wasm', 'twin'])('PrefixIndex (%s)', (kind) => {
     expect(matchesOf(solo, [1, 2, 3], true)).toEqual(['a:3', 'b:3']);
   });
 
+  it('reports each worker once with its own depth when a few of many go one block deeper', () => {
+    // Survivors first, last and in between among the 40 holders of the shared blocks.
+    for (const deeper of [[0], [39], [5, 39], [0, 38, 39], [1, 2]]) {
+      const index = makeIndex(kind);
+      const crowd = Array.from({ length: 40 }, (_, i) => ({ id: `w${i}`, rank: 0 }));
+      for (const w of crowd) storePath(index, w, [1, 2]);
+      for (const i of deeper) index.applyStored(crowd[i]!, chainId([1, 2]), [chainId([1, 2, 3])], locals([3]));
+      const expected = crowd.map((w, i) => `${w.id}:${deeper.includes(i) ? 3 : 2}`).sort();
+      expect(matchesOf(index, [1, 2, 3, 4])).toEqual(expected);
+    }
+  });
+
   it('cleared removes every block of that worker rank and nothing else', () => {
     const index = makeIndex(kind);
     storePath(index, A, [1, 2, 3]);

@@ -1,34 +1,17 @@
 // `kvrouter hash` run as a real process (node + tsx on server/cli/main.ts),
 // checked on its stdout, stderr and exit code. Expected hashes come from the
 // pure-TS twin.
-import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { BlockHasher as TwinBlockHasher, seedFor } from '../../bindings/reference/block-hasher.js';
+import { kvrouter } from './cli-process.js';
 
-const root = fileURLToPath(new URL('../../', import.meta.url));
-const main = join(root, 'server/cli/main.ts');
 const scratch = mkdtempSync(join(tmpdir(), 'kvrouter-cli-hash-'));
 const twin = new TwinBlockHasher();
 
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function kvrouter(...args: string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', main, ...args], { cwd: root }, (err, stdout, stderr) => {
-      resolve({ code: err ? ((err as { code?: number }).code ?? -1) : 0, stdout, stderr });
-    });
-  });
-}
 
 function tokensFile(name: string, content: string): string {
   const path = join(scratch, name);

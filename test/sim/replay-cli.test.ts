@@ -1,31 +1,16 @@
 // `kvrouter replay` run as a real process (node + tsx on server/cli/main.ts),
 // checked on its stdout, stderr, exit code and the files it writes.
-import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { kvrouter as cli } from '../server/cli-process.js';
 import { jsonl, sharedDocumentTrace } from './replay-fixtures.js';
 
-const root = fileURLToPath(new URL('../../', import.meta.url));
-const main = join(root, 'server/cli/main.ts');
 const scratch = mkdtempSync(join(tmpdir(), 'kvrouter-cli-replay-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function kvrouter(...args: string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', main, 'replay', ...args], { cwd: root }, (err, stdout, stderr) => {
-      resolve({ code: err ? ((err as { code?: number }).code ?? -1) : 0, stdout, stderr });
-    });
-  });
-}
+const kvrouter = (...args: string[]) => cli('replay', ...args);
 
 function file(name: string, content: string): string {
   const path = join(scratch, name);
@@ -86,9 +71,11 @@ describe.concurrent('kvrouter replay', () => {
     ['a bad policy parameter', [...small, '--policy', 'kv:overlap_credit=x'], /overlap_credit/],
     ['--arrival-speedup abc', [...small, '--arrival-speedup', 'abc'], /--arrival-speedup.*expected a number > 0/],
     ['an unknown flag', [...small, '--frobnicate'], /unknown option '--frobnicate'/],
-    ['no trace or workload', ['--workers', '2'], /exactly one of --trace FILE or --workload NAME/],
+    ['no trace or workload', ['--workers', '2'], /exactly one of --trace FILE, --workload NAME or --scenario NAME/],
     ['a missing trace file', ['--trace', join(scratch, 'absent.jsonl')], /cannot read --trace .*absent\.jsonl/],
     ['an unknown workload', ['--workload', 'agents'], /unknown --workload "agents"/],
+    ['an unknown scenario', ['--scenario', 'nope'], /unknown --scenario "nope" \(known: cold-pool, agents\)/],
+    ['--cold-interval-ms 0', ['--scenario', 'cold-pool', '--cold-interval-ms', '0'], /--cold-interval-ms.*expected a number > 0/],
   ];
   it.each(bad)('%s -> exit code 2 with a message, no stack trace', async (_what, args, message) => {
     const run = await kvrouter(...args);

@@ -13,6 +13,8 @@ import { jsonl } from './replay-fixtures.js';
 function record(over: Partial<RequestRecord>): RequestRecord {
   return {
     id: 'r',
+    sessionId: null,
+    tag: null,
     worker: 0,
     arrivalMs: 0,
     dispatchMs: 0,
