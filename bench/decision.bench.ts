@@ -10,7 +10,7 @@
 import { VirtualClock } from '../router/clock.js';
 import { RouterError } from '../router/errors.js';
 import type { KvEventBatch } from '../router/kv-events.js';
-import { Partition, type RequestFields } from '../router/partition.js';
+import { Partition, plainFields, type RequestFields } from '../router/partition.js';
 import type { BenchSuite, Figure } from './figures.js';
 import { percentile, round, sampleMicros, sideBySide } from './stats.js';
 
@@ -33,7 +33,7 @@ function chainEvent(tokens: number[], tag: bigint): KvEventBatch {
 
 let ids = 0;
 function fields(): RequestFields {
-  return { id: `d${ids++}`, sessionId: null, sessionFinal: false, policyClass: null, priority: 0, tier: 0, pin: null, allowedWorkers: null };
+  return plainFields(`d${ids++}`);
 }
 
 function buildFleet(workers: number, kernels: 'wasm' | 'reference'): Partition {

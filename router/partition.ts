@@ -58,6 +58,11 @@ export interface RequestFields extends Omit<SchedRequest, 'promptTokens'> {
   preferredTaints?: readonly PreferredTaint[];
 }
 
+/** Request fields with only an id: no session, class, priority, pin or worker restriction. */
+export function plainFields(id: string, overrides: Partial<RequestFields> = {}): RequestFields {
+  return { id, sessionId: null, sessionFinal: false, policyClass: null, priority: 0, tier: 0, pin: null, allowedWorkers: null, ...overrides };
+}
+
 export interface PartitionOptions {
   model: string;
   blockSize: number;

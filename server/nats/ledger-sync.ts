@@ -16,7 +16,7 @@
 // once; one that goes silent for peerTimeoutMs (crash, partition) has them
 // dropped then, so a vanished peer cannot hold load forever.
 import type { ModelRoute } from '../../router/model-route.js';
-import type { RoutedRequest } from '../../router/partition.js';
+import { plainFields, type RoutedRequest } from '../../router/partition.js';
 import type { Admission } from '../../router/scheduler/contracts.js';
 import type { Booking, SyncMessage } from './sync-codec.js';
 
@@ -212,15 +212,8 @@ export class LedgerSync {
 /** What Partition.book needs of a peer's request. */
 function peerRequest(id: string, b: Booking): RoutedRequest {
   return {
-    id,
+    ...plainFields(id),
     promptTokens: b.promptTokens,
-    sessionId: null,
-    sessionFinal: false,
-    policyClass: null,
-    priority: 0,
-    tier: 0,
-    pin: null,
-    allowedWorkers: null,
     localHashes: b.localHashes ?? new BigUint64Array(0),
     seqHashes: b.seqHashes,
     requiredTaints: [],

@@ -2,21 +2,11 @@ import { describe, expect, it } from 'vitest';
 import { VirtualClock } from '../../router/clock.js';
 import { RouterError } from '../../router/errors.js';
 import { ModelRoute } from '../../router/model-route.js';
-import type { RequestFields } from '../../router/partition.js';
+import { plainFields, type RequestFields } from '../../router/partition.js';
 import type { Admission } from '../../router/scheduler/contracts.js';
 
 let n = 0;
-const fields = (over: Partial<RequestFields> = {}): RequestFields => ({
-  id: `m${n++}`,
-  sessionId: null,
-  sessionFinal: false,
-  policyClass: null,
-  priority: 0,
-  tier: 0,
-  pin: null,
-  allowedWorkers: null,
-  ...over,
-});
+const fields = (over: Partial<RequestFields> = {}): RequestFields => plainFields(`m${n++}`, over);
 const tokens = (len: number, start = 1) => Array.from({ length: len }, (_, i) => start + i);
 
 function route(busy: { prefillTokens: number } | null = null) {

@@ -3,7 +3,7 @@ import { BlockHasher } from '../../bindings/reference/block-hasher.js';
 import { VirtualClock } from '../../router/clock.js';
 import { RouterError } from '../../router/errors.js';
 import type { KvEventBatch } from '../../router/kv-events.js';
-import { Partition, type RequestFields, type RoutedRequest, type WorkerSpec } from '../../router/partition.js';
+import { Partition, plainFields, type RequestFields, type RoutedRequest, type WorkerSpec } from '../../router/partition.js';
 import { createSelectionPolicy } from '../../router/plugins/selection/index.js';
 import type { Admission } from '../../router/scheduler/contracts.js';
 import { WorkerInputs } from '../../router/worker-inputs.js';
@@ -13,9 +13,7 @@ const w = (id: string, rank = 0) => ({ id, rank });
 const spec = (id: string, extra: Partial<WorkerSpec> = {}): WorkerSpec => ({ id, totalBlocks: 1000, maxBatchedTokens: 8192, ...extra });
 
 let n = 0;
-function fields(over: Partial<RequestFields> = {}): RequestFields {
-  return { id: `q${n++}`, sessionId: null, sessionFinal: false, policyClass: null, priority: 0, tier: 0, pin: null, allowedWorkers: null, ...over };
-}
+const fields = (over: Partial<RequestFields> = {}): RequestFields => plainFields(`q${n++}`, over);
 
 function setup(workers: string[] = ['a', 'b', 'c'], policy = 'kv', extra: Partial<WorkerSpec> = {}) {
   const clock = new VirtualClock(0);

@@ -1,22 +1,12 @@
 import type { WorkerKey } from '../../../bindings/workers.js';
+import { plainFields } from '../../../router/partition.js';
 import { RouterError } from '../../../router/errors.js';
 import type { Admission, PolicyClass, SchedRequest } from '../../../router/scheduler/contracts.js';
 import type { DispatchHandlers } from '../../../router/scheduler/scheduler.js';
 
 let n = 0;
 export function req(over: Partial<SchedRequest> = {}): SchedRequest {
-  return {
-    id: `r${n++}`,
-    promptTokens: 100,
-    sessionId: null,
-    sessionFinal: false,
-    policyClass: null,
-    priority: 0,
-    tier: 0,
-    pin: null,
-    allowedWorkers: null,
-    ...over,
-  };
+  return { ...plainFields(`r${n++}`), promptTokens: 100, ...over };
 }
 
 export function policy(over: Partial<PolicyClass> = {}): PolicyClass {
