@@ -16,6 +16,7 @@
 // A heap's items array holds item ids (u32). Freed heap ids are reused.
 // Every call may grow memory except peek, size and heapOf.
 import { alloc, release, resize } from './alloc';
+import { grownCapacity } from './grow';
 
 const NO_HEAP: u32 = 0xffffffff;
 const ITEM: usize = 32;
@@ -57,8 +58,7 @@ let freeHeapCapacity: u32 = 0;
 
 function ensureItems(id: u32): void {
   if (id < itemCapacity) return;
-  let cap: u32 = itemCapacity == 0 ? 64 : itemCapacity;
-  while (cap <= id) cap <<= 1;
+  const cap = grownCapacity(itemCapacity, id + 1);
   items = itemCapacity == 0 ? alloc(<usize>cap * ITEM) : resize(items, <usize>itemCapacity * ITEM, <usize>cap * ITEM);
   for (let i = itemCapacity; i < cap; i++) store<u32>(item(i), NO_HEAP, 4);
   itemCapacity = cap;

@@ -85,6 +85,7 @@
 // valid until the next dump call; indexDumpRelease() frees it.
 
 import { alloc, release, resize } from './alloc';
+import { grownCapacity } from './grow';
 import { TABLE_EMPTY, tableCapacity, tableEntry, tableSize, tableTouch } from './prefix-table';
 import { LOCAL, NONE, PARENT, ROOT, childEnsure, membershipCount, nodeAt, nodeCount, nodeIsLive, nodeTop, releaseTree, startTree, treeStarted } from './prefix-nodes';
 import { ROUTED, bindRouted, bindStored, boundNode, chainMix, clearSlot, expireUntil, pruneTo, unbind } from './prefix-bind';
@@ -112,8 +113,7 @@ let dumpBytes: usize = 0;
 /** Reserves the I/O buffer for `capacity` u64 values and returns its address. */
 export function indexInput(capacity: u32): usize {
   if (capacity > inputCapacity) {
-    let next: u32 = inputCapacity == 0 ? 64 : inputCapacity;
-    while (next < capacity) next <<= 1;
+    const next = grownCapacity(inputCapacity, capacity);
     input = input == 0 ? alloc(<usize>next << 3) : resize(input, <usize>inputCapacity << 3, <usize>next << 3);
     inputCapacity = next;
   }

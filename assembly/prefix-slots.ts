@@ -1,4 +1,5 @@
-import { alloc, release, resize } from './alloc';
+import { release } from './alloc';
+import { grownCapacity, regrow } from './grow';
 import { TABLE_HEADER_BYTES } from './prefix-table';
 
 // Per-worker-slot columns of the prefix index. All grow together, to a power
@@ -28,13 +29,12 @@ export function slotCapacity(): u32 {
 
 export function ensureSlot(slot: u32): void {
   if (slot < capacity) return;
-  let next: u32 = capacity == 0 ? 16 : capacity;
-  while (next <= slot) next <<= 1;
-  tables = growZeroed(tables, capacity, next, TABLE_HEADER_BYTES);
-  marks = growZeroed(marks, capacity, next, 4);
-  active = growZeroed(active, capacity, next, 4);
-  outSlots = growZeroed(outSlots, capacity, next, 4);
-  outDepths = growZeroed(outDepths, capacity, next, 4);
+  const next = grownCapacity(capacity, slot + 1);
+  tables = regrow(tables, capacity, next, TABLE_HEADER_BYTES);
+  marks = regrow(marks, capacity, next, 4);
+  active = regrow(active, capacity, next, 4);
+  outSlots = regrow(outSlots, capacity, next, 4);
+  outDepths = regrow(outDepths, capacity, next, 4);
   capacity = next;
 }
 
@@ -49,14 +49,6 @@ export function releaseSlots(): void {
   capacity = 0;
   tables = marks = active = outSlots = outDepths = 0;
   stamp = 0;
-}
-
-function growZeroed(ptr: usize, from: u32, to: u32, width: usize): usize {
-  const oldBytes = <usize>from * width;
-  const newBytes = <usize>to * width;
-  const grown = ptr == 0 ? alloc(newBytes) : resize(ptr, oldBytes, newBytes);
-  memory.fill(grown + oldBytes, 0, newBytes - oldBytes);
-  return grown;
 }
 
 /** The header of a worker's external-id table (the slot must be below the capacity). */
