@@ -86,10 +86,9 @@ export interface PartitionOptions {
   fastPathBusy?: BusyThresholds | null;
 }
 
-/** What the partition needs of a block hasher: the wasm one and its twin both fit. */
+/** What the partition needs of a block hasher for KV events: the wasm one and its twin both fit. */
 interface Hasher {
   localHashes(tokens: ArrayLike<number>, blockSize: number, seed?: bigint): BigUint64Array;
-  sequenceHashes(local: BigUint64Array, seed?: bigint): BigUint64Array;
 }
 
 /** A prompt's local and chained sequence hashes. */
@@ -179,10 +178,10 @@ export class Partition implements Placement<RoutedRequest> {
   private matchMemo: { request: RoutedRequest | null; version: number; overlaps: { slots: Uint32Array; depths: Uint32Array } } = {
     request: null,
     version: -1,
-    overlaps: { slots: new Uint32Array(0), depths: new Uint32Array(0) },
+    overlaps: EMPTY_OVERLAPS,
   };
   /** The last projection's overlap list (slot, depth), for the chosen worker's overlap. */
-  private overlaps: { slots: Uint32Array; depths: Uint32Array } = { slots: new Uint32Array(0), depths: new Uint32Array(0) };
+  private overlaps: { slots: Uint32Array; depths: Uint32Array } = EMPTY_OVERLAPS;
 
   constructor(options: PartitionOptions) {
     if (!Number.isInteger(options.blockSize) || options.blockSize <= 0) throw new RangeError(`block size must be a positive integer, got ${options.blockSize}`);
