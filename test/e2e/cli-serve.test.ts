@@ -1,29 +1,16 @@
 // `kvrouter serve`: as a real process with no config it starts the embedded
 // default (what `npm start` runs) and answers a chat request, and SIGTERM
 // stops it cleanly; a bad config fails at start with the field named.
-import { spawn } from 'node:child_process';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import { describe, expect, it, vi } from 'vitest';
 import { registerServe } from '../../server/cli/serve.js';
+import { spawnKvrouter } from '../server/cli-process.js';
 
-const main = fileURLToPath(new URL('../../server/cli/main.ts', import.meta.url));
 
-function start(args: string[], env: Record<string, string> = {}) {
-  const child = spawn(process.execPath, ['--import', 'tsx', main, 'serve', ...args], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', KVROUTER_LOG_LEVEL: 'warn', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => (stdout += d));
-  child.stderr.on('data', (d: Buffer) => (stderr += d));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  return { child, exited, out: () => stdout, err: () => stderr };
-}
+const start = (args: string[], env: Record<string, string> = {}) => spawnKvrouter(['serve', ...args], { PORT: '0', HOST: '127.0.0.1', ...env });
 
 describe('kvrouter serve', () => {
   it('runs the embedded default: four mock workers, a chat request answered, SIGTERM stops it', async () => {

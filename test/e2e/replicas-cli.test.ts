@@ -3,11 +3,9 @@
 // through the engine's replay socket, a relay restart skipping what it had
 // already relayed), and `kvrouter serve --replicas 2` answers on one port
 // with both replicas serving.
-import { spawn } from 'node:child_process';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Agent } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BlockStored } from '../../router/kv-events.js';
@@ -16,25 +14,17 @@ import { EMBEDDED_DEFAULTS, startEmbeddedFleet } from '../../server/embedded.js'
 import { createLocalNatsServer, type LocalNatsServer } from '../../server/nats/local-server.js';
 import { startRouter, type RunningRouter } from '../../server/server.js';
 import { ZmqKvPublisher } from '../../sim/kv-publisher.js';
+import { spawnKvrouter } from '../server/cli-process.js';
 import { metric, post, waitFor } from './stack.js';
 
-const main = fileURLToPath(new URL('../../server/cli/main.ts', import.meta.url));
 
 function run(args: string[], env: Record<string, string> = {}) {
-  const child = spawn(process.execPath, ['--import', 'tsx', main, ...args], {
-    env: { ...process.env, KVROUTER_LOG_LEVEL: 'warn', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => (stdout += d));
-  child.stderr.on('data', (d: Buffer) => (stderr += d));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const proc = spawnKvrouter(args, env);
   const waitOut = async (pattern: RegExp, timeoutMs = 30_000) => {
-    await waitFor(() => pattern.test(stdout), `${pattern} in the output (stdout: ${stdout.slice(-400)} stderr: ${stderr.slice(-400)})`, timeoutMs);
-    return pattern.exec(stdout)!;
+    await waitFor(() => pattern.test(proc.out()), `${pattern} in the output (stdout: ${proc.out().slice(-400)} stderr: ${proc.err().slice(-400)})`, timeoutMs);
+    return pattern.exec(proc.out())!;
   };
-  return { child, exited, waitOut, out: () => stdout };
+  return { ...proc, waitOut };
 }
 
 const ids = (n: number, start: number) => Array.from({ length: n }, (_, i) => start + i);

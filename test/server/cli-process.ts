@@ -1,6 +1,6 @@
 // Runs the `kvrouter` command line as a real process (node + tsx on
 // server/cli/main.ts), for tests that check its stdout, stderr and exit code.
-import { execFile } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -20,4 +20,26 @@ export function kvrouter(...args: string[]): Promise<CliRun> {
       resolve({ code: err ? ((err as { code?: number }).code ?? -1) : 0, stdout, stderr });
     });
   });
+}
+
+export interface CliProcess {
+  child: ChildProcess;
+  /** Resolves with the exit code. */
+  exited: Promise<number | null>;
+  out(): string;
+  err(): string;
+}
+
+/** A long-running `kvrouter ...args` (serve, relay) whose output the test reads as it comes. */
+export function spawnKvrouter(args: string[], env: Record<string, string> = {}): CliProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', main, ...args], {
+    env: { ...process.env, KVROUTER_LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d: Buffer) => (stdout += d));
+  child.stderr!.on('data', (d: Buffer) => (stderr += d));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, exited, out: () => stdout, err: () => stderr };
 }
