@@ -87,6 +87,10 @@ export interface LimitsConfig {
   bodyTimeoutMs: number;
   /** How long SIGTERM waits for streams in flight. */
   shutdownTimeoutMs: number;
+  /** How often the ledger sweep runs. */
+  ledgerSweepIntervalMs: number;
+  /** A booking older than this whose request is gone is reclaimed by the sweep (live streams keep theirs). */
+  ledgerSweepAgeMs: number;
 }
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -122,6 +126,8 @@ export const DEFAULTS = {
     headersTimeoutMs: 600_000,
     bodyTimeoutMs: 300_000,
     shutdownTimeoutMs: 30_000,
+    ledgerSweepIntervalMs: 60_000,
+    ledgerSweepAgeMs: 300_000,
   } satisfies LimitsConfig,
   approximate: { ttlMs: 120_000, maxBlocks: 1 << 20 },
   sessionAffinity: { ttlMs: 600_000, maxSessions: 1_000_000 },
@@ -212,6 +218,8 @@ function readLimits(f: Fields): LimitsConfig {
     headersTimeoutMs: ms('headers_timeout_ms', d.headersTimeoutMs),
     bodyTimeoutMs: ms('body_timeout_ms', d.bodyTimeoutMs),
     shutdownTimeoutMs: ms('shutdown_timeout_ms', d.shutdownTimeoutMs),
+    ledgerSweepIntervalMs: f.number('ledger_sweep_interval_ms', d.ledgerSweepIntervalMs, { integer: true, min: 10 }),
+    ledgerSweepAgeMs: f.number('ledger_sweep_age_ms', d.ledgerSweepAgeMs, { integer: true, min: 1 }),
   };
 }
 

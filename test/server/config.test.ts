@@ -81,6 +81,19 @@ describe('config validation names the bad field', () => {
   });
 });
 
+describe('ledger sweep limits', () => {
+  it('default to a 300 s sweep age every 60 s', () => {
+    expect(validateConfig({ workers: [worker()] }).limits).toMatchObject({ ledgerSweepAgeMs: 300_000, ledgerSweepIntervalMs: 60_000 });
+  });
+
+  it('are configurable and checked', () => {
+    const limits = { ledger_sweep_age_ms: 900_000, ledger_sweep_interval_ms: 10 };
+    expect(validateConfig({ limits, workers: [worker()] }).limits).toMatchObject({ ledgerSweepAgeMs: 900_000, ledgerSweepIntervalMs: 10 });
+    expect(failure({ limits: { ledger_sweep_interval_ms: 0 }, workers: [worker()] })).toMatch(/^limits\.ledger_sweep_interval_ms: must be >= 10/);
+    expect(failure({ limits: { ledger_sweep_age_ms: 0 }, workers: [worker()] })).toMatch(/^limits\.ledger_sweep_age_ms: must be >= 1/);
+  });
+});
+
 describe('environment overrides', () => {
   it('override the file and name the variable when invalid', () => {
     const config = configFromDocument({ port: 1, workers: [worker()] }, { PORT: '9001', KVROUTER_ADMIN_TOKEN: 'from-the-env', KVROUTER_MAX_BODY_BYTES: '65536', KVROUTER_REQUEST_LOG: 'yes' });
