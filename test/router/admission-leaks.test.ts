@@ -118,7 +118,7 @@ describe('admission leaves no state behind for refused requests', () => {
               else route.completed(id);
             } else if (o.kind === 'advance') {
               clock.advanceTo(clock.now() + o.ms);
-            } else {
+            } else if (o.kind === 'drain') {
               route.setDraining(o.worker, o.draining);
             }
             expectNoEmptyLanes(route);
