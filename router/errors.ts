@@ -11,6 +11,10 @@ export interface ErrorSpec {
 export const ERRORS = {
   KVR_ERR_INVALID_REQUEST: { status: 400, type: 'invalid_request_error', message: 'the request is malformed' },
   KVR_ERR_BODY_TOO_LARGE: { status: 413, type: 'invalid_request_error', message: 'the request body is over the limit' },
+  KVR_ERR_HEADERS_TOO_LARGE: { status: 431, type: 'invalid_request_error', message: 'the request headers are over the size limit' },
+  KVR_ERR_REQUEST_TIMEOUT: { status: 408, type: 'invalid_request_error', message: 'the request did not arrive in time' },
+  KVR_ERR_KV_EVENTS_LIMIT: { status: 413, type: 'invalid_request_error', message: 'the KV events are over an ingest limit' },
+  KVR_ERR_INGEST_FORBIDDEN: { status: 403, type: 'permission_error', message: 'KV events over HTTP need kv_ingest_token on a router that listens beyond loopback' },
   KVR_ERR_MODEL_NOT_FOUND: { status: 404, type: 'not_found_error', message: 'no worker serves this model' },
   KVR_ERR_UNKNOWN_WORKER: { status: 400, type: 'invalid_request_error', message: 'the pinned worker does not exist' },
   KVR_ERR_NO_WORKERS: { status: 503, type: 'service_unavailable', message: 'no worker is available' },

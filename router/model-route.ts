@@ -25,13 +25,25 @@ export interface ModelRouteOptions {
   seed?: number;
   /** Recheck interval for held and blocked heads (ms). */
   tickMs?: number;
-  /** How often the ledger sweep runs (ms); 0 disables it. */
+  /** How often the ledger sweep runs (ms); 0 disables it. Default 60 s. */
   sweepIntervalMs?: number;
+  /** Bookings older than this whose request is gone are reclaimed by the sweep (ms). Default 300 s. */
   sweepAgeMs?: number;
   routedTtlMs?: number;
   maxRoutedBlocks?: number;
   /** Session affinity (requests with a session id); default off. */
   sessionAffinity?: SessionBindingsOptions | null;
+}
+
+/** Asked by the ledger sweep about a booking this route's scheduler does not hold: whether its request is still live elsewhere. */
+export type BookingHolder = (requestId: string) => boolean;
+
+/** What the ledger sweep did: for metrics, and to show a leak or a long stream. */
+export interface SweepStats {
+  /** Bookings reclaimed since start because no live request held them. */
+  reclaimed: number;
+  /** Bookings past the sweep age that the last pass kept because their request is live. */
+  longRunning: number;
 }
 
 export const DEFAULT_CLASS: PolicyClass = Object.freeze({
@@ -54,7 +66,10 @@ export class ModelRoute {
   private readonly classes: Map<string, PolicyClass>;
   private readonly defaultClass: string;
   private sweepTimer: Timer | undefined;
-  private readonly sweepIntervalMs: number;
+  private sweepIntervalMs: number;
+  private sweepAgeMs: number;
+  private readonly holders = new Set<BookingHolder>();
+  readonly sweepStats: SweepStats = { reclaimed: 0, longRunning: 0 };
 
   constructor(options: ModelRouteOptions) {
     this.model = options.model;
@@ -71,7 +86,6 @@ export class ModelRoute {
       seed: options.seed,
       routedTtlMs: options.routedTtlMs,
       maxRoutedBlocks: options.maxRoutedBlocks,
-      sweepAgeMs: options.sweepAgeMs,
       fastPathBusy: this.classes.get(this.defaultClass)!.busy,
     });
     this.sessions = options.sessionAffinity ? new SessionBindings(options.sessionAffinity) : null;
@@ -85,6 +99,8 @@ export class ModelRoute {
       tickMs: options.tickMs,
     });
     this.sweepIntervalMs = options.sweepIntervalMs ?? 60_000;
+    this.sweepAgeMs = options.sweepAgeMs ?? 300_000;
+    checkSweep(this.sweepIntervalMs, this.sweepAgeMs);
     this.armSweep();
   }
 
@@ -170,18 +186,61 @@ export class ModelRoute {
     this.scheduler.capacityChanged();
   }
 
+  /** Changes how often the ledger sweep runs (0: never) and the age past which it reclaims a booking nobody holds. */
+  configureSweep(intervalMs: number, ageMs: number): void {
+    checkSweep(intervalMs, ageMs);
+    this.sweepTimer?.cancel();
+    this.sweepIntervalMs = intervalMs;
+    this.sweepAgeMs = ageMs;
+    this.armSweep();
+  }
+
+  /**
+   * Adds a holder the sweep asks about bookings this route's scheduler does
+   * not hold (the replica layer holds its peers' bookings). Returns the
+   * function that removes it.
+   */
+  addBookingHolder(holder: BookingHolder): () => void {
+    this.holders.add(holder);
+    return () => this.holders.delete(holder);
+  }
+
   close(): void {
     this.sweepTimer?.cancel();
     this.sweepTimer = undefined;
     this.scheduler.close();
   }
 
+  /** A booking's request is live while the scheduler has it dispatched (every exchange settles it when it ends) or a holder vouches for it. */
+  private isLive(requestId: string): boolean {
+    if (this.scheduler.stateOf(requestId) === 'dispatched') return true;
+    for (const holder of this.holders) if (holder(requestId)) return true;
+    return false;
+  }
+
+  private sweep(): void {
+    let longRunning = 0;
+    const reclaimed = this.partition.sweep(this.sweepAgeMs, (requestId) => {
+      const live = this.isLive(requestId);
+      if (live) longRunning++;
+      return live;
+    });
+    this.sweepStats.reclaimed += reclaimed.length;
+    this.sweepStats.longRunning = longRunning;
+    if (reclaimed.length > 0) this.scheduler.capacityChanged();
+    this.sessions?.sweep(this.clock.now());
+  }
+
   private armSweep(): void {
     if (this.sweepIntervalMs <= 0) return;
     this.sweepTimer = this.clock.at(this.clock.now() + this.sweepIntervalMs, () => {
-      if (this.partition.sweep().length > 0) this.scheduler.capacityChanged();
-      this.sessions?.sweep(this.clock.now());
+      this.sweep();
       this.armSweep();
     });
   }
+}
+
+function checkSweep(intervalMs: number, ageMs: number): void {
+  if (!Number.isFinite(intervalMs) || intervalMs < 0) throw new RangeError(`the sweep interval must be a finite number of ms >= 0, got ${intervalMs}`);
+  if (!Number.isFinite(ageMs) || ageMs < 0) throw new RangeError(`the sweep age must be a finite number of ms >= 0, got ${ageMs}`);
 }

@@ -74,8 +74,6 @@ export interface PartitionOptions {
   routedTtlMs?: number;
   /** Approximate mode: most routed blocks kept before pruning (default 2^20). */
   maxRoutedBlocks?: number;
-  /** Requests older than this are dropped from the ledger by sweep() (default 300 s). */
-  sweepAgeMs?: number;
   /** 'reference' runs the same decisions on the pure-TS twins (the benchmarks' baseline). */
   kernels?: 'wasm' | 'reference';
   /**
@@ -170,7 +168,8 @@ export class Partition implements Placement<RoutedRequest> {
   private readonly approximate = new Set<number>();
   private readonly seeds = new Map<string, bigint>();
   private readonly inputs: WorkerInputMask;
-  private readonly sweepAgeMs: number;
+  /** When each booking was made, in booking order (which is time order): what sweep() reads ages from. */
+  private readonly bookedAt = new Map<string, number>();
   /** workerCapacities() until the worker set changes; undefined once it has. */
   private capacities: readonly WorkerCapacity[] | undefined;
   /** Bumped on every change to the index, so memoized lookups know when they are stale. */
@@ -190,7 +189,6 @@ export class Partition implements Placement<RoutedRequest> {
     this.clock = options.clock;
     this.policy = options.policy ?? defaultCostPolicy();
     this.inputs = policyInputs(this.policy);
-    this.sweepAgeMs = options.sweepAgeMs ?? 300_000;
     const indexOptions = { workers: this.workers, ttlMs: options.routedTtlMs, maxRoutedBlocks: options.maxRoutedBlocks };
     if (options.kernels === 'reference') {
       this.core = undefined;
@@ -255,7 +253,10 @@ export class Partition implements Placement<RoutedRequest> {
     this.indexVersion++;
     const dropped: string[] = [];
     for (const slot of meta.slots) {
-      dropped.push(...this.ledger.removeWorker(slot));
+      for (const requestId of this.ledger.removeWorker(slot)) {
+        this.bookedAt.delete(requestId);
+        dropped.push(requestId);
+      }
       this.approximate.delete(slot);
       this.workers.release(id, this.workers.keyOf(slot).rank);
     }
@@ -400,6 +401,7 @@ export class Partition implements Placement<RoutedRequest> {
     if (slot === undefined) throw new RangeError(`worker ${workerLabel(worker)} is not registered for model ${this.model}`);
     const now = this.clock.now();
     this.ledger.add(request.id, slot, request.seqHashes, Math.max(0, request.promptTokens - cachedTokens), now);
+    this.bookedAt.set(request.id, now);
     if (this.approximate.has(slot)) {
       this.index.insertRouted(worker, request.localHashes, now);
       this.indexVersion++;
@@ -412,13 +414,26 @@ export class Partition implements Placement<RoutedRequest> {
 
   release(requestId: string): void {
     this.ledger.free(requestId);
+    this.bookedAt.delete(requestId);
   }
 
-  /** Drops ledger entries past the age bound and expired routed blocks; returns the dropped request ids. */
-  sweep(): string[] {
+  /**
+   * Drops expired routed blocks, and reclaims bookings older than ageMs whose
+   * request is gone (`live` says no): a booking whose free was lost must not
+   * hold load forever, while one whose request still runs (a long stream)
+   * keeps its load however long it takes. Returns the reclaimed request ids.
+   */
+  sweep(ageMs: number, live: (requestId: string) => boolean): string[] {
     const now = this.clock.now();
     if (this.index.expire(now) > 0) this.indexVersion++;
-    return this.ledger.sweep(now, this.sweepAgeMs);
+    const reclaimed: string[] = [];
+    for (const [requestId, bookedAt] of this.bookedAt) {
+      if (now - bookedAt <= ageMs) break; // the rest were booked later
+      if (live(requestId)) continue;
+      this.release(requestId);
+      reclaimed.push(requestId);
+    }
+    return reclaimed;
   }
 
   /** The decision for a request without dispatching it: the chosen worker and every worker's breakdown. */

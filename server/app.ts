@@ -1,7 +1,9 @@
 // The Fastify app over a RouterRuntime: every route, the raw-body parser
 // (request bodies are forwarded to workers byte for byte, so they are kept
 // as received and parsed by the routes), and OpenAI-style errors for
-// everything Fastify itself refuses.
+// everything Fastify and Node's HTTP parser refuse.
+import { maxHeaderSize, STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { RouterError } from '../router/errors.js';
@@ -24,6 +26,31 @@ function fromFastify(error: FastifyError): RouterError {
   return asRouterError(error);
 }
 
+/** What Node's HTTP parser refused (headers over the size limit, bytes no HTTP request has, a request that took too long). */
+function fromParser(error: NodeJS.ErrnoException): RouterError {
+  if (error.code === 'HPE_HEADER_OVERFLOW') return new RouterError('KVR_ERR_HEADERS_TOO_LARGE', `the request headers are over ${maxHeaderSize} bytes`);
+  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') return new RouterError('KVR_ERR_REQUEST_TIMEOUT');
+  const reason = (error as { reason?: unknown }).reason;
+  return new RouterError('KVR_ERR_INVALID_REQUEST', `malformed HTTP request${error.code ? ` (${error.code})` : ''}: ${typeof reason === 'string' ? reason : error.message}`);
+}
+
+/** Answers a request the parser refused on the raw socket, then closes it (nothing more can be read from it). */
+function answerClientError(rt: RouterRuntime, logger: Logger, error: NodeJS.ErrnoException, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const routerError = fromParser(error);
+  logger.debug({ err: error }, 'client error');
+  rt.metrics.rejected('', routerError.code);
+  // A response already under way on this connection must not get a second status line inside it.
+  const inFlight = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (socket.writable && !inFlight?.headersSent) {
+    const text = JSON.stringify(routerError.toBody());
+    const status = routerError.status;
+    socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`);
+  }
+  // Ends after the answer is flushed; destroying at once could drop it.
+  socket.destroySoon();
+}
+
 export function buildApp(rt: RouterRuntime, logger: Logger): FastifyInstance {
   const app = Fastify({
     loggerInstance: logger,
@@ -32,6 +59,7 @@ export function buildApp(rt: RouterRuntime, logger: Logger): FastifyInstance {
     // Requests on kept-alive connections during shutdown get the router's own 503.
     return503OnClosing: false,
     keepAliveTimeout: 72_000,
+    clientErrorHandler: (error, socket) => answerClientError(rt, logger, error, socket),
   }) as unknown as FastifyInstance;
 
   app.removeAllContentTypeParsers();

@@ -4,6 +4,7 @@
 // nothing per request and is never stale.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { EventCounts } from '../router/partition.js';
+import { registerRouteMetrics } from './route-metrics.js';
 import type { KvSourceCounters } from './workers/kv-sources.js';
 import type { WorkerHandle } from './workers/registry.js';
 import type { ModelRuntime } from './workers/model-runtime.js';
@@ -99,6 +100,7 @@ export class RouterMetrics {
       registers,
     });
     this.scrapeTimeMetrics(source, registers);
+    registerRouteMetrics(source, registers);
   }
 
   forModel(model: string): ModelInstruments {

@@ -47,7 +47,11 @@ export class RouterRuntime implements ExchangeContext {
 /** Loads every model's tokenizer, then registers the configured workers. */
 export async function createRuntime(config: RouterConfig, warn: Logger, tokenizers: TokenizerCache = new Map()): Promise<RouterRuntime> {
   const models = new Map<string, ModelRuntime>();
-  for (const model of config.models) models.set(model.name, await createModelRuntime(model, tokenizers));
+  for (const model of config.models) {
+    const runtime = await createModelRuntime(model, tokenizers);
+    runtime.route.configureSweep(config.limits.ledgerSweepIntervalMs, config.limits.ledgerSweepAgeMs);
+    models.set(model.name, runtime);
+  }
   const replication = config.nats ? new Replication(config.nats, models, warn) : null;
   const registry = new WorkerRegistry(models, config.limits, warn, replication && ((w, route, log) => replication.kvSource(w, route, log)));
   try {

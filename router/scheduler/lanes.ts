@@ -58,15 +58,22 @@ export class ClassQueue<E extends LaneEntry> implements DrrClass {
     this.readyLanes = heap.createHeap();
   }
 
+  /** Queues an entry in its lane; when the heap refuses the entry (its order), nothing changes. */
   enqueue(laneKey: string, entry: E): void {
-    let lane = this.lanes.get(laneKey);
-    if (!lane) {
-      lane = { key: laneKey, item: this.ids.take(), heap: this.heap.createHeap(), size: 0, blocked: null, holdUntil: Infinity, entries: new Map() };
+    const existing = this.lanes.get(laneKey);
+    const lane = existing ?? { key: laneKey, item: this.ids.take(), heap: this.heap.createHeap(), size: 0, blocked: null, holdUntil: Infinity, entries: new Map() };
+    const before = this.heap.peek(lane.heap);
+    try {
+      this.heap.push(lane.heap, entry.item, entry.order);
+    } catch (error) {
+      // A lane exists only while it holds entries: one made for a refused entry goes again.
+      if (!existing) this.releaseLane(lane);
+      throw error;
+    }
+    if (!existing) {
       this.lanes.set(laneKey, lane);
       this.byItem.set(lane.item, lane);
     }
-    const before = this.heap.peek(lane.heap);
-    this.heap.push(lane.heap, entry.item, entry.order);
     lane.entries.set(entry.item, entry);
     lane.size++;
     this.queuedRequests++;
@@ -141,9 +148,13 @@ export class ClassQueue<E extends LaneEntry> implements DrrClass {
     // A dropped lane holds nothing: pending hold timers for it go stale.
     lane.blocked = null;
     lane.holdUntil = Infinity;
-    this.heap.destroyHeap(lane.heap);
     this.lanes.delete(lane.key);
     this.byItem.delete(lane.item);
+    this.releaseLane(lane);
+  }
+
+  private releaseLane(lane: Lane<E>): void {
+    this.heap.destroyHeap(lane.heap);
     this.ids.give(lane.item);
   }
 }

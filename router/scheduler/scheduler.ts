@@ -4,7 +4,7 @@
 // deadlines and queue limits. It is I/O-free: time comes from a Clock, and it
 // emits dispatch decisions through callbacks and takes lifecycle events.
 import { createHmac, randomBytes } from 'node:crypto';
-import { LaneHeap, type LaneHeapApi } from '../../bindings/lane-heap.js';
+import { LaneHeap, validateOrder, type LaneHeapApi } from '../../bindings/lane-heap.js';
 import type { LaneOrder } from '../../bindings/lane-order.js';
 import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
 import type { Clock, Timer } from '../clock.js';
@@ -172,8 +172,11 @@ export class Scheduler<R extends SchedRequest = SchedRequest> {
     if (deadline <= now) return this.rejectClassified(request, handlers, deadlineError(cls.policy.name, 'admission'));
     if (this.placement.liveWorkers() === 0) return this.rejectClassified(request, handlers, new RouterError('KVR_ERR_NO_WORKERS'));
 
+    const order = this.orderOf(cls.policy, request, now, cost, deadline);
+    const unordered = orderError(order);
+    if (unordered) return this.rejectClassified(request, handlers, unordered);
     const lane = request.sessionId !== null ? `session:${this.laneKey(request.sessionId)}` : overrides.lane ? `named:${overrides.lane}` : 'shared';
-    const entry = new Entry<R>(this.ids.take(), request, cls, lane, allowed, cached, cost, now, deadline, this.orderOf(cls.policy, request, now, cost, deadline), handlers);
+    const entry = new Entry<R>(this.ids.take(), request, cls, lane, allowed, cached, cost, now, deadline, order, handlers);
 
     if (neverQueues(cls.policy)) return this.admitDirect(entry);
     const limitError = this.overLimit(cls);
@@ -181,8 +184,15 @@ export class Scheduler<R extends SchedRequest = SchedRequest> {
       this.ids.give(entry.item);
       return this.rejectClassified(request, handlers, limitError);
     }
+    // Registered only once queued: a request the queue refused leaves nothing behind.
+    try {
+      cls.enqueue(lane, entry);
+    } catch (error) {
+      this.ids.give(entry.item);
+      this.emit({ type: 'aborted', requestId: request.id, worker: null });
+      throw error;
+    }
     this.byId.set(request.id, entry);
-    cls.enqueue(lane, entry);
     if (deadline !== Infinity) this.deadlines.push(entry);
     this.drain();
   }
@@ -553,6 +563,16 @@ function intersectAllowed(caller: readonly WorkerKey[] | null, narrowed: readonl
   const both = caller.filter((w) => keep.has(workerLabel(w)));
   // An empty intersection keeps the caller's set.
   return both.length > 0 ? both : caller;
+}
+
+/** Why the lane heap would refuse an order (a tier past 32 bits, a key that is not finite), as a client error; undefined when it takes it. */
+function orderError(order: LaneOrder): RouterError | undefined {
+  try {
+    validateOrder(order);
+    return undefined;
+  } catch (error) {
+    return new RouterError('KVR_ERR_INVALID_REQUEST', `the request cannot be queued: ${(error as Error).message}`);
+  }
 }
 
 function deadlineError(policyClass: string, stage: DeadlineStage): RouterError {

@@ -22,6 +22,18 @@ export interface ServeOptions {
   replicas: number;
 }
 
+/**
+ * The embedded default listens on loopback unless --host or HOST says
+ * otherwise: its simulated workers are a local playground, not a service. A
+ * config file keeps the configured host (default 0.0.0.0): it describes a
+ * deployment whose clients are elsewhere.
+ */
+export const EMBEDDED_HOST = '127.0.0.1';
+
+function embeddedDocument(document: Record<string, unknown>): Record<string, unknown> {
+  return { host: EMBEDDED_HOST, ...document };
+}
+
 const count = (value: string) => {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1 || n > 64) throw new InvalidArgumentError('expected an integer in 1..64.');
@@ -50,11 +62,11 @@ export async function serve(o: ServeOptions, env: NodeJS.ProcessEnv, print: (lin
     config = await loadConfigFile(path, merged);
   } else if (replicaDocument !== undefined) {
     // A replica forked by `serve --replicas`: the primary runs the embedded fleet.
-    config = configFromDocument(JSON.parse(replicaDocument), merged);
+    config = configFromDocument(embeddedDocument(JSON.parse(replicaDocument) as Record<string, unknown>), merged);
   } else {
     embedded = await startEmbeddedFleet({ ...EMBEDDED_DEFAULTS, workers: o.mockWorkers, speedup: o.mockSpeedup });
     try {
-      config = configFromDocument(embedded.document, merged);
+      config = configFromDocument(embeddedDocument(embedded.document), merged);
     } catch (error) {
       await embedded.close();
       throw error;
@@ -99,7 +111,7 @@ export function registerServe(program: Command): void {
     .description('run the router; without --config, in front of embedded simulated workers (no GPU needed)')
     .option('--config <file>', 'router config (YAML or JSON); default: $KVROUTER_CONFIG, else the embedded default')
     .option('--port <n>', 'port to listen on (overrides PORT and the config)')
-    .option('--host <host>', 'address to listen on (overrides HOST and the config)')
+    .option('--host <host>', `address to listen on (overrides HOST and the config; default: the config's host, ${EMBEDDED_HOST} without a config)`)
     .option('--mock-workers <n>', 'embedded default: number of simulated workers', count, EMBEDDED_DEFAULTS.workers)
     .option('--mock-speedup <x>', 'embedded default: divide the simulated step times by x', factor, EMBEDDED_DEFAULTS.speedup)
     .option('--replicas <n>', 'router processes sharing the port, synchronised over NATS (a private nats-server without nats.url)', count, 1)

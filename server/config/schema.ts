@@ -87,6 +87,14 @@ export interface LimitsConfig {
   bodyTimeoutMs: number;
   /** How long SIGTERM waits for streams in flight. */
   shutdownTimeoutMs: number;
+  /** How often the ledger sweep runs. */
+  ledgerSweepIntervalMs: number;
+  /** A booking older than this whose request is gone is reclaimed by the sweep (live streams keep theirs). */
+  ledgerSweepAgeMs: number;
+  /** Most block hashes in one POST /router/kv-events. */
+  kvIngestMaxBlocksPerCall: number;
+  /** Most blocks the index may hold for one worker fed over HTTP. */
+  kvIngestMaxBlocksPerWorker: number;
 }
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -97,7 +105,7 @@ export interface RouterConfig {
   port: number;
   /** Bearer token of the admin API; null turns the admin API off. */
   adminToken: string | null;
-  /** Bearer token required by POST /router/kv-events; null accepts any caller. */
+  /** Bearer token required by POST /router/kv-events; null accepts any caller on a loopback address (and none elsewhere). */
   kvIngestToken: string | null;
   logLevel: LogLevel;
   /** Log one line per HTTP request (off by default: it costs on the hot path). */
@@ -122,6 +130,10 @@ export const DEFAULTS = {
     headersTimeoutMs: 600_000,
     bodyTimeoutMs: 300_000,
     shutdownTimeoutMs: 30_000,
+    ledgerSweepIntervalMs: 60_000,
+    ledgerSweepAgeMs: 300_000,
+    kvIngestMaxBlocksPerCall: 65_536,
+    kvIngestMaxBlocksPerWorker: 1 << 20,
   } satisfies LimitsConfig,
   approximate: { ttlMs: 120_000, maxBlocks: 1 << 20 },
   sessionAffinity: { ttlMs: 600_000, maxSessions: 1_000_000 },
@@ -188,7 +200,28 @@ export function validateConfig(raw: unknown): RouterConfig {
     if (workers.findIndex((o) => o.id === w.id) !== i) throw new ConfigError(`workers[${i}].id`, `worker "${w.id}" is declared twice`);
   }
   if (models.length === 0) throw new ConfigError('models', 'the config declares no model and no worker: add a workers list (or models, to add workers at runtime)');
+  checkIngestExposure(config.host, config.kvIngestToken, workers);
   return { ...config, models, workers };
+}
+
+/** Whether an address to listen on reaches only this machine. */
+export function isLoopback(host: string): boolean {
+  const h = host.toLowerCase().replace(/^\[|\]$/g, '');
+  return h === 'localhost' || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h) || /^::ffff:127\.\d+\.\d+\.\d+$/.test(h);
+}
+
+/**
+ * KV events over HTTP rewrite the cache index: whoever can post them decides
+ * where prompts go. Beyond loopback they need a token.
+ */
+function checkIngestExposure(host: string, token: string | null, workers: readonly WorkerConfig[]): void {
+  if (token !== null || isLoopback(host)) return;
+  const i = workers.findIndex((w) => w.kvEvents.source === 'http');
+  if (i < 0) return;
+  throw new ConfigError(
+    'kv_ingest_token',
+    `is required: host ${JSON.stringify(host)} is not a loopback address and workers[${i}].kv_events.source is http, so anyone who reaches the router could post KV events; set kv_ingest_token (or KVROUTER_KV_INGEST_TOKEN), or listen on 127.0.0.1`,
+  );
 }
 
 /** Validates one worker entry (also the body of the admin API's add-worker call). */
@@ -212,6 +245,10 @@ function readLimits(f: Fields): LimitsConfig {
     headersTimeoutMs: ms('headers_timeout_ms', d.headersTimeoutMs),
     bodyTimeoutMs: ms('body_timeout_ms', d.bodyTimeoutMs),
     shutdownTimeoutMs: ms('shutdown_timeout_ms', d.shutdownTimeoutMs),
+    ledgerSweepIntervalMs: f.number('ledger_sweep_interval_ms', d.ledgerSweepIntervalMs, { integer: true, min: 10 }),
+    ledgerSweepAgeMs: f.number('ledger_sweep_age_ms', d.ledgerSweepAgeMs, { integer: true, min: 1 }),
+    kvIngestMaxBlocksPerCall: f.number('kv_ingest_max_blocks_per_call', d.kvIngestMaxBlocksPerCall, { integer: true, min: 1 }),
+    kvIngestMaxBlocksPerWorker: f.number('kv_ingest_max_blocks_per_worker', d.kvIngestMaxBlocksPerWorker, { integer: true, min: 1 }),
   };
 }
 

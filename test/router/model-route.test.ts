@@ -77,13 +77,62 @@ describe('ModelRoute: the partition and the scheduler together', () => {
     expect((done.get(c) as Admission).worker.id).toBe('c');
   });
 
-  it('the periodic sweep frees a request whose completion was lost and wakes the queue', () => {
+  it('the periodic sweep keeps the booking of a dispatched request however long it runs', () => {
     const { r, clock, done, submit } = route({ prefillTokens: 50 });
-    submit(fields(), tokens(60));
-    submit(fields(), tokens(60, 1000));
+    const a = submit(fields(), tokens(60));
+    const b = submit(fields(), tokens(60, 1000));
     const c = submit(fields(), tokens(60, 2000));
-    clock.advanceTo(360_001);
+    // Ten sweep ages: both requests still run, so their load still counts and c still waits.
+    clock.advanceTo(3_000_001);
+    expect(r.partition.bookedRequests).toBe(2);
+    expect(r.sweepStats).toEqual({ reclaimed: 0, longRunning: 2 });
+    expect(done.has(c)).toBe(false);
+    r.completed(a);
     expect(done.has(c)).toBe(true);
+    r.completed(b);
+    r.completed(c);
+    clock.advanceTo(3_060_001);
+    expect(r.sweepStats).toEqual({ reclaimed: 0, longRunning: 0 });
+    expect(r.partition.bookedRequests).toBe(0);
+    r.close();
+  });
+
+  it('the periodic sweep reclaims a booking no live request holds and wakes the queue', () => {
+    const { r, clock, done, submit } = route({ prefillTokens: 50 });
+    // Booked on the partition directly, as the replica layer books a peer's choice: the scheduler does not hold it.
+    const orphan = r.partition.prepare(fields(), tokens(60, 5000));
+    r.partition.book(orphan, { id: 'a', rank: 0 }, 0);
+    const peer = r.partition.prepare(fields(), tokens(60, 6000));
+    r.partition.book(peer, { id: 'b', rank: 0 }, 0);
+    const held = new Set([peer.id]);
+    r.addBookingHolder((id) => held.has(id));
+    const c = submit(fields(), tokens(60, 2000));
+    expect(done.has(c)).toBe(false);
+    clock.advanceTo(299_999);
+    expect(done.has(c)).toBe(false);
+    clock.advanceTo(360_001);
+    expect(r.sweepStats).toEqual({ reclaimed: 1, longRunning: 1 });
+    expect((done.get(c) as Admission).worker.id).toBe('a');
+    held.clear();
+    clock.advanceTo(420_001);
+    expect(r.sweepStats.reclaimed).toBe(2);
+    r.close();
+  });
+
+  it('configureSweep changes the age and the interval', () => {
+    const { r, clock, submit } = route();
+    r.configureSweep(10, 50);
+    const orphan = r.partition.prepare(fields(), tokens(8));
+    r.partition.book(orphan, { id: 'a', rank: 0 }, 0);
+    const live = submit(fields(), tokens(8, 100));
+    clock.advanceTo(50);
+    expect(r.partition.bookedRequests).toBe(2);
+    clock.advanceTo(60);
+    expect(r.partition.bookedRequests).toBe(1);
+    expect(r.sweepStats).toEqual({ reclaimed: 1, longRunning: 1 });
+    r.completed(live);
+    expect(() => r.configureSweep(-1, 50)).toThrow(/interval/);
+    expect(() => r.configureSweep(10, Number.NaN)).toThrow(/age/);
     r.close();
   });
 });

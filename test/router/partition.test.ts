@@ -167,13 +167,31 @@ describe('Partition: load ledger through the lifecycle', () => {
     expect(p.load().every((l) => l.prefillTokens === 0 && l.decodeBlocks === 0 && l.activeRequests === 0)).toBe(true);
   });
 
-  it('sweeps requests whose completion was lost', () => {
+  it('the sweep reclaims bookings past the age whose request is gone, and keeps live ones however old', () => {
     const { p, clock } = setup(['a']);
-    admit(p, p.prepare(fields({ id: 'lost' }), prompt(40)));
-    clock.advanceTo(299_999);
-    expect(p.sweep()).toEqual([]);
-    clock.advanceTo(300_001);
-    expect(p.sweep()).toEqual(['lost']);
+    admit(p, p.prepare(fields({ id: 'gone' }), prompt(40)));
+    admit(p, p.prepare(fields({ id: 'streaming' }), prompt(40, 100)));
+    clock.advanceTo(1_000);
+    admit(p, p.prepare(fields({ id: 'young' }), prompt(40, 200)));
+    const live = new Set(['streaming']);
+    const asked: string[] = [];
+    const isLive = (id: string) => {
+      asked.push(id);
+      return live.has(id);
+    };
+    expect(p.sweep(1_000, isLive)).toEqual([]);
+    expect(asked).toEqual([]);
+    clock.advanceTo(1_001);
+    expect(p.sweep(1_000, isLive)).toEqual(['gone']);
+    // Bookings younger than the age are not even asked about.
+    expect(asked).toEqual(['gone', 'streaming']);
+    expect(p.bookedRequests).toBe(2);
+    clock.advanceTo(10_000_000);
+    expect(p.sweep(1_000, isLive)).toEqual(['young']);
+    expect(p.bookedRequests).toBe(1);
+    expect(p.load()[0]!.activeRequests).toBe(1);
+    p.release('streaming');
+    expect(p.sweep(1_000, () => false)).toEqual([]);
     expect(p.bookedRequests).toBe(0);
   });
 

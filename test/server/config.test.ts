@@ -81,6 +81,38 @@ describe('config validation names the bad field', () => {
   });
 });
 
+describe('KV events over HTTP beyond loopback', () => {
+  const http = worker({ kv_events: { source: 'http' } });
+
+  it('refuse to start without kv_ingest_token, naming the token, the host and the worker', () => {
+    const message = failure({ workers: [worker({ id: 'zmq', kv_events: { endpoint: 'tcp://h:1' } }), http] });
+    expect(message).toMatch(/^kv_ingest_token: is required: host "0\.0\.0\.0" is not a loopback address and workers\[1\]\.kv_events\.source is http/);
+    expect(failure({ host: '10.0.0.2', workers: [http] })).toMatch(/host "10\.0\.0\.2"/);
+    expect(failure({ host: '127.0.0.1', workers: [http] }, { HOST: '::' })).toMatch(/^kv_ingest_token: .*host "::"/);
+  });
+
+  it('start on a loopback address, or with a token', () => {
+    for (const host of ['127.0.0.1', '127.8.9.10', 'localhost', '::1', '[::1]']) expect(configFromDocument({ host, workers: [http] }).host).toBe(host);
+    expect(configFromDocument({ workers: [http] }, { KVROUTER_KV_INGEST_TOKEN: 'long-enough' }).kvIngestToken).toBe('long-enough');
+    // Without an HTTP source nothing can be posted: any host.
+    expect(configFromDocument({ workers: [worker()] }).host).toBe('0.0.0.0');
+  });
+});
+
+describe('ledger sweep and KV ingest limits', () => {
+  it('default to a 300 s sweep age every 60 s and caps of 65,536 blocks per call and 2^20 per worker', () => {
+    expect(validateConfig({ workers: [worker()] }).limits).toMatchObject({ ledgerSweepAgeMs: 300_000, ledgerSweepIntervalMs: 60_000, kvIngestMaxBlocksPerCall: 65_536, kvIngestMaxBlocksPerWorker: 1_048_576 });
+  });
+
+  it('are configurable and checked', () => {
+    const limits = { ledger_sweep_age_ms: 900_000, ledger_sweep_interval_ms: 10, kv_ingest_max_blocks_per_call: 8, kv_ingest_max_blocks_per_worker: 20 };
+    expect(validateConfig({ limits, workers: [worker()] }).limits).toMatchObject({ ledgerSweepAgeMs: 900_000, ledgerSweepIntervalMs: 10, kvIngestMaxBlocksPerCall: 8, kvIngestMaxBlocksPerWorker: 20 });
+    expect(failure({ limits: { ledger_sweep_interval_ms: 0 }, workers: [worker()] })).toMatch(/^limits\.ledger_sweep_interval_ms: must be >= 10/);
+    expect(failure({ limits: { ledger_sweep_age_ms: 0 }, workers: [worker()] })).toMatch(/^limits\.ledger_sweep_age_ms: must be >= 1/);
+    expect(failure({ limits: { kv_ingest_max_blocks_per_call: 1.5 }, workers: [worker()] })).toMatch(/^limits\.kv_ingest_max_blocks_per_call: must be an integer/);
+  });
+});
+
 describe('environment overrides', () => {
   it('override the file and name the variable when invalid', () => {
     const config = configFromDocument({ port: 1, workers: [worker()] }, { PORT: '9001', KVROUTER_ADMIN_TOKEN: 'from-the-env', KVROUTER_MAX_BODY_BYTES: '65536', KVROUTER_REQUEST_LOG: 'yes' });

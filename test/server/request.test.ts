@@ -58,6 +58,49 @@ describe('routing headers', () => {
     expect(param(() => requestFields('r', { 'x-preferred-taints': 'zone=a:-1' }))).toBe('x-preferred-taints');
     expect(parseWorkerLabel('w#0', 'p')).toEqual({ id: 'w', rank: 0 });
   });
+
+  it('takes a tier the lane heap can key (32 bits) and refuses a larger one', () => {
+    expect(requestFields('r', { 'x-request-tier': '2147483647' }).tier).toBe(2147483647);
+    expect(requestFields('r', { 'x-request-tier': '-2147483647' }).tier).toBe(-2147483647);
+    for (const tier of ['99999999999', '2147483648', '-2147483648', '1e10', 'Infinity']) {
+      expect(param(() => requestFields('r', { 'x-request-tier': tier }))).toBe('x-request-tier');
+    }
+  });
+
+  it('takes a priority that keeps the lane order key finite and refuses larger ones', () => {
+    expect(requestFields('r', { 'x-request-priority': '-1e12' }).priority).toBe(-1e12);
+    for (const priority of ['1e13', '1e308', '-1.7976931348623157e308', 'NaN', '0x']) {
+      expect(param(() => requestFields('r', { 'x-request-priority': priority }))).toBe('x-request-priority');
+    }
+  });
+
+  it('bounds the length of session ids, class names and worker labels', () => {
+    const long = 'x'.repeat(257);
+    expect(requestFields('r', { 'x-session-id': 'x'.repeat(256) }).sessionId).toHaveLength(256);
+    expect(param(() => requestFields('r', { 'x-session-id': long }))).toBe('x-session-id');
+    expect(param(() => requestFields('r', { 'x-policy-class': long }))).toBe('x-policy-class');
+    expect(param(() => requestFields('r', { 'x-worker-id': long }))).toBe('x-worker-id');
+    expect(requestFields('r', { 'x-worker-id': 'gpu#65535' }).pin).toEqual({ id: 'gpu', rank: 65535 });
+    for (const label of ['gpu#65536', 'gpu#1e3', 'gpu#-1', 'gpu#', '#1', '']) {
+      expect(param(() => requestFields('r', { 'x-worker-id': label }))).toBe('x-worker-id');
+    }
+  });
+
+  it('x-session-final is "true" or "false"', () => {
+    expect(requestFields('r', { 'x-session-final': 'false' }).sessionFinal).toBe(false);
+    expect(requestFields('r', { 'x-session-final': 'TRUE' }).sessionFinal).toBe(true);
+    expect(param(() => requestFields('r', { 'x-session-final': 'yes' }))).toBe('x-session-final');
+  });
+
+  it('taints are "key=value" entries; anything else is a 400 naming the header', () => {
+    expect(requestFields('r', { 'x-required-taints': 'zone=a,tier=' }).requiredTaints).toEqual(['zone=a', 'tier=']);
+    for (const taints of ['garbage', '=a', 'zone = a', 'zone=a,b', Array.from({ length: 33 }, (_, i) => `k${i}=v`).join(',')]) {
+      expect(param(() => requestFields('r', { 'x-required-taints': taints }))).toBe('x-required-taints');
+    }
+    for (const taints of ['garbage:1', 'zone=a:1e7', 'zone=a:', 'zone=a:NaN', 'zone:1']) {
+      expect(param(() => requestFields('r', { 'x-preferred-taints': taints }))).toBe('x-preferred-taints');
+    }
+  });
 });
 
 describe('request body', () => {
@@ -67,6 +110,25 @@ describe('request body', () => {
     expect(param(() => modelOf({}))).toBe('model');
     expect(param(() => streamOf({ stream: 1 }))).toBe('stream');
     expect(streamOf({ stream: true })).toBe(true);
+  });
+
+  const nested = (depth: number, leaf = '1') => '['.repeat(depth) + leaf + ']'.repeat(depth);
+
+  it('refuses JSON nested deeper than the renderer can walk, naming the field', () => {
+    // The body is level 1, tools 2, tools[0] 3, its function 4: parameters of 60 nested arrays reach level 64.
+    const tools = (depth: number) => `{"tools":[{"function":{"parameters":${nested(depth)}}}]}`;
+    expect(parseJsonBody(tools(60)).tools).toBeDefined();
+    expect(param(() => parseJsonBody(tools(61)))).toBe('tools[0].function.parameters[0][0]…');
+    expect(param(() => parseJsonBody(tools(5000)))).toBe('tools[0].function.parameters[0][0]…');
+    expect(param(() => parseJsonBody(`{"a":${nested(100_000)}}`))).toBe('a[0][0][0][0][0]…');
+  });
+
+  it('counts the nesting of tool-call arguments sent as JSON text, whose brackets inside strings do not count', () => {
+    const body = (args: string) => JSON.stringify({ messages: [{ role: 'assistant', tool_calls: [{ function: { name: 'f', arguments: args } }] }] });
+    expect(param(() => parseJsonBody(body(nested(5000))))).toBe('messages[0].tool_calls[0].function.arguments');
+    expect(param(() => parseJsonBody(body(nested(59))))).toBe('messages[0].tool_calls[0].function.arguments');
+    expect(parseJsonBody(body(nested(58))).messages).toBeDefined();
+    expect(parseJsonBody(body(JSON.stringify({ text: '['.repeat(5000) + '\\"' + '{'.repeat(5000) }))).messages).toBeDefined();
   });
 });
 
