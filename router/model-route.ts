@@ -148,6 +148,12 @@ export class ModelRoute {
     this.scheduler.capacityChanged();
   }
 
+  /** Takes a failing worker out of selection, or readmits it (outlier ejection). */
+  setEjected(id: string, ejected: boolean): void {
+    this.partition.setEjected(id, ejected);
+    this.scheduler.capacityChanged();
+  }
+
   applyEvents(worker: WorkerKey, batch: KvEventBatch): void {
     this.partition.applyEvents(worker, batch);
   }
