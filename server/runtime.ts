@@ -49,7 +49,7 @@ export async function createRuntime(config: RouterConfig, warn: Logger, tokenize
   const models = new Map<string, ModelRuntime>();
   for (const model of config.models) models.set(model.name, await createModelRuntime(model, tokenizers));
   const replication = config.nats ? new Replication(config.nats, models, warn) : null;
-  const registry = new WorkerRegistry(models, config.limits, warn, replication && ((w, route, log) => replication.kvSource(w, route, log)));
+  const registry = new WorkerRegistry(models, config.limits, config.outlierEjection, warn, replication && ((w, route, log) => replication.kvSource(w, route, log)));
   try {
     for (const worker of config.workers) registry.add(worker);
   } catch (error) {
