@@ -121,7 +121,7 @@ export class ModelRoute {
   aborted(requestId: string): void {
     this.scheduler.aborted(requestId);
   }
-  retry(requestId: string, failed: WorkerKey): Admission | RouterError {
+  retry(requestId: string, failed: WorkerKey): Admission | RouterError | 'queued' {
     return this.scheduler.retry(requestId, failed);
   }
 

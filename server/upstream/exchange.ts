@@ -4,9 +4,12 @@
 // end settles the scheduler exactly once:
 //   completed  the worker's response ended (whatever its status)
 //   aborted    the client went away, the stream broke, it timed out, shutdown
-//   retry      a failure before the first byte re-places it (ModelRoute.retry,
-//              which releases the failed booking; a failed retry settles it)
-//   reject     the scheduler refused it (it never held a booking)
+//   retry      a failure before the first byte re-places it through admission
+//              (ModelRoute.retry, which releases the failed booking; a failed
+//              retry settles it). A retry that finds every worker busy waits
+//              in the queue, and the scheduler dispatches or rejects it later
+//              like any request
+//   reject     the scheduler refused it (it holds no booking)
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
@@ -75,6 +78,8 @@ export class Exchange implements DispatchHandlers {
   private attempt: Attempt | null = null;
   private worker: WorkerKey | null = null;
   private retries = 0;
+  /** The last attempt that failed before the first byte, to explain a retry that could not be placed. */
+  private failure: { worker: WorkerKey; error: Error } | null = null;
   private eventStream = false;
   private sawData = false;
   /** The last two bytes relayed (0x0a0a: the stream is at an SSE event boundary). */
@@ -125,14 +130,18 @@ export class Exchange implements DispatchHandlers {
 
   dispatch(admission: Admission): void {
     if (this.state === 'done') return;
-    this.instruments.queueWait.observe((performance.now() - this.submittedAt) / 1000);
-    this.instruments.promptTokens.inc(this.promptTokens);
-    this.instruments.cachedTokens.inc(admission.cachedTokens);
+    // A retry that waited for capacity is dispatched again: the request was counted the first time.
+    if (!this.failure) {
+      this.instruments.queueWait.observe((performance.now() - this.submittedAt) / 1000);
+      this.instruments.promptTokens.inc(this.promptTokens);
+      this.instruments.cachedTokens.inc(admission.cachedTokens);
+    }
     this.send(admission.worker);
   }
 
   reject(error: RouterError): void {
     if (this.state === 'done') return;
+    if (this.failure) return this.failRetry(error);
     this.ctx.metrics.rejected(this.model.name, error.code);
     this.fail(error, 'rejected');
   }
@@ -221,18 +230,32 @@ export class Exchange implements DispatchHandlers {
   /** A failure before any byte reached the client: place the request again, or answer with an error. */
   private failBeforeBytes(attempt: Attempt, error: Error): void {
     if (this.state === 'done') return;
+    // Callbacks of this attempt that might still come are ignored from here on.
+    this.attempt = null;
     const timedOut = TIMEOUT_CODES.has((error as { code?: string }).code ?? '');
     // A timeout already cost the client its patience; placing it again would double the wait.
     if (!timedOut && this.retries < this.ctx.limits.maxRetries) {
       this.retries++;
+      this.failure = { worker: attempt.worker, error };
       this.ctx.metrics.retried(this.model.name, workerLabel(attempt.worker));
       const next = this.model.route.retry(this.id, attempt.worker);
+      if (next === 'queued') {
+        // Every worker it may use is busy: it waits in its lane; the scheduler dispatches or rejects it.
+        this.state = 'queued';
+        return;
+      }
       if (!RouterError.is(next)) return this.send(next.worker);
       // No other worker: the scheduler has settled the request.
-      return this.fail(upstreamFailure(attempt.worker, error, `; no other worker could take it (${next.message})`), 'error');
+      return this.failRetry(next);
     }
     this.model.route.aborted(this.id);
     this.fail(timedOut ? new RouterError('KVR_ERR_UPSTREAM_TIMEOUT', `worker ${workerLabel(attempt.worker)} timed out: ${describe(error)}`) : upstreamFailure(attempt.worker, error, ''), 'error');
+  }
+
+  /** A retry the scheduler could not place: the client learns of the worker's failure, and why no other worker took over. */
+  private failRetry(refusal: RouterError): void {
+    const { worker, error } = this.failure!;
+    this.fail(upstreamFailure(worker, error, `; no other worker could take it (${refusal.message})`), 'error');
   }
 
   // ---- client side ----
