@@ -2,14 +2,16 @@
 // it waits in the model's scheduler, goes to the chosen worker over that
 // worker's pool, and relays the response with backpressure. Every way it can
 // end settles the scheduler exactly once:
-//   completed  the worker's response ended (whatever its status)
+//   completed  the worker's response ended (a status below 500)
 //   aborted    the client went away, the stream broke, it timed out, shutdown
-//   retry      a failure before the first byte re-places it through admission
-//              (ModelRoute.retry, which releases the failed booking; a failed
-//              retry settles it). A retry that finds every worker busy waits
-//              in the queue, and the scheduler dispatches or rejects it later
-//              like any request
+//   retry      a failure before the first byte (a 5xx answer included)
+//              re-places it through admission (ModelRoute.retry, which
+//              releases the failed booking; a failed retry settles it). A
+//              retry that finds every worker busy waits in the queue, and the
+//              scheduler dispatches or rejects it later like any request
 //   reject     the scheduler refused it (it holds no booking)
+// Each attempt's outcome also goes to the outlier detector, which takes a
+// worker that keeps failing out of selection.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
@@ -20,8 +22,10 @@ import type { DispatchHandlers } from '../../router/scheduler/scheduler.js';
 import type { LimitsConfig } from '../config/schema.js';
 import { sendError, sseErrorEvent } from '../http/respond.js';
 import type { ModelInstruments, Outcome, RouterMetrics } from '../metrics.js';
+import type { AttemptOutcome } from '../workers/outliers.js';
 import type { WorkerRegistry } from '../workers/registry.js';
 import type { ModelRuntime } from '../workers/model-runtime.js';
+import { failureKind, isTimeout } from './failures.js';
 import { clientResponseHeaders, isEventStream, upstreamRequestHeaders } from './headers.js';
 
 export interface ExchangeContext {
@@ -36,12 +40,11 @@ type State = 'queued' | 'sending' | 'relaying' | 'done';
 
 /** Upstream bodies of failed attempts are kept (bounded) to explain the failure. */
 const ERROR_BODY_LIMIT = 4096;
-const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT']);
 
 /** One try on one worker; callbacks from an attempt that is no longer current are ignored. */
 class Attempt implements Dispatcher.DispatchHandler {
   controller: Dispatcher.DispatchController | null = null;
-  /** Status of a 5xx answer being read before a retry. */
+  /** Status of a 5xx answer being read before a retry or the error answer. */
   failedStatus = 0;
   errorBody: Buffer[] = [];
   errorBytes = 0;
@@ -167,11 +170,13 @@ export class Exchange implements DispatchHandlers {
   }
 
   onHeaders(attempt: Attempt, status: number, headers: Record<string, string | string[] | undefined>): void {
-    if (status >= 500 && this.retries < this.ctx.limits.maxRetries) {
-      // Read the error body, then place the request again (onEnd).
+    if (status >= 500) {
+      // Read the error body, then place the request again or answer with the router's error (onEnd).
+      this.health(attempt.worker, '5xx');
       attempt.failedStatus = status;
       return;
     }
+    this.health(attempt.worker, 'success');
     this.eventStream = isEventStream(headers);
     this.res.writeHead(status, clientResponseHeaders(headers, workerLabel(attempt.worker)));
     this.state = 'relaying';
@@ -232,7 +237,10 @@ export class Exchange implements DispatchHandlers {
     if (this.state === 'done') return;
     // Callbacks of this attempt that might still come are ignored from here on.
     this.attempt = null;
-    const timedOut = TIMEOUT_CODES.has((error as { code?: string }).code ?? '');
+    const timedOut = isTimeout(error);
+    // Transport failures and timeouts count against the worker here; a 5xx answer counted when its headers came.
+    const kind = failureKind(error);
+    if (kind) this.health(attempt.worker, kind);
     // A timeout already cost the client its patience; placing it again would double the wait.
     if (!timedOut && this.retries < this.ctx.limits.maxRetries) {
       this.retries++;
@@ -256,6 +264,10 @@ export class Exchange implements DispatchHandlers {
   private failRetry(refusal: RouterError): void {
     const { worker, error } = this.failure!;
     this.fail(upstreamFailure(worker, error, `; no other worker could take it (${refusal.message})`), 'error');
+  }
+
+  private health(worker: WorkerKey, outcome: AttemptOutcome): void {
+    this.ctx.registry.outliers.record(worker.id, outcome);
   }
 
   // ---- client side ----

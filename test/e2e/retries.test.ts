@@ -1,10 +1,41 @@
-// Retries over real HTTP: in a class with busy thresholds a retry that finds
-// every other worker busy waits in the queue and is served once capacity
-// frees, instead of failing with "all workers are busy".
+// Retries over real HTTP: a worker 5xx that survives every retry reaches the
+// client as the documented KVR_ERR_UPSTREAM 502 (the worker's status in
+// upstream_status), never as the worker's raw answer; and in a class with busy
+// thresholds a retry that finds every other worker busy waits in the queue
+// and is served once capacity frees, instead of failing with "all workers are
+// busy".
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chat, metric, post, settled, startStack, waitFor, type Stack } from './stack.js';
+
+interface ErrorBody {
+  error: { code: string; type: string; message: string; upstream_status?: number };
+}
+
+describe('a 5xx on every attempt', () => {
+  for (const maxRetries of [0, 1]) {
+    it(`answers KVR_ERR_UPSTREAM 502 with the upstream status, not the worker's body (max_retries ${maxRetries})`, async () => {
+      const stack = await startStack({ workers: 2, edit: (doc) => void (doc.limits = { max_retries: maxRetries }) });
+      try {
+        // The mock answers 500 with its own error body when asked to.
+        const res = await post(`${stack.url}/v1/chat/completions`, chat('fail everywhere'), { 'x-mock-status': '500' });
+        expect(res.status).toBe(502);
+        expect(res.headers.get('x-kvrouter-worker')).toMatch(/^mock-[01]$/);
+        const body = (await res.json()) as ErrorBody;
+        expect(body.error.code).toBe('KVR_ERR_UPSTREAM');
+        expect(body.error.type).toBe('upstream_error');
+        expect(body.error.upstream_status).toBe(500);
+        expect(body.error.message).toMatch(/^worker mock-[01] answered 500: mock failure: status 500 requested by x-mock-status$/);
+        expect(await metric(stack.url, 'kvrouter_upstream_retries_total')).toBe(maxRetries);
+        expect(await metric(stack.url, 'kvrouter_requests_total', { code: '502', outcome: 'error' })).toBe(1);
+        expect(settled(stack.model)).toBe(true);
+      } finally {
+        await stack.close();
+      }
+    });
+  }
+});
 
 describe('a retry in a class with busy thresholds', () => {
   let stack: Stack;
