@@ -246,12 +246,10 @@ export class Exchange implements DispatchHandlers {
       this.retries++;
       this.failure = { worker: attempt.worker, error };
       this.ctx.metrics.retried(this.model.name, workerLabel(attempt.worker));
+      // Back in the scheduler's hands: dispatched now, refused, or waiting in its lane until the scheduler dispatches or rejects it.
+      this.state = 'queued';
       const next = this.model.route.retry(this.id, attempt.worker);
-      if (next === 'queued') {
-        // Every worker it may use is busy: it waits in its lane; the scheduler dispatches or rejects it.
-        this.state = 'queued';
-        return;
-      }
+      if (next === 'queued') return;
       if (!RouterError.is(next)) return this.send(next.worker);
       // No other worker: the scheduler has settled the request.
       return this.failRetry(next);
