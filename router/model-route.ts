@@ -137,7 +137,7 @@ export class ModelRoute {
   aborted(requestId: string): void {
     this.scheduler.aborted(requestId);
   }
-  retry(requestId: string, failed: WorkerKey): Admission | RouterError {
+  retry(requestId: string, failed: WorkerKey): Admission | RouterError | 'queued' {
     return this.scheduler.retry(requestId, failed);
   }
 
@@ -161,6 +161,12 @@ export class ModelRoute {
 
   setDraining(id: string, draining: boolean): void {
     this.partition.setDraining(id, draining);
+    this.scheduler.capacityChanged();
+  }
+
+  /** Takes a failing worker out of selection, or readmits it (outlier ejection). */
+  setEjected(id: string, ejected: boolean): void {
+    this.partition.setEjected(id, ejected);
     this.scheduler.capacityChanged();
   }
 

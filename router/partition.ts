@@ -146,6 +146,8 @@ interface WorkerMeta {
   spec: WorkerSpec;
   slots: number[];
   draining: boolean;
+  /** Out of selection after failing (outlier ejection); kept apart from the operator's draining. */
+  ejected: boolean;
   events: EventCounts;
 }
 
@@ -240,7 +242,7 @@ export class Partition implements Placement<RoutedRequest> {
       if (spec.kvEvents === false) this.approximate.add(slot);
       slots.push(slot);
     }
-    this.meta.set(spec.id, { spec, slots, draining: false, events: emptyCounts() });
+    this.meta.set(spec.id, { spec, slots, draining: false, ejected: false, events: emptyCounts() });
     this.capacities = undefined;
     return slots.map((s) => this.workers.keyOf(s));
   }
@@ -269,7 +271,18 @@ export class Partition implements Placement<RoutedRequest> {
   setDraining(id: string, draining: boolean): void {
     const meta = this.requireWorker(id);
     meta.draining = draining;
-    for (const slot of meta.slots) this.ledger.setAvailable(slot, !draining);
+    this.applyAvailability(meta);
+  }
+
+  /** An ejected worker takes no new requests until it is readmitted; those in flight finish. */
+  setEjected(id: string, ejected: boolean): void {
+    const meta = this.requireWorker(id);
+    meta.ejected = ejected;
+    this.applyAvailability(meta);
+  }
+
+  private applyAvailability(meta: WorkerMeta): void {
+    for (const slot of meta.slots) this.ledger.setAvailable(slot, !meta.draining && !meta.ejected);
     this.capacities = undefined;
   }
 
@@ -292,7 +305,7 @@ export class Partition implements Placement<RoutedRequest> {
   /** Worker ranks that take new requests. */
   liveWorkers(): number {
     let live = 0;
-    for (const meta of this.meta.values()) if (!meta.draining) live += meta.slots.length;
+    for (const meta of this.meta.values()) if (!meta.draining && !meta.ejected) live += meta.slots.length;
     return live;
   }
 
@@ -301,7 +314,7 @@ export class Partition implements Placement<RoutedRequest> {
     if (!this.capacities) {
       const list: WorkerCapacity[] = [];
       for (const meta of this.meta.values()) {
-        if (meta.draining) continue;
+        if (meta.draining || meta.ejected) continue;
         for (const slot of meta.slots) list.push(Object.freeze({ worker: this.workers.keyOf(slot), capacityTokens: meta.spec.totalBlocks * this.blockSize }));
       }
       this.capacities = Object.freeze(list);

@@ -6,6 +6,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { EventCounts } from '../router/partition.js';
 import { registerRouteMetrics } from './route-metrics.js';
 import type { KvSourceCounters } from './workers/kv-sources.js';
+import { FAILURE_KINDS, type FailureKind, type WorkerHealthView } from './workers/outliers.js';
 import type { WorkerHandle } from './workers/registry.js';
 import type { ModelRuntime } from './workers/model-runtime.js';
 
@@ -210,6 +211,53 @@ export class RouterMetrics {
       collect() {
         this.reset();
         for (const w of source.workers()) if (w.kv) this.labels(w.model.name, w.id, w.kv.kind).set(w.kv.connected() ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'kvrouter_worker_ejected',
+      help: '1 while the worker is ejected (out of selection after failing, until a health probe passes), else 0',
+      labelNames: ['model', 'worker', 'reason'],
+      registers,
+      collect() {
+        this.reset();
+        for (const w of source.workers()) {
+          const ejection = w.health().ejection;
+          this.labels(w.model.name, w.id, ejection?.reason ?? '').set(ejection ? 1 : 0);
+        }
+      },
+    });
+    const byReason = (name: string, help: string, counts: (h: WorkerHealthView) => Record<FailureKind, number>) =>
+      new Counter({
+        name,
+        help,
+        labelNames: ['model', 'worker', 'reason'],
+        registers,
+        collect() {
+          this.reset();
+          for (const w of source.workers()) {
+            const n = counts(w.health());
+            for (const reason of FAILURE_KINDS) if (n[reason] > 0) this.labels(w.model.name, w.id, reason).inc(n[reason]);
+          }
+        },
+      });
+    byReason('kvrouter_worker_ejections_total', `Times a worker was ejected, by the failure that tripped it (${FAILURE_KINDS.join(', ')})`, (h) => h.ejections);
+    byReason(
+      'kvrouter_worker_ejections_held_total',
+      'Failures past the ejection threshold that left the worker in rotation, because its model would keep too few workers (max_ejection_percent, never the last)',
+      (h) => h.held,
+    );
+    new Counter({
+      name: 'kvrouter_worker_health_probes_total',
+      help: 'Health probes of ejected workers, by result (healthy readmits the worker)',
+      labelNames: ['model', 'worker', 'result'],
+      registers,
+      collect() {
+        this.reset();
+        for (const w of source.workers()) {
+          const { probes } = w.health();
+          if (probes.healthy > 0) this.labels(w.model.name, w.id, 'healthy').inc(probes.healthy);
+          if (probes.unhealthy > 0) this.labels(w.model.name, w.id, 'unhealthy').inc(probes.unhealthy);
+        }
       },
     });
     new Gauge({

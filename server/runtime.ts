@@ -53,7 +53,7 @@ export async function createRuntime(config: RouterConfig, warn: Logger, tokenize
     models.set(model.name, runtime);
   }
   const replication = config.nats ? new Replication(config.nats, models, warn) : null;
-  const registry = new WorkerRegistry(models, config.limits, warn, replication && ((w, route, log) => replication.kvSource(w, route, log)));
+  const registry = new WorkerRegistry(models, config.limits, config.outlierEjection, warn, replication && ((w, route, log) => replication.kvSource(w, route, log)));
   try {
     for (const worker of config.workers) registry.add(worker);
   } catch (error) {

@@ -59,7 +59,8 @@ class Entry<R extends SchedRequest> implements QueuedHead<R> {
     readonly item: number,
     readonly request: R,
     readonly cls: ClassQueue<Entry<R>>,
-    readonly lane: string,
+    /** Changes once, when a retry waits in a lane of its own. */
+    public lane: string,
     readonly allowedWorkers: readonly WorkerKey[] | null,
     readonly cachedTokens: number,
     readonly cost: number,
@@ -199,23 +200,37 @@ export class Scheduler<R extends SchedRequest = SchedRequest> {
 
   /**
    * Re-places a dispatched request after its worker failed before the first
-   * byte: frees the booking and selects again without the failed workers. The
-   * classification is reused; nothing is rebuilt.
+   * byte: frees the booking and goes through admission again without the
+   * failed workers, reusing the classification. Placed at once, the admission
+   * is returned. When every worker it may use is busy for its class (and the
+   * class queues), it waits in the queue again and 'queued' is returned; its
+   * handlers then run once it is placed, refused or past its deadline. It
+   * keeps its place: it waits with the order it arrived with, so it goes
+   * ahead of everything that arrived after it when capacity frees. It waits
+   * in a lane of its own, so that while only the workers it failed on are
+   * free, the requests behind it may still use them. The gate, which already
+   * let it through, is not asked again, and queue limits do not apply: it is
+   * not new load.
    */
-  retry(requestId: string, failed: WorkerKey): Admission | RouterError {
+  retry(requestId: string, failed: WorkerKey): Admission | RouterError | 'queued' {
     const entry = this.byId.get(requestId);
     if (!entry || entry.state !== 'dispatched') return new RouterError('KVR_ERR_INVALID_REQUEST', `request "${requestId}" is not dispatched`);
     this.placement.release(requestId);
     entry.failed.push(failed);
     const result = this.placement.admit(entry.request, entry.allowedWorkers, entry.cls.policy.busy, null, entry.failed);
-    if (RouterError.is(result)) {
-      this.finish(entry);
+    if (!RouterError.is(result)) {
+      entry.worker = result.worker;
       this.wake();
       return result;
     }
-    entry.worker = result.worker;
+    let error = result;
+    if (waitsForCapacity(result) && !neverQueues(entry.cls.policy)) {
+      if (entry.deadline > this.clock.now()) return this.requeue(entry);
+      error = deadlineError(entry.cls.policy.name, 'dispatch');
+    }
+    this.finish(entry);
     this.wake();
-    return result;
+    return error;
   }
 
   /** The request went out to `worker`. */
@@ -313,6 +328,16 @@ export class Scheduler<R extends SchedRequest = SchedRequest> {
     }
   }
 
+  private requeue(entry: Entry<R>): 'queued' {
+    entry.state = 'queued';
+    entry.worker = null;
+    entry.lane = `retry:${entry.request.id}`;
+    entry.cls.enqueue(entry.lane, entry);
+    if (entry.deadline !== Infinity) this.deadlines.push(entry);
+    this.wake();
+    return 'queued';
+  }
+
   private admitDirect(entry: Entry<R>): void {
     // A class that never queues is admitted without asking the gate; its Sent
     // still reaches the gate's ledger through dispatched().
@@ -394,9 +419,9 @@ export class Scheduler<R extends SchedRequest = SchedRequest> {
     if (!cls) return false;
     const { entry, target } = this.offered.get(cls)!;
     const lane = cls.lanes.get(entry.lane)!;
-    const result = this.placement.admit(entry.request, entry.allowedWorkers, cls.policy.busy, target, []);
+    const result = this.placement.admit(entry.request, entry.allowedWorkers, cls.policy.busy, target, entry.failed);
     if (RouterError.is(result)) {
-      if (result.code === 'KVR_ERR_ALL_OVERLOADED' || result.code === 'KVR_ERR_PINNED_OVERLOADED') {
+      if (waitsForCapacity(result)) {
         cls.block(lane, 'capacity', Infinity);
       } else {
         this.rejectQueued(entry, result);
@@ -408,7 +433,7 @@ export class Scheduler<R extends SchedRequest = SchedRequest> {
     entry.worker = result.worker;
     this.dispatchedCount++;
     let changed = false;
-    if (this.gate) {
+    if (this.gate && !entry.gateCommitted) {
       entry.gateCommitted = true;
       changed = this.gate.dispatched(entry, result.worker);
     }
@@ -430,7 +455,7 @@ export class Scheduler<R extends SchedRequest = SchedRequest> {
         continue;
       }
       let target: WorkerKey | null = null;
-      if (this.gate) {
+      if (this.gate && !entry.gateCommitted) {
         this.inGateCheck = true;
         let verdict;
         try {
@@ -550,6 +575,11 @@ export class Scheduler<R extends SchedRequest = SchedRequest> {
 /** Whether a hold entry still describes its lane (not unblocked or re-held since). */
 function isHeld(h: { until: number; lane: Lane<LaneEntry> }): boolean {
   return h.lane.blocked === 'gate' && h.lane.holdUntil === h.until;
+}
+
+/** Refusals that mean "busy for now": a queued head waits for capacity instead of failing. */
+function waitsForCapacity(error: RouterError): boolean {
+  return error.code === 'KVR_ERR_ALL_OVERLOADED' || error.code === 'KVR_ERR_PINNED_OVERLOADED';
 }
 
 function neverQueues(policy: PolicyClass): boolean {

@@ -97,6 +97,27 @@ export interface LimitsConfig {
   kvIngestMaxBlocksPerWorker: number;
 }
 
+/** Taking failing workers out of selection (server/workers/outliers.ts). */
+export interface OutlierEjectionConfig {
+  /** Consecutive connection failures or timeouts that eject a worker (0: never for these). */
+  consecutiveConnectFailures: number;
+  /** Consecutive 5xx answers that eject a worker (0: never for these). */
+  consecutive5xx: number;
+  /** Shortest time out of rotation, for a first ejection. */
+  baseEjectionMs: number;
+  /** Longest time out of rotation before probing, however often it was ejected. */
+  maxEjectionMs: number;
+  /** Time back in rotation after which the backoff starts again from the base. */
+  backoffResetMs: number;
+  /** How often an ejected worker is probed once its backoff is over. */
+  probeIntervalMs: number;
+  probeTimeoutMs: number;
+  /** The engine's health endpoint, under the worker's URL. */
+  probePath: string;
+  /** Most of a model's non-draining workers out at once, in percent (at least one, never the last). */
+  maxEjectionPercent: number;
+}
+
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 export const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
@@ -111,6 +132,7 @@ export interface RouterConfig {
   /** Log one line per HTTP request (off by default: it costs on the hot path). */
   requestLog: boolean;
   limits: LimitsConfig;
+  outlierEjection: OutlierEjectionConfig;
   models: ModelConfig[];
   workers: WorkerConfig[];
   /** Replica sync over NATS; null: a single router with its own state. */
@@ -135,6 +157,17 @@ export const DEFAULTS = {
     kvIngestMaxBlocksPerCall: 65_536,
     kvIngestMaxBlocksPerWorker: 1 << 20,
   } satisfies LimitsConfig,
+  outlierEjection: {
+    consecutiveConnectFailures: 3,
+    consecutive5xx: 5,
+    baseEjectionMs: 1000,
+    maxEjectionMs: 30_000,
+    backoffResetMs: 60_000,
+    probeIntervalMs: 250,
+    probeTimeoutMs: 1000,
+    probePath: '/health',
+    maxEjectionPercent: 50,
+  } satisfies OutlierEjectionConfig,
   approximate: { ttlMs: 120_000, maxBlocks: 1 << 20 },
   sessionAffinity: { ttlMs: 600_000, maxSessions: 1_000_000 },
   nats: { subjectPrefix: 'kvrouter', syncIntervalMs: 1000, peerTimeoutMs: 5000, kvStream: { maxAgeMs: 3_600_000, maxBytes: 1 << 30 } },
@@ -162,6 +195,7 @@ export function validateConfig(raw: unknown): RouterConfig {
     logLevel: root.oneOf('log_level', LOG_LEVELS, 'info'),
     requestLog: root.boolean('request_log', false),
     limits: root.object('limits', readLimits, () => ({ ...DEFAULTS.limits })),
+    outlierEjection: root.object('outlier_ejection', readOutlierEjection, () => ({ ...DEFAULTS.outlierEjection })),
     nats: root.has('nats') ? root.object('nats', readNats) : null,
   };
   const defaults = readModelDefaults(root, {
@@ -249,6 +283,28 @@ function readLimits(f: Fields): LimitsConfig {
     ledgerSweepAgeMs: f.number('ledger_sweep_age_ms', d.ledgerSweepAgeMs, { integer: true, min: 1 }),
     kvIngestMaxBlocksPerCall: f.number('kv_ingest_max_blocks_per_call', d.kvIngestMaxBlocksPerCall, { integer: true, min: 1 }),
     kvIngestMaxBlocksPerWorker: f.number('kv_ingest_max_blocks_per_worker', d.kvIngestMaxBlocksPerWorker, { integer: true, min: 1 }),
+  };
+}
+
+function readOutlierEjection(f: Fields): OutlierEjectionConfig {
+  const d = DEFAULTS.outlierEjection;
+  const count = (key: string, fallback: number) => f.number(key, fallback, { integer: true, min: 0, max: 1000 });
+  const ms = (key: string, fallback: number, min: number) => f.number(key, fallback, { integer: true, min, max: 86_400_000 });
+  const baseEjectionMs = ms('base_ejection_ms', d.baseEjectionMs, 1);
+  const maxEjectionMs = ms('max_ejection_ms', Math.max(d.maxEjectionMs, baseEjectionMs), 1);
+  if (maxEjectionMs < baseEjectionMs) throw new ConfigError(f.at('max_ejection_ms'), `must be at least base_ejection_ms (${baseEjectionMs}), got ${maxEjectionMs}`);
+  const probePath = f.string('probe_path', d.probePath);
+  if (!/^\/\S*$/.test(probePath)) throw new ConfigError(f.at('probe_path'), `must be a path starting with "/", got ${JSON.stringify(probePath)}`);
+  return {
+    consecutiveConnectFailures: count('consecutive_connect_failures', d.consecutiveConnectFailures),
+    consecutive5xx: count('consecutive_5xx', d.consecutive5xx),
+    baseEjectionMs,
+    maxEjectionMs,
+    backoffResetMs: ms('backoff_reset_ms', d.backoffResetMs, 0),
+    probeIntervalMs: ms('probe_interval_ms', d.probeIntervalMs, 10),
+    probeTimeoutMs: ms('probe_timeout_ms', d.probeTimeoutMs, 1),
+    probePath,
+    maxEjectionPercent: f.number('max_ejection_percent', d.maxEjectionPercent, { min: 1, max: 100 }),
   };
 }
 

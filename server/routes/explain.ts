@@ -1,12 +1,15 @@
 // POST /router/explain: the routing decision for a completion request body,
 // without dispatching or booking it. Per worker: cached-prefix overlap, the
 // prefill and decode load the request would add to, its cost, and why a
-// filtered worker was left out. The first thing to look at when cache hits
-// do not show up.
+// filtered worker was left out (an ejected worker: the failures that ejected
+// it). The first thing to look at when cache hits do not show up.
 import type { FastifyInstance } from 'fastify';
+import { workerLabel } from '../../bindings/workers.js';
 import { parseJsonBody, requestFields } from '../request/fields.js';
 import { promptTokens, type PromptKind } from '../request/prompt.js';
 import type { RouterRuntime } from '../runtime.js';
+import { describeEjection, ejectionBody } from '../workers/ejection-view.js';
+import type { WorkerHandle } from '../workers/registry.js';
 import { resolveModel } from './openai.js';
 
 export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): void {
@@ -17,6 +20,7 @@ export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): v
     const kind: PromptKind = body.messages !== undefined ? 'chat' : 'completion';
     const tokens = promptTokens(model.tokenizer, body, kind);
     const x = model.route.explain(requestFields(rt.nextRequestId(), request.headers), tokens);
+    const handles = handlesByLabel(rt, model.name);
     return {
       model: x.model,
       kind,
@@ -27,17 +31,33 @@ export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): v
       prompt_blocks: x.promptBlocks,
       chosen: x.chosen,
       error: x.error,
-      workers: x.workers.map((w) => ({
-        worker: w.worker,
-        eligible: w.eligible,
-        filtered: w.filtered,
-        overlap_blocks: w.overlapBlocks,
-        cached_tokens: w.cachedTokens,
-        prefill_tokens: w.prefillTokens,
-        decode_blocks: w.decodeBlocks,
-        active_requests: w.activeRequests,
-        cost: w.cost,
-      })),
+      workers: x.workers.map((w) => {
+        const handle = handles.get(w.worker);
+        const ejection = handle?.health().ejection ?? null;
+        return {
+          worker: w.worker,
+          eligible: w.eligible,
+          // Draining is the operator's word and comes first; otherwise an ejected worker says why it is out.
+          filtered: ejection && !w.eligible && !handle!.draining ? describeEjection(ejection) : w.filtered,
+          ejection: ejection && ejectionBody(ejection),
+          overlap_blocks: w.overlapBlocks,
+          cached_tokens: w.cachedTokens,
+          prefill_tokens: w.prefillTokens,
+          decode_blocks: w.decodeBlocks,
+          active_requests: w.activeRequests,
+          cost: w.cost,
+        };
+      }),
     };
   });
+}
+
+/** The model's workers by the label explain names them with (`id`, or `id#rank` for ranks past 0). */
+function handlesByLabel(rt: RouterRuntime, model: string): Map<string, WorkerHandle> {
+  const out = new Map<string, WorkerHandle>();
+  for (const h of rt.registry.list()) {
+    if (h.model.name !== model) continue;
+    for (let rank = 0; rank < h.config.dataParallelSize; rank++) out.set(workerLabel({ id: h.id, rank }), h);
+  }
+  return out;
 }

@@ -2,11 +2,16 @@
 // it waits in the model's scheduler, goes to the chosen worker over that
 // worker's pool, and relays the response with backpressure. Every way it can
 // end settles the scheduler exactly once:
-//   completed  the worker's response ended (whatever its status)
+//   completed  the worker's response ended (a status below 500)
 //   aborted    the client went away, the stream broke, it timed out, shutdown
-//   retry      a failure before the first byte re-places it (ModelRoute.retry,
-//              which releases the failed booking; a failed retry settles it)
-//   reject     the scheduler refused it (it never held a booking)
+//   retry      a failure before the first byte (a 5xx answer included)
+//              re-places it through admission (ModelRoute.retry, which
+//              releases the failed booking; a failed retry settles it). A
+//              retry that finds every worker busy waits in the queue, and the
+//              scheduler dispatches or rejects it later like any request
+//   reject     the scheduler refused it (it holds no booking)
+// Each attempt's outcome also goes to the outlier detector, which takes a
+// worker that keeps failing out of selection.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
@@ -17,8 +22,10 @@ import type { DispatchHandlers } from '../../router/scheduler/scheduler.js';
 import type { LimitsConfig } from '../config/schema.js';
 import { sendError, sseErrorEvent } from '../http/respond.js';
 import type { ModelInstruments, Outcome, RouterMetrics } from '../metrics.js';
+import type { AttemptOutcome } from '../workers/outliers.js';
 import type { WorkerRegistry } from '../workers/registry.js';
 import type { ModelRuntime } from '../workers/model-runtime.js';
+import { failureKind, isTimeout } from './failures.js';
 import { clientResponseHeaders, isEventStream, upstreamRequestHeaders } from './headers.js';
 
 export interface ExchangeContext {
@@ -33,12 +40,11 @@ type State = 'queued' | 'sending' | 'relaying' | 'done';
 
 /** Upstream bodies of failed attempts are kept (bounded) to explain the failure. */
 const ERROR_BODY_LIMIT = 4096;
-const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT']);
 
 /** One try on one worker; callbacks from an attempt that is no longer current are ignored. */
 class Attempt implements Dispatcher.DispatchHandler {
   controller: Dispatcher.DispatchController | null = null;
-  /** Status of a 5xx answer being read before a retry. */
+  /** Status of a 5xx answer being read before a retry or the error answer. */
   failedStatus = 0;
   errorBody: Buffer[] = [];
   errorBytes = 0;
@@ -75,6 +81,8 @@ export class Exchange implements DispatchHandlers {
   private attempt: Attempt | null = null;
   private worker: WorkerKey | null = null;
   private retries = 0;
+  /** The last attempt that failed before the first byte, to explain a retry that could not be placed. */
+  private failure: { worker: WorkerKey; error: Error } | null = null;
   private eventStream = false;
   private sawData = false;
   /** The last two bytes relayed (0x0a0a: the stream is at an SSE event boundary). */
@@ -125,14 +133,18 @@ export class Exchange implements DispatchHandlers {
 
   dispatch(admission: Admission): void {
     if (this.state === 'done') return;
-    this.instruments.queueWait.observe((performance.now() - this.submittedAt) / 1000);
-    this.instruments.promptTokens.inc(this.promptTokens);
-    this.instruments.cachedTokens.inc(admission.cachedTokens);
+    // A retry that waited for capacity is dispatched again: the request was counted the first time.
+    if (!this.failure) {
+      this.instruments.queueWait.observe((performance.now() - this.submittedAt) / 1000);
+      this.instruments.promptTokens.inc(this.promptTokens);
+      this.instruments.cachedTokens.inc(admission.cachedTokens);
+    }
     this.send(admission.worker);
   }
 
   reject(error: RouterError): void {
     if (this.state === 'done') return;
+    if (this.failure) return this.failRetry(error);
     this.ctx.metrics.rejected(this.model.name, error.code);
     this.fail(error, 'rejected');
   }
@@ -158,11 +170,13 @@ export class Exchange implements DispatchHandlers {
   }
 
   onHeaders(attempt: Attempt, status: number, headers: Record<string, string | string[] | undefined>): void {
-    if (status >= 500 && this.retries < this.ctx.limits.maxRetries) {
-      // Read the error body, then place the request again (onEnd).
+    if (status >= 500) {
+      // Read the error body, then place the request again or answer with the router's error (onEnd).
+      this.health(attempt.worker, '5xx');
       attempt.failedStatus = status;
       return;
     }
+    this.health(attempt.worker, 'success');
     this.eventStream = isEventStream(headers);
     this.res.writeHead(status, clientResponseHeaders(headers, workerLabel(attempt.worker)));
     this.state = 'relaying';
@@ -221,18 +235,37 @@ export class Exchange implements DispatchHandlers {
   /** A failure before any byte reached the client: place the request again, or answer with an error. */
   private failBeforeBytes(attempt: Attempt, error: Error): void {
     if (this.state === 'done') return;
-    const timedOut = TIMEOUT_CODES.has((error as { code?: string }).code ?? '');
+    // Callbacks of this attempt that might still come are ignored from here on.
+    this.attempt = null;
+    const timedOut = isTimeout(error);
+    // Transport failures and timeouts count against the worker here; a 5xx answer counted when its headers came.
+    const kind = failureKind(error);
+    if (kind) this.health(attempt.worker, kind);
     // A timeout already cost the client its patience; placing it again would double the wait.
     if (!timedOut && this.retries < this.ctx.limits.maxRetries) {
       this.retries++;
+      this.failure = { worker: attempt.worker, error };
       this.ctx.metrics.retried(this.model.name, workerLabel(attempt.worker));
+      // Back in the scheduler's hands: dispatched now, refused, or waiting in its lane until the scheduler dispatches or rejects it.
+      this.state = 'queued';
       const next = this.model.route.retry(this.id, attempt.worker);
+      if (next === 'queued') return;
       if (!RouterError.is(next)) return this.send(next.worker);
       // No other worker: the scheduler has settled the request.
-      return this.fail(upstreamFailure(attempt.worker, error, `; no other worker could take it (${next.message})`), 'error');
+      return this.failRetry(next);
     }
     this.model.route.aborted(this.id);
     this.fail(timedOut ? new RouterError('KVR_ERR_UPSTREAM_TIMEOUT', `worker ${workerLabel(attempt.worker)} timed out: ${describe(error)}`) : upstreamFailure(attempt.worker, error, ''), 'error');
+  }
+
+  /** A retry the scheduler could not place: the client learns of the worker's failure, and why no other worker took over. */
+  private failRetry(refusal: RouterError): void {
+    const { worker, error } = this.failure!;
+    this.fail(upstreamFailure(worker, error, `; no other worker could take it (${refusal.message})`), 'error');
+  }
+
+  private health(worker: WorkerKey, outcome: AttemptOutcome): void {
+    this.ctx.registry.outliers.record(worker.id, outcome);
   }
 
   // ---- client side ----

@@ -1,12 +1,15 @@
 // The workers the router sends to: for each, its config, its model's route,
-// a keep-alive connection pool, and its KV-event source. Workers come from the
+// a keep-alive connection pool, and its KV-event source; and the outlier
+// detector that takes failing ones out of selection. Workers come from the
 // config file and the admin API; removing one stops its event source at once
 // and closes its pool once the requests in flight on it have finished.
 import { Pool } from 'undici';
+import { RealClock } from '../../router/clock.js';
 import { RouterError } from '../../router/errors.js';
-import type { LimitsConfig, WorkerConfig } from '../config/schema.js';
+import type { LimitsConfig, OutlierEjectionConfig, WorkerConfig } from '../config/schema.js';
 import { startKvSource, type KvSource, type Logger, type NatsKvSourceFactory } from './kv-sources.js';
 import type { ModelRuntime } from './model-runtime.js';
+import { OutlierDetector, type WorkerHealthView } from './outliers.js';
 
 export class WorkerHandle {
   readonly pool: Pool;
@@ -18,6 +21,7 @@ export class WorkerHandle {
     readonly model: ModelRuntime,
     readonly kv: KvSource | null,
     limits: LimitsConfig,
+    private readonly outliers: OutlierDetector,
   ) {
     const url = new URL(config.url);
     this.basePath = url.pathname === '/' ? '' : url.pathname;
@@ -36,18 +40,52 @@ export class WorkerHandle {
   get draining(): boolean {
     return this.model.route.partition.isDraining(this.config.id);
   }
+
+  /** Failure streaks, ejection and probe counts (outliers.ts). */
+  health(): WorkerHealthView {
+    return this.outliers.view(this.config.id)!;
+  }
+
+  /** GETs the engine's health endpoint: healthy on a 2xx answer within the timeout. */
+  async probe(path: string, timeoutMs: number): Promise<boolean> {
+    const apiKey = this.config.apiKey;
+    try {
+      const answer = await this.pool.request({
+        path: this.basePath + path,
+        method: 'GET',
+        headers: apiKey === null ? {} : { authorization: `Bearer ${apiKey}` },
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+        // Bounds the connect too, which the pool allows connect_timeout_ms.
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      await answer.body.dump();
+      return answer.statusCode >= 200 && answer.statusCode < 300;
+    } catch {
+      return false;
+    }
+  }
 }
 
 export class WorkerRegistry {
   private readonly workers = new Map<string, WorkerHandle>();
+  readonly outliers: OutlierDetector;
 
   constructor(
     readonly models: ReadonlyMap<string, ModelRuntime>,
     private readonly limits: LimitsConfig,
+    outlierEjection: OutlierEjectionConfig,
     private readonly warn: Logger,
     /** KV sources for workers whose events come over NATS; null without a NATS config. */
     private readonly natsSources: NatsKvSourceFactory | null = null,
-  ) {}
+  ) {
+    this.outliers = new OutlierDetector(outlierEjection, new RealClock(), {
+      setEjected: (id, ejected) => this.workers.get(id)?.model.route.setEjected(id, ejected),
+      draining: (id) => this.workers.get(id)?.draining ?? false,
+      probe: (id) => this.workers.get(id)?.probe(outlierEjection.probePath, outlierEjection.probeTimeoutMs) ?? Promise.resolve(false),
+      log: warn,
+    });
+  }
 
   get(id: string): WorkerHandle | undefined {
     return this.workers.get(id);
@@ -77,7 +115,8 @@ export class WorkerRegistry {
       model.route.removeWorker(config.id);
       throw error;
     }
-    const handle = new WorkerHandle(config, model, kv, this.limits);
+    this.outliers.add(config.id, config.model);
+    const handle = new WorkerHandle(config, model, kv, this.limits, this.outliers);
     this.workers.set(config.id, handle);
     return handle;
   }
@@ -86,6 +125,7 @@ export class WorkerRegistry {
   async remove(id: string): Promise<void> {
     const handle = this.require(id);
     this.workers.delete(id);
+    this.outliers.remove(id);
     handle.model.route.removeWorker(id);
     await handle.kv?.close();
     void handle.pool.close().catch(() => {});
@@ -99,6 +139,7 @@ export class WorkerRegistry {
   /** Closes every event source and pool (requests still running on a pool are cut). */
   async close(): Promise<void> {
     const handles = this.list();
+    this.outliers.close();
     this.workers.clear();
     await Promise.all(handles.map(async (h) => {
       await h.kv?.close();

@@ -118,6 +118,6 @@ describe('W: worker inputs for classifiers', () => {
     const again = scheduler.retry(r.id, first);
     expect(classified).toBe(1);
     expect(placement.rowsBuilt).toBe(built);
-    expect('worker' in again && again.worker.id).toBe(first.id === 'w1' ? 'w2' : 'w1');
+    expect(again).toMatchObject({ worker: { id: first.id === 'w1' ? 'w2' : 'w1' } });
   });
 });
