@@ -12,8 +12,8 @@ import { loadOf, MODEL, PREFIX, startReplicaStack, type Replica, type ReplicaSta
 
 /** Small, so a few dozen bookings outgrow one message. */
 const MAX_PAYLOAD = 8192;
-/** Bytes (and, with the byte tokenizer, tokens) of each held prompt: 125 blocks of 16, 1,000 bytes of hashes. */
-const PROMPT_BYTES = 2000;
+/** Tokens of each held prompt (the byte tokenizer packs 4 bytes a token): 125 blocks of 16, 1,000 bytes of hashes. */
+const PROMPT_TOKENS = 2000;
 const HELD = 24;
 
 let stack: ReplicaStack;
@@ -35,13 +35,18 @@ function hold(replica: Replica, n: number, tag: string): void {
   for (let i = 0; i < n; i++) {
     const abort = new AbortController();
     aborts.push(abort);
-    const prompt = `${tag} ${i} `.repeat(PROMPT_BYTES).slice(0, PROMPT_BYTES);
+    const prompt = promptOf(`${tag} ${i}`, PROMPT_TOKENS);
     void post(`${replica.url}/v1/completions`, { model: MODEL, prompt, max_tokens: 1 }, { 'x-mock-header-delay-ms': '300000' }, abort.signal).catch(() => {});
   }
 }
 
 function release(): void {
   for (const abort of aborts.splice(0)) abort.abort();
+}
+
+/** A prompt of exactly `tokens` tokens under the byte tokenizer. */
+function promptOf(tag: string, tokens: number): string {
+  return `${tag} `.repeat(4 * tokens).slice(0, 4 * tokens);
 }
 
 const booked = (r: Replica) => r.model().route.partition.bookedRequests;
@@ -51,7 +56,7 @@ describe('replica state under max_payload', () => {
     hold(a, HELD, 'before b');
     await waitFor(() => booked(a) === HELD, 'a books every held request', 15_000);
     // What a's snapshot carries in sequence hashes alone: about three times what the server takes in one message.
-    expect(HELD * (PROMPT_BYTES / 16) * 8).toBeGreaterThan(2.5 * MAX_PAYLOAD);
+    expect(HELD * (PROMPT_TOKENS / 16) * 8).toBeGreaterThan(2.5 * MAX_PAYLOAD);
     const b = await stack.startReplica('b');
     await waitFor(() => booked(b) === HELD && loadOf(b) === loadOf(a), "b holds exactly a's bookings", 15_000);
     expect(await metric(b.url, 'kvrouter_replica_peers', { model: MODEL, kind: 'bookings' })).toBe(HELD);
@@ -69,11 +74,11 @@ describe('replica state under max_payload', () => {
     expect(await failed()).toBe(0);
     // 20,000 tokens: 1,250 blocks, so the booking's add op alone is 10,000 bytes of hashes.
     for (let i = 0; i < 3; i++) {
-      const res = await post(`${a.url}/v1/completions`, { model: MODEL, prompt: `${i} long prompt `.repeat(2000).slice(0, 20_000), max_tokens: 1 });
+      const res = await post(`${a.url}/v1/completions`, { model: MODEL, prompt: promptOf(`${i} long prompt`, 20_000), max_tokens: 1 });
       expect(res.status).toBe(200);
       await res.text();
     }
-    await waitFor(async () => (await failed()) === 3, 'the three refused add ops to be counted', 10_000).catch(async (e) => { console.log('FAILED', await failed(), log, await (await fetch(a.url + '/metrics')).text().then(t => t.split('\n').filter(l => l.includes('sync')).join('\n'))); throw e; });
+    await waitFor(async () => (await failed()) === 3, 'the three refused add ops to be counted', 10_000);
     const lines = log.filter((line) => line.includes('replica sync could not publish'));
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(/server max_payload 8192/);
