@@ -21,7 +21,7 @@ import { metric, post, waitFor } from './stack.js';
 function run(args: string[], env: Record<string, string> = {}) {
   const proc = spawnKvrouter(args, env);
   const waitOut = async (pattern: RegExp, timeoutMs = 30_000) => {
-    await waitFor(() => pattern.test(proc.out()), `${pattern} in the output (stdout: ${proc.out().slice(-400)} stderr: ${proc.err().slice(-400)})`, timeoutMs);
+    await waitFor(() => pattern.test(proc.out()), () => `${pattern} in the output (stdout: ${proc.out().slice(-400)} stderr: ${proc.err().slice(-400)})`, timeoutMs);
     return pattern.exec(proc.out())!;
   };
   return { ...proc, waitOut };

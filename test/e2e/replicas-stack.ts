@@ -19,7 +19,7 @@ import type { ModelRuntime } from '../../server/workers/model-runtime.js';
 
 export const MODEL = EMBEDDED_DEFAULTS.model;
 export const APPROX = 'approx-model';
-export const SYNC_INTERVAL_MS = 200;
+const SYNC_INTERVAL_MS = 200;
 export const PREFIX = 'kvrtest';
 
 export interface Replica {

@@ -3,6 +3,7 @@
 import type { WorkerKey } from '../../bindings/workers.js';
 import type { BlockStored, KvEvent, KvEventBatch } from '../../router/kv-events.js';
 import type { KvStaleReason } from '../../server/kv-events/zmq-listener.js';
+import { waitFor } from '../helpers/wait.js';
 
 /** Loopback with a port the OS picks; read the bound address back from the socket. */
 export const ANY_PORT = 'tcp://127.0.0.1:*';
@@ -57,13 +58,7 @@ export class Recorder {
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-export async function waitFor(condition: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!condition()) {
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(5);
-  }
-}
+export { waitFor };
 
 /**
  * The slow-joiner wait: a fresh subscription misses what is published before
