@@ -20,7 +20,7 @@ describe('kvrouter serve', () => {
       const listening = () => /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(proc.out())?.[1];
       const workerLines = () => proc.out().match(/^worker mock-\d: http:\/\/127\.0\.0\.1:\d+ \(mock-model, kv events tcp:\/\/127\.0\.0\.1:\d+/gm) ?? [];
       // The worker lines follow the listening line.
-      await waitFor(() => listening() !== undefined && workerLines().length >= 4, () => `the listening and worker lines (stdout: ${proc.out()} stderr: ${proc.err()})`, 20_000);
+      await waitFor(() => listening() !== undefined && workerLines().length >= 4, () => `the listening and worker lines (stdout: ${proc.out()} stderr: ${proc.err()})`);
       const url = listening()!;
       expect(workerLines()).toHaveLength(4);
       const res = await fetch(`${url}/v1/chat/completions`, {

@@ -54,19 +54,19 @@ const booked = (r: Replica) => r.model().route.partition.bookedRequests;
 describe('replica state under max_payload', () => {
   it('a snapshot several times max_payload reaches, in parts, a replica that missed every op; ops leave in frames that fit', async () => {
     hold(a, HELD, 'before b');
-    await waitFor(() => booked(a) === HELD, 'a books every held request', 15_000);
+    await waitFor(() => booked(a) === HELD, 'a books every held request');
     // What a's snapshot carries in sequence hashes alone: about three times what the server takes in one message.
     expect(HELD * (PROMPT_TOKENS / 16) * 8).toBeGreaterThan(2.5 * MAX_PAYLOAD);
     const b = await stack.startReplica('b');
-    await waitFor(() => booked(b) === HELD && loadOf(b) === loadOf(a), "b holds exactly a's bookings", 15_000);
+    await waitFor(() => booked(b) === HELD && loadOf(b) === loadOf(a), "b holds exactly a's bookings");
     expect(await metric(b.url, 'kvrouter_replica_peers', { model: MODEL, kind: 'bookings' })).toBe(HELD);
     // Now b listens: a's next bookings reach it as ops, about 24 KB of them within one frame delay.
     hold(a, HELD, 'with b');
-    await waitFor(() => booked(a) === 2 * HELD && booked(b) === 2 * HELD && loadOf(b) === loadOf(a), "b follows a's new bookings", 15_000);
+    await waitFor(() => booked(a) === 2 * HELD && booked(b) === 2 * HELD && loadOf(b) === loadOf(a), "b follows a's new bookings");
     expect(await metric(a.url, 'kvrouter_replica_sync_messages_total', { direction: 'failed' })).toBe(0);
     expect(await metric(b.url, 'kvrouter_replica_sync_events_total', { event: 'expired_peer' })).toBe(0);
     release();
-    await waitFor(() => booked(a) === 0 && booked(b) === 0, 'every booking freed on both replicas', 15_000);
+    await waitFor(() => booked(a) === 0 && booked(b) === 0, 'every booking freed on both replicas');
   });
 
   it('counts a message the server refuses and logs it once', async () => {
@@ -78,7 +78,7 @@ describe('replica state under max_payload', () => {
       expect(res.status).toBe(200);
       await res.text();
     }
-    await waitFor(async () => (await failed()) === 3, 'the three refused add ops to be counted', 10_000);
+    await waitFor(async () => (await failed()) === 3, 'the three refused add ops to be counted');
     const lines = log.filter((line) => line.includes('replica sync could not publish'));
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(/server max_payload 8192/);
@@ -97,7 +97,7 @@ describe('replica state under max_payload', () => {
     // The ghost keeps talking (an op every 100 ms), but never sends a snapshot.
     const chatter = setInterval(() => send({ kind: 'first', replica: 'ghost', id: 'chatter' }), 100);
     try {
-      await waitFor(() => booked(b) === 0, 'the unconfirmed booking to expire', 15_000);
+      await waitFor(() => booked(b) === 0, 'the unconfirmed booking to expire');
     } finally {
       clearInterval(chatter);
       await ghost.close();

@@ -12,7 +12,7 @@ let b: Replica;
 beforeAll(async () => {
   stack = await startReplicaStack();
   [a, b] = stack.replicas as [Replica, Replica];
-  await waitFor(async () => (await fetch(`${a.url}/ready`)).status === 200 && (await fetch(`${b.url}/ready`)).status === 200, 'both replicas ready', 10_000);
+  await waitFor(async () => (await fetch(`${a.url}/ready`)).status === 200 && (await fetch(`${b.url}/ready`)).status === 200, 'both replicas ready');
   await waitFor(async () => (await metric(a.url, 'kvrouter_replica_peers', { kind: 'replicas', model: MODEL })) === 1, 'a hears b', 5000);
 });
 afterAll(() => stack?.close());
@@ -65,8 +65,15 @@ describe('replicas over NATS', () => {
     for (const model of [MODEL, APPROX]) {
       for (let c = 0; c < 3; c++) {
         const workers = new Set<string>();
+        const session = `${model}-conv-${c}`;
+        let last: string | null = null;
         for (let turn = 0; turn < 4; turn++) {
-          workers.add(await send(turn % 2 === 0 ? a : b, turnBody(model, c, turn), { 'x-session-id': `${model}-conv-${c}` }));
+          const replica = turn % 2 === 0 ? a : b;
+          // The binding the other replica made reaches this one over NATS; the turn goes once it has.
+          const bound = () => replica.model(model).route.sessions!.lookup(session, Date.now())?.worker.id;
+          if (last !== null) await waitFor(() => bound() === last, `${replica.id} to hear that ${session} is bound to ${last}`);
+          last = await send(replica, turnBody(model, c, turn), { 'x-session-id': session });
+          workers.add(last);
         }
         expect([...workers], `${model} conversation ${c}`).toHaveLength(1);
       }
@@ -91,7 +98,7 @@ describe('replicas over NATS', () => {
     const worker = await send(a, first);
     await waitFor(async () => (await overlapOn(b, turnBody(MODEL, 99, 1)))[worker]! > 0, "b's index learns turn 1 from the stream");
     const late = await stack.startReplica('late');
-    await waitFor(async () => (await fetch(`${late.url}/ready`)).status === 200, 'the late replica caught up', 10_000);
+    await waitFor(async () => (await fetch(`${late.url}/ready`)).status === 200, 'the late replica caught up');
     const overlaps = await overlapOn(late, turnBody(MODEL, 99, 1));
     expect(overlaps[worker]).toBeGreaterThan(0);
     expect(await send(late, turnBody(MODEL, 99, 1))).toBe(worker);
@@ -105,10 +112,10 @@ describe('replicas over NATS', () => {
     for (let i = 0; i < 4; i++) await send(i % 2 === 0 ? a : b, turnBody(MODEL, 200 + i, 0));
     expect(await metric(a.url, 'kvrouter_nats_disconnects_total')).toBeGreaterThanOrEqual(1);
     await stack.nats.start();
-    await waitFor(async () => (await metric(a.url, 'kvrouter_nats_connected')) === 1 && (await metric(b.url, 'kvrouter_nats_connected')) === 1, 'both reconnect', 10_000);
+    await waitFor(async () => (await metric(a.url, 'kvrouter_nats_connected')) === 1 && (await metric(b.url, 'kvrouter_nats_connected')) === 1, 'both reconnect');
     // Events published during and after the outage reach both indexes.
     const worker = await send(a, turnBody(MODEL, 300, 0));
-    await waitFor(async () => (await overlapOn(b, turnBody(MODEL, 300, 1)))[worker]! > 0, "b's index learns a's new turn after the outage", 10_000);
+    await waitFor(async () => (await overlapOn(b, turnBody(MODEL, 300, 1)))[worker]! > 0, "b's index learns a's new turn after the outage");
     const running = await burst(8, 'after outage');
     await waitFor(() => loadOf(a) === loadOf(b) && booked(a) === 8, 'the ledgers to agree after the outage');
     expect(loadOf(a)).toEqual(loadOf(b));

@@ -66,7 +66,7 @@ export { waitFor };
  * the probe's seq) until one arrives, then wait for the last probe sent, so no
  * probe is still in flight when the test goes on.
  */
-export async function syncProbes(publish: () => Promise<number> | number, recorder: Recorder, timeoutMs = 5000): Promise<void> {
+export async function syncProbes(publish: () => Promise<number> | number, recorder: Recorder, timeoutMs = 30_000): Promise<void> {
   const before = recorder.batches.length;
   const deadline = performance.now() + timeoutMs;
   let last = -1;
