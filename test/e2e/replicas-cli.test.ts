@@ -18,9 +18,13 @@ import { spawnKvrouter } from '../server/cli-process.js';
 import { metric, post, waitFor } from './stack.js';
 
 
+/** These tests start several node processes each (relays, a primary and its replicas). */
+const PROCESSES_TIMEOUT_MS = 300_000;
+
 function run(args: string[], env: Record<string, string> = {}) {
   const proc = spawnKvrouter(args, env);
-  const waitOut = async (pattern: RegExp, timeoutMs?: number) => {
+  // A process start (node, tsx, the whole CLI) is the slowest thing here on a busy machine.
+  const waitOut = async (pattern: RegExp, timeoutMs = 90_000) => {
     await waitFor(() => pattern.test(proc.out()), () => `${pattern} in the output (stdout: ${proc.out().slice(-400)} stderr: ${proc.err().slice(-400)})`, timeoutMs);
     return pattern.exec(proc.out())!;
   };
@@ -82,7 +86,7 @@ describe('kvrouter relay', () => {
     await nats?.close();
   });
 
-  it('carries batches to the router, recovers a gap through the replay socket, and resumes after a restart without replaying', async () => {
+  it('carries batches to the router, recovers a gap through the replay socket, and resumes after a restart without replaying', { timeout: PROCESSES_TIMEOUT_MS }, async () => {
     let relay = run(relayArgs());
     try {
       await relay.waitOut(/kvrouter relay: worker gpu\.0: tcp:\/\/\S+ \(replay tcp:\/\/\S+\) -> nats:\/\/\S+ stream relaytest_kv, relaytest\.kv\.gpu%2E0\.0/);
@@ -120,14 +124,14 @@ describe('kvrouter relay', () => {
 });
 
 describe('kvrouter serve --replicas', () => {
-  it('answers on one port with both replicas serving, sharing state over a private nats-server', async () => {
+  it('answers on one port with both replicas serving, sharing state over a private nats-server', { timeout: PROCESSES_TIMEOUT_MS }, async () => {
     const fleet = await startEmbeddedFleet({ ...EMBEDDED_DEFAULTS, workers: 2, speedup: 20, tokenizer: 'bytes', numBlocks: 1024 });
     const dir = await mkdtemp(join(tmpdir(), 'kvrouter-replicas-'));
     const file = join(dir, 'router.json');
     await writeFile(file, JSON.stringify({ ...fleet.document, log_level: 'warn' }));
     const proc = run(['serve', '--replicas', '2', '--config', file], { PORT: '0', HOST: '127.0.0.1' });
     try {
-      const [, url] = await proc.waitOut(/kvrouter: 2 replicas \(\S+, \S+\) listening on (http:\/\/127\.0\.0\.1:\d+)/, 60_000);
+      const [, url] = await proc.waitOut(/kvrouter: 2 replicas \(\S+, \S+\) listening on (http:\/\/127\.0\.0\.1:\d+)/);
       expect(proc.out()).toMatch(/started a private nats-server at nats:\/\/127\.0\.0\.1:\d+/);
       // Each fresh connection may land on either replica: both must answer.
       const seen = new Set<string>();
