@@ -102,7 +102,7 @@ export const FRAME_OVERHEAD_BYTES = 5;
 
 /** One frame holding all of `messages`, however large. */
 export function encodeSyncFrame(messages: readonly SyncMessage[]): Uint8Array {
-  return frameOf(messages.map(packMessage));
+  return packr.pack(messages.map(wireForm));
 }
 
 export interface EncodedFrame {
@@ -117,6 +117,12 @@ export interface EncodedFrame {
  * server will refuse: the caller counts it as a failed publish.
  */
 export function encodeSyncFrames(messages: readonly SyncMessage[], maxBytes: number): EncodedFrame[] {
+  if (messages.length === 0) return [];
+  // Most batches are far under the budget: when even their upper bound fits, one frame packed in one go.
+  let bound = FRAME_OVERHEAD_BYTES;
+  for (const m of messages) bound += messageBound(m);
+  if (bound <= maxBytes) return [{ bytes: encodeSyncFrame(messages), messages: messages.length }];
+  // Otherwise each message packed alone, so frames fill up to the budget by their exact sizes.
   const frames: EncodedFrame[] = [];
   let group: Uint8Array[] = [];
   let size = FRAME_OVERHEAD_BYTES;
@@ -164,24 +170,34 @@ const HEADER = 5;
 const NUMBER = 9;
 const stringBound = (s: string) => HEADER + 3 * s.length;
 const hashesBound = (h: BigUint64Array) => HEADER + h.byteLength;
+/** A map with `fields` keys, its values apart. */
+const mapBound = (fields: number) => HEADER + fields * KEY;
 
-function bookingBound(b: Booking): number {
-  const fields = 8;
-  return (
-    HEADER +
-    fields * KEY +
-    stringBound(b.id) +
-    stringBound(b.worker.id) +
-    3 * NUMBER +
-    hashesBound(b.seqHashes) +
-    (b.localHashes ? hashesBound(b.localHashes) : 0) +
-    1
-  );
+/** The values of a booking's 8 fields. */
+function bookingValuesBound(b: Booking): number {
+  return stringBound(b.id) + stringBound(b.worker.id) + 3 * NUMBER + hashesBound(b.seqHashes) + (b.localHashes ? hashesBound(b.localHashes) : 0) + 1;
 }
 
-function snapshotPartBound(replica: string): number {
-  const fields = 7;
-  return HEADER + fields * KEY + stringBound('snap') + stringBound(replica) + 3 * NUMBER + HEADER + 1;
+const bookingBound = (b: Booking) => mapBound(8) + bookingValuesBound(b);
+
+/** A snapshot part without its bookings: k, r, e, q, m, the list's header, x. */
+const snapshotPartBound = (replica: string) => mapBound(7) + stringBound('snap') + stringBound(replica) + 3 * NUMBER + HEADER + 1;
+
+function messageBound(m: SyncMessage): number {
+  const kr = stringBound(m.kind) + stringBound(m.replica);
+  switch (m.kind) {
+    case 'add':
+      return mapBound(10) + kr + bookingValuesBound(m);
+    case 'first':
+    case 'free':
+      return mapBound(3) + kr + stringBound(m.id);
+    case 'snapshot':
+      return m.bookings.reduce((n, b) => n + bookingBound(b), snapshotPartBound(m.replica));
+    case 'bind':
+      return mapBound(7) + kr + stringBound(m.session) + stringBound(m.worker.id) + 2 * NUMBER + stringBound(m.origin);
+    case 'unbind':
+      return mapBound(5) + kr + stringBound(m.session) + stringBound(m.worker.id) + NUMBER;
+  }
 }
 
 /**
