@@ -70,7 +70,7 @@ export interface NatsConfig {
   ledgerSync: boolean;
   /** How often each replica publishes a snapshot of its own bookings. */
   syncIntervalMs: number;
-  /** A replica whose last complete snapshot is this old has its bookings dropped by the others. */
+  /** A replica silent this long has its bookings dropped by the others. */
   peerTimeoutMs: number;
   /** The JetStream stream KV events are relayed through: its retention. */
   kvStream: { maxAgeMs: number; maxBytes: number };
