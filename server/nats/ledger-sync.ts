@@ -5,24 +5,32 @@
 // - Ops (add, first, free) go out as they happen: a peer's ledger follows
 //   within a message's latency.
 // - Every sync interval each replica publishes a snapshot of all its own
-//   bookings. Ops travel over core NATS, which drops messages while a
-//   connection is down or a subscriber lags; the snapshot replaces the peer's
-//   view of that replica wholesale, so a lost op is repaired within one
-//   interval. Ops and snapshots of one replica go out on one subject over one
-//   connection, so they arrive in order and a snapshot is never older than
-//   an op applied before it.
+//   bookings, cut into parts that each fit one NATS message. Ops travel over
+//   core NATS, which drops messages while a connection is down or a
+//   subscriber lags; a complete snapshot replaces the peer's view of that
+//   replica wholesale, so a lost op is repaired within one interval. Ops and
+//   snapshot parts of one replica go out on one subject over one connection,
+//   so they arrive in order and a snapshot is never older than an op applied
+//   before it.
+// A snapshot counts only once all its parts are in: a part alone cannot say
+// that a booking it does not list is gone. A snapshot whose parts stop short
+// (a part lost) is dropped unapplied when a part of a newer one arrives.
 // A peer's bookings live under "<replica>/<request id>", apart from ours and
 // from other peers'. A replica that says goodbye has its bookings dropped at
-// once; one that goes silent for peerTimeoutMs (crash, partition) has them
-// dropped then, so a vanished peer cannot hold load forever.
+// once; one that sends no complete snapshot for peerTimeoutMs (crash,
+// partition, snapshots the server refuses) has them dropped then, whatever
+// ops still arrive, so no booking outlives the snapshots that confirm it.
+import { randomInt } from 'node:crypto';
 import type { ModelRoute } from '../../router/model-route.js';
 import { plainFields, type RoutedRequest } from '../../router/partition.js';
 import type { Admission } from '../../router/scheduler/contracts.js';
-import type { Booking, SyncMessage } from './sync-codec.js';
+import { snapshotParts, type Booking, type SnapshotPart, type SyncMessage } from './sync-codec.js';
 
 export interface LedgerSyncOptions {
   replica: string;
   publish(message: SyncMessage): void;
+  /** The most bytes one encoded message may take now: snapshot parts are cut to fit. */
+  maxMessageBytes(): number;
   /** Milliseconds; the route's clock by default. */
   now?: () => number;
   peerTimeoutMs: number;
@@ -38,19 +46,26 @@ export interface LedgerSyncCounters {
   repairs: number;
   /** Peer bookings on workers this replica does not know. */
   unknownWorkers: number;
-  /** Peers dropped after going silent. */
+  /** Peers dropped after sending no complete snapshot within the timeout. */
   expiredPeers: number;
+  /** Peer snapshots dropped unapplied because some of their parts never arrived. */
+  partialSnapshots: number;
 }
 
 interface Peer {
-  lastSeen: number;
+  /** When the peer's last complete snapshot arrived (or, before the first, when the peer was first heard). */
+  confirmed: number;
   /** Request id (the peer's) -> whether its prefill completed. */
   bookings: Map<string, { prefillDone: boolean }>;
+  /** The parts of the snapshot arriving now. */
+  assembling: { epoch: number; parts: number; seen: Set<number>; bookings: Booking[] } | null;
 }
 
 export class LedgerSync {
-  readonly counters: LedgerSyncCounters = { peerAdds: 0, peerFrees: 0, repairs: 0, unknownWorkers: 0, expiredPeers: 0 };
+  readonly counters: LedgerSyncCounters = { peerAdds: 0, peerFrees: 0, repairs: 0, unknownWorkers: 0, expiredPeers: 0, partialSnapshots: 0 };
   private readonly own = new Map<string, Booking>();
+  /** The next snapshot's number. It starts anywhere, so a restarted replica's parts never join its last life's. */
+  private epoch = randomInt(2 ** 31);
   private readonly peers = new Map<string, Peer>();
   private readonly now: () => number;
 
@@ -91,20 +106,27 @@ export class LedgerSync {
 
   // ---- the interval ----
 
-  /** Publishes our snapshot and drops peers silent past the timeout. */
+  /** Publishes our snapshot and drops peers whose snapshots stopped. */
   tick(): void {
     this.publishSnapshot();
     const now = this.now();
     for (const [replica, peer] of this.peers) {
-      if (now - peer.lastSeen <= this.options.peerTimeoutMs) continue;
+      if (now - peer.confirmed <= this.options.peerTimeoutMs) continue;
       this.counters.expiredPeers++;
-      this.options.log?.(`replica ${replica} silent for ${Math.round(now - peer.lastSeen)} ms: its ${peer.bookings.size} bookings on model ${this.route.model} are dropped`);
+      this.options.log?.(
+        `replica ${replica} sent no complete snapshot for ${Math.round(now - peer.confirmed)} ms: its ${peer.bookings.size} bookings on model ${this.route.model} are dropped`,
+      );
       this.dropPeer(replica, peer);
     }
   }
 
   publishSnapshot(leaving = false): void {
-    this.options.publish({ kind: 'snapshot', replica: this.options.replica, bookings: leaving ? [] : [...this.own.values()], leaving });
+    const replica = this.options.replica;
+    const epoch = this.epoch++;
+    const parts: SnapshotPart[] = leaving
+      ? [{ kind: 'snapshot', replica, epoch, part: 0, parts: 1, bookings: [], leaving }]
+      : snapshotParts(replica, epoch, this.own.values(), this.options.maxMessageBytes());
+    for (const part of parts) this.options.publish(part);
   }
 
   // ---- peers ----
@@ -118,7 +140,6 @@ export class LedgerSync {
       return;
     }
     const peer = this.peer(message.replica);
-    peer.lastSeen = this.now();
     switch (message.kind) {
       case 'add':
         this.addPeerBooking(message.replica, peer, message);
@@ -130,13 +151,13 @@ export class LedgerSync {
         if (this.freePeerBooking(message.replica, peer, message.id)) this.route.scheduler.capacityChanged();
         return;
       case 'snapshot':
-        this.reconcile(message.replica, peer, message.bookings);
+        this.snapshotPart(message.replica, peer, message);
     }
   }
 
-  /** Peers heard from and their bookings, for metrics. */
-  peerStats(): { replica: string; bookings: number; lastSeen: number }[] {
-    return [...this.peers].map(([replica, p]) => ({ replica, bookings: p.bookings.size, lastSeen: p.lastSeen }));
+  /** Peers within the timeout and their bookings, for metrics. */
+  peerStats(): { replica: string; bookings: number }[] {
+    return [...this.peers].map(([replica, p]) => ({ replica, bookings: p.bookings.size }));
   }
 
   get ownBookings(): number {
@@ -146,11 +167,28 @@ export class LedgerSync {
   private peer(replica: string): Peer {
     let peer = this.peers.get(replica);
     if (!peer) {
-      peer = { lastSeen: this.now(), bookings: new Map() };
+      peer = { confirmed: this.now(), bookings: new Map(), assembling: null };
       this.peers.set(replica, peer);
       this.options.log?.(`replica ${replica} joined model ${this.route.model}`);
     }
     return peer;
+  }
+
+  /** Collects a snapshot's parts; the last one in applies the whole snapshot. */
+  private snapshotPart(replica: string, peer: Peer, part: SnapshotPart): void {
+    let snapshot = peer.assembling;
+    if (!snapshot || snapshot.epoch !== part.epoch || snapshot.parts !== part.parts) {
+      // Parts arrive in order: one of a newer snapshot means the rest of the older one is lost.
+      if (snapshot) this.counters.partialSnapshots++;
+      snapshot = peer.assembling = { epoch: part.epoch, parts: part.parts, seen: new Set(), bookings: [] };
+    }
+    if (snapshot.seen.has(part.part)) return;
+    snapshot.seen.add(part.part);
+    for (const b of part.bookings) snapshot.bookings.push(b);
+    if (snapshot.seen.size < snapshot.parts) return;
+    peer.assembling = null;
+    peer.confirmed = this.now();
+    this.reconcile(replica, peer, snapshot.bookings);
   }
 
   /** The snapshot is the peer's whole truth: add what we lack, free what it no longer holds. */

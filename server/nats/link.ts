@@ -73,15 +73,16 @@ export class NatsLink {
     if (this.nc && this.linkState !== 'closed') this.attach(this.nc, entry);
   }
 
-  /** Sends now; false (nothing sent) while the link is down. */
+  /** The largest payload the connected server accepts (its advertised max_payload); null while down. */
+  get maxPayload(): number | null {
+    return this.linkState === 'up' ? (this.nc!.info?.max_payload ?? null) : null;
+  }
+
+  /** Sends now; false (nothing sent) while the link is down. Throws what the client refuses (a payload over max_payload). */
   publish(subject: string, data: Uint8Array): boolean {
     if (this.linkState !== 'up') return false;
-    try {
-      this.nc!.publish(subject, data);
-      return true;
-    } catch {
-      return false;
-    }
+    this.nc!.publish(subject, data);
+    return true;
   }
 
   /** Waits until published messages have reached the server (no-op while down). */

@@ -4,7 +4,7 @@
 // apt-get install nats-server). stop() kills it; start() again on the same
 // object restarts it on the same port and store, as after an outage.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -42,10 +42,24 @@ function accepts(port: number): Promise<boolean> {
   });
 }
 
-export async function createLocalNatsServer(options: { binary?: string; port?: number } = {}): Promise<LocalNatsServer> {
+export interface LocalNatsOptions {
+  binary?: string;
+  port?: number;
+  /** The largest message the server accepts (its max_payload), when not the server's default of 1 MiB. */
+  maxPayload?: number;
+}
+
+export async function createLocalNatsServer(options: LocalNatsOptions = {}): Promise<LocalNatsServer> {
   const binary = options.binary ?? 'nats-server';
   const port = options.port ?? (await freePort());
   const store = await mkdtemp(join(tmpdir(), 'kvrouter-nats-'));
+  const args = ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', store];
+  if (options.maxPayload !== undefined) {
+    // max_payload has no command-line flag: it goes in a config file.
+    const file = join(store, 'server.conf');
+    await writeFile(file, `max_payload: ${options.maxPayload}\n`);
+    args.push('-c', file);
+  }
   let child: ChildProcess | null = null;
   let exited: Promise<void> = Promise.resolve();
 
@@ -63,7 +77,7 @@ export async function createLocalNatsServer(options: { binary?: string; port?: n
       if (child) return;
       // Its own process group: a terminal's Ctrl-C reaches the routers, which drain
       // while NATS stays up; the owner stops it last (and at exit, whatever happens).
-      const proc = spawn(binary, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', store], { stdio: 'ignore', detached: true });
+      const proc = spawn(binary, args, { stdio: 'ignore', detached: true });
       child = proc;
       const reap = () => proc.kill('SIGKILL');
       process.once('exit', reap);

@@ -14,7 +14,7 @@ import { LedgerSync } from './ledger-sync.js';
 import { NatsLink } from './link.js';
 import { SessionSync } from './session-sync.js';
 import { NatsNames } from './subjects.js';
-import { encodeSyncFrame, readSyncMessage, unpackSyncFrame, type SyncMessage } from './sync-codec.js';
+import { encodeSyncFrames, FRAME_OVERHEAD_BYTES, readSyncMessage, unpackSyncFrame, type SyncMessage } from './sync-codec.js';
 
 /** The replica id when the config sets none: host name and process id, as a subject-safe token. */
 export function defaultReplicaId(): string {
@@ -23,6 +23,17 @@ export function defaultReplicaId(): string {
 
 /** How long ledger ops wait to share a frame; small next to the sync interval. */
 const FRAME_MS = 50;
+
+/** NATS's default max_payload, assumed until a server says otherwise. */
+const DEFAULT_MAX_PAYLOAD = 1 << 20;
+
+/**
+ * The most bytes a frame may take: 7/8 of what the server accepts. Frame sizes are exact, and the
+ * rest is room for what a publish may add around the payload (headers count against max_payload).
+ */
+export function frameBudget(maxPayload: number): number {
+  return Math.floor(maxPayload * 0.875);
+}
 
 interface ModelSync {
   route: ModelRoute;
@@ -33,9 +44,10 @@ interface ModelSync {
 }
 
 interface SyncCounters {
-  /** Sync messages sent, and dropped because NATS was down. */
+  /** Sync messages sent; dropped because NATS was down; failed: the client or server refused them. */
   sent: number;
   dropped: number;
+  failed: number;
   received: number;
   invalid: number;
 }
@@ -45,8 +57,9 @@ export class Replication {
   readonly link: NatsLink;
   readonly names: NatsNames;
   private readonly syncs: ModelSync[] = [];
-  private readonly counters: SyncCounters = { sent: 0, dropped: 0, received: 0, invalid: 0 };
+  private readonly counters: SyncCounters = { sent: 0, dropped: 0, failed: 0, received: 0, invalid: 0 };
   private timer: NodeJS.Timeout | null = null;
+  private warnedPublishFailure = false;
 
   constructor(
     private readonly config: NatsConfig,
@@ -123,7 +136,7 @@ export class Replication {
     });
     new Counter({
       name: 'kvrouter_replica_sync_messages_total',
-      help: 'Replica sync messages (ops, snapshots, bindings): sent, dropped (NATS down), received from peers, invalid',
+      help: 'Replica sync messages (ops, snapshot parts, bindings): sent, dropped (NATS down), failed (the publish was refused, e.g. larger than max_payload), received, invalid',
       labelNames: ['direction'],
       registers,
       collect() {
@@ -133,7 +146,7 @@ export class Replication {
     });
     new Gauge({
       name: 'kvrouter_replica_peers',
-      help: 'Peer replicas heard from within the peer timeout, and the bookings they hold in this ledger',
+      help: 'Peer replicas whose last complete snapshot is within the peer timeout, and the bookings they hold in this ledger',
       labelNames: ['model', 'kind'],
       registers,
       collect() {
@@ -148,7 +161,7 @@ export class Replication {
     });
     new Counter({
       name: 'kvrouter_replica_sync_events_total',
-      help: 'What replica sync did: peer_add, peer_free, repair (a snapshot fixed a lost op), unknown_worker, expired_peer, session_adopted, session_refused, session_invalidated',
+      help: 'What replica sync did: peer_add, peer_free, repair (a snapshot fixed a lost op), unknown_worker, expired_peer, partial_snapshot (dropped unapplied: parts missing), session_adopted, session_refused, session_invalidated',
       labelNames: ['model', 'event'],
       registers,
       collect() {
@@ -162,6 +175,7 @@ export class Replication {
             this.labels(m, 'repair').inc(l.repairs);
             this.labels(m, 'unknown_worker').inc(l.unknownWorkers);
             this.labels(m, 'expired_peer').inc(l.expiredPeers);
+            this.labels(m, 'partial_snapshot').inc(l.partialSnapshots);
           }
           const b = s.sessions?.counters;
           if (b) {
@@ -180,10 +194,9 @@ export class Replication {
     let queued: SyncMessage[] = [];
     const flush = () => {
       if (queued.length === 0) return;
-      const frame = queued;
+      const messages = queued;
       queued = [];
-      if (this.link.publish(subject, encodeSyncFrame(frame))) counters.sent += frame.length;
-      else counters.dropped += frame.length;
+      for (const frame of encodeSyncFrames(messages, this.frameBytes())) this.send(subject, frame.bytes, frame.messages);
     };
     const publish = (message: SyncMessage) => {
       // Nothing is queued while the link is down: snapshots rebuild the peers' view once it is back.
@@ -199,7 +212,13 @@ export class Replication {
       if (message.kind === 'bind') flush();
     };
     const ledger = this.config.ledgerSync
-      ? new LedgerSync(route, { replica: this.replicaId, publish, peerTimeoutMs: this.config.peerTimeoutMs, log: this.warn })
+      ? new LedgerSync(route, {
+          replica: this.replicaId,
+          publish,
+          maxMessageBytes: () => this.frameBytes() - FRAME_OVERHEAD_BYTES,
+          peerTimeoutMs: this.config.peerTimeoutMs,
+          log: this.warn,
+        })
       : null;
     const sessions = route.sessions ? new SessionSync(route, this.replicaId, publish, () => Date.now()) : null;
     if (!ledger && !sessions) return;
@@ -236,6 +255,26 @@ export class Replication {
         sessions?.receive(message);
       }
     });
+  }
+
+  /** The frame budget under the connected server's max_payload. */
+  private frameBytes(): number {
+    return frameBudget(this.link.maxPayload ?? DEFAULT_MAX_PAYLOAD);
+  }
+
+  private send(subject: string, bytes: Uint8Array, messages: number): void {
+    try {
+      if (this.link.publish(subject, bytes)) this.counters.sent += messages;
+      else this.counters.dropped += messages;
+    } catch (error) {
+      this.counters.failed += messages;
+      if (this.warnedPublishFailure) return;
+      this.warnedPublishFailure = true;
+      this.warn(
+        `replica sync could not publish ${messages} message(s) in ${bytes.length} bytes on ${subject} (server max_payload ${this.link.maxPayload ?? 'unknown'}): ${(error as Error).message}; ` +
+          'peers miss what they carried; further failures are only counted (kvrouter_replica_sync_messages_total{direction="failed"})',
+      );
+    }
   }
 
   private invalid(error: unknown, subject: string): void {

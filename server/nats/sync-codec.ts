@@ -9,8 +9,10 @@
 //             hashes, l local hashes (approximate-mode workers only), f prefill done
 //   first     {k:"first", r, i}                        the request's first token
 //   free      {k:"free", r, i}                         the request ended
-//   snapshot  {k:"snap", r, b: [add without k and r...], x?}
-//             every booking replica r holds; x: it is leaving (then b is empty)
+//   snapshot  {k:"snap", r, e, q, m, b: [add without k and r...], x?}
+//             part q of m of snapshot e: together the m parts list every
+//             booking replica r held when it took snapshot e; x: it is leaving
+//             (then there is one part and b is empty)
 //   bind      {k:"bind", r, s, w, n, t, o}             session s bound to w#n at
 //             time t by router o
 //   unbind    {k:"unbind", r, s, w, n}                 a dispatch of session s to
@@ -18,6 +20,10 @@
 //
 // r is the sending replica's id. Decoding checks every field and throws a
 // SyncMessageError naming the first bad one ("[2].b[0].p").
+//
+// A NATS server refuses a message larger than its max_payload, so a snapshot
+// is cut into parts (snapshotParts) and queued messages into frames
+// (encodeSyncFrames) that each fit a byte budget.
 import { Packr, Unpackr } from 'msgpackr';
 import type { WorkerKey } from '../../bindings/workers.js';
 
@@ -36,9 +42,20 @@ export type SyncMessage =
   | ({ kind: 'add'; replica: string } & Booking)
   | { kind: 'first'; replica: string; id: string }
   | { kind: 'free'; replica: string; id: string }
-  | { kind: 'snapshot'; replica: string; bookings: Booking[]; leaving: boolean }
+  | SnapshotPart
   | { kind: 'bind'; replica: string; session: string; worker: WorkerKey; since: number; origin: string }
   | { kind: 'unbind'; replica: string; session: string; worker: WorkerKey };
+
+/** Part `part` (from 0) of `parts` of snapshot `epoch`; the parts' bookings together are the snapshot. */
+export interface SnapshotPart {
+  kind: 'snapshot';
+  replica: string;
+  epoch: number;
+  part: number;
+  parts: number;
+  bookings: Booking[];
+  leaving: boolean;
+}
 
 export class SyncMessageError extends TypeError {
   constructor(
@@ -72,7 +89,7 @@ function wireForm(m: SyncMessage): Record<string, unknown> {
     case 'free':
       return { k: m.kind, r: m.replica, i: m.id };
     case 'snapshot':
-      return { k: 'snap', r: m.replica, b: m.bookings.map(bookingFields), ...(m.leaving && { x: true }) };
+      return { k: 'snap', r: m.replica, e: m.epoch, q: m.part, m: m.parts, b: m.bookings.map(bookingFields), ...(m.leaving && { x: true }) };
     case 'bind':
       return { k: 'bind', r: m.replica, s: m.session, w: m.worker.id, n: m.worker.rank, t: m.since, o: m.origin };
     case 'unbind':
@@ -80,8 +97,129 @@ function wireForm(m: SyncMessage): Record<string, unknown> {
   }
 }
 
+/** Bytes a frame spends around its messages (the msgpack array header, at most 5). */
+export const FRAME_OVERHEAD_BYTES = 5;
+
+/** One frame holding all of `messages`, however large. */
 export function encodeSyncFrame(messages: readonly SyncMessage[]): Uint8Array {
   return packr.pack(messages.map(wireForm));
+}
+
+export interface EncodedFrame {
+  bytes: Uint8Array;
+  /** How many messages it holds. */
+  messages: number;
+}
+
+/**
+ * The messages in order, in as few frames of at most `maxBytes` as they fill.
+ * A message larger than that by itself gets a frame of its own, which the
+ * server will refuse: the caller counts it as a failed publish.
+ */
+export function encodeSyncFrames(messages: readonly SyncMessage[], maxBytes: number): EncodedFrame[] {
+  if (messages.length === 0) return [];
+  // Most batches are far under the budget: when even their upper bound fits, one frame packed in one go.
+  let bound = FRAME_OVERHEAD_BYTES;
+  for (const m of messages) bound += messageBound(m);
+  if (bound <= maxBytes) return [{ bytes: encodeSyncFrame(messages), messages: messages.length }];
+  // Otherwise each message packed alone, so frames fill up to the budget by their exact sizes.
+  const frames: EncodedFrame[] = [];
+  let group: Uint8Array[] = [];
+  let size = FRAME_OVERHEAD_BYTES;
+  const close = () => {
+    if (group.length === 0) return;
+    frames.push({ bytes: frameOf(group), messages: group.length });
+    group = [];
+    size = FRAME_OVERHEAD_BYTES;
+  };
+  for (const message of messages) {
+    const packed = packMessage(message);
+    if (size + packed.length > maxBytes) close();
+    group.push(packed);
+    size += packed.length;
+  }
+  close();
+  return frames;
+}
+
+function packMessage(m: SyncMessage): Uint8Array {
+  // pack() returns a view of the packer's buffer and moves past it, so later packs leave it intact.
+  return packr.pack(wireForm(m));
+}
+
+/** A msgpack array of already packed items: its header, then the items back to back. */
+function frameOf(items: readonly Uint8Array[]): Uint8Array {
+  const n = items.length;
+  const header = n < 16 ? [0x90 | n] : n < 0x10000 ? [0xdc, n >> 8, n & 0xff] : [0xdd, n >>> 24, (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff];
+  const out = new Uint8Array(header.length + items.reduce((sum, item) => sum + item.length, 0));
+  out.set(header);
+  let at = header.length;
+  for (const item of items) {
+    out.set(item, at);
+    at += item.length;
+  }
+  return out;
+}
+
+// Upper bounds of encoded sizes, cheap enough to take for every booking of every snapshot (packing
+// each booking to measure it would double a snapshot's cost). Each field costs its one-letter key
+// (2 bytes) and its value: a string at most 3 bytes per UTF-16 unit, a number 9, bytes their length,
+// and every string, bytes, map or list header at most 5.
+const KEY = 2;
+const HEADER = 5;
+const NUMBER = 9;
+const stringBound = (s: string) => HEADER + 3 * s.length;
+const hashesBound = (h: BigUint64Array) => HEADER + h.byteLength;
+/** A map with `fields` keys, its values apart. */
+const mapBound = (fields: number) => HEADER + fields * KEY;
+
+/** The values of a booking's 8 fields. */
+function bookingValuesBound(b: Booking): number {
+  return stringBound(b.id) + stringBound(b.worker.id) + 3 * NUMBER + hashesBound(b.seqHashes) + (b.localHashes ? hashesBound(b.localHashes) : 0) + 1;
+}
+
+const bookingBound = (b: Booking) => mapBound(8) + bookingValuesBound(b);
+
+/** A snapshot part without its bookings: k, r, e, q, m, the list's header, x. */
+const snapshotPartBound = (replica: string) => mapBound(7) + stringBound('snap') + stringBound(replica) + 3 * NUMBER + HEADER + 1;
+
+function messageBound(m: SyncMessage): number {
+  const kr = stringBound(m.kind) + stringBound(m.replica);
+  switch (m.kind) {
+    case 'add':
+      return mapBound(10) + kr + bookingValuesBound(m);
+    case 'first':
+    case 'free':
+      return mapBound(3) + kr + stringBound(m.id);
+    case 'snapshot':
+      return m.bookings.reduce((n, b) => n + bookingBound(b), snapshotPartBound(m.replica));
+    case 'bind':
+      return mapBound(7) + kr + stringBound(m.session) + stringBound(m.worker.id) + 2 * NUMBER + stringBound(m.origin);
+    case 'unbind':
+      return mapBound(5) + kr + stringBound(m.session) + stringBound(m.worker.id) + NUMBER;
+  }
+}
+
+/**
+ * Snapshot `epoch` of `bookings`, cut into parts whose encoding fits `maxBytes` each (at least one
+ * part, so an empty snapshot still says "nothing"). A booking too large for a part by itself is left
+ * out: no server would carry it.
+ */
+export function snapshotParts(replica: string, epoch: number, bookings: Iterable<Booking>, maxBytes: number): SnapshotPart[] {
+  const base = snapshotPartBound(replica);
+  const groups: Booking[][] = [[]];
+  let size = base;
+  for (const b of bookings) {
+    const bound = bookingBound(b);
+    if (base + bound > maxBytes) continue;
+    if (size + bound > maxBytes) {
+      groups.push([]);
+      size = base;
+    }
+    groups.at(-1)!.push(b);
+    size += bound;
+  }
+  return groups.map((group, part) => ({ kind: 'snapshot', replica, epoch, part, parts: groups.length, bookings: group, leaving: false }));
 }
 
 /** Reads the fields of one decoded map, naming the path of a bad value. */
@@ -191,7 +329,11 @@ export function readSyncMessage(value: unknown, path: string): SyncMessage {
       const list = map.b;
       if (!Array.isArray(list)) throw new SyncMessageError(`${path}.b`, `must be a list, got ${show(list)}`);
       const bookings = list.map((item, i) => new Reader(asMap(item, `${path}.b[${i}]`), `${path}.b[${i}]`).booking());
-      return { kind: 'snapshot', replica, bookings, leaving: r.flag('x') };
+      const epoch = r.count('e');
+      const part = r.count('q');
+      const parts = r.count('m');
+      if (part >= parts) throw new SyncMessageError(`${path}.q`, `part ${part} of ${parts} parts does not exist`);
+      return { kind: 'snapshot', replica, epoch, part, parts, bookings, leaving: r.flag('x') };
     }
     case 'bind':
       return { kind, replica, session: r.string('s'), worker: r.worker(), since: r.time('t'), origin: r.string('o') };

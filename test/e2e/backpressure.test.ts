@@ -3,7 +3,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chat, post, settled, startStack, type Stack } from './stack.js';
+import { chat, post, settled, startStack, waitFor, type Stack } from './stack.js';
 
 const CHUNK = `data: ${JSON.stringify({ pad: 'x'.repeat(16 * 1024) })}\n\n`;
 const CHUNKS = 2000; // ~32 MB
@@ -11,6 +11,9 @@ const CHUNKS = 2000; // ~32 MB
 let stack: Stack;
 let worker: Server;
 let written = 0;
+/** Times the worker's socket refused more (write returned false), and whether it waits for 'drain' now. */
+let stalls = 0;
+let stalled = false;
 beforeAll(async () => {
   // An SSE worker that honours backpressure: it writes only while its socket takes more.
   worker = createServer((req, res) => {
@@ -21,7 +24,14 @@ beforeAll(async () => {
       while (sent < CHUNKS) {
         sent++;
         written += CHUNK.length;
-        if (!res.write(CHUNK)) return void res.once('drain', pump);
+        if (!res.write(CHUNK)) {
+          stalls++;
+          stalled = true;
+          return void res.once('drain', () => {
+            stalled = false;
+            pump();
+          });
+        }
       }
       res.end('data: [DONE]\n\n');
     };
@@ -41,7 +51,14 @@ describe('backpressure', () => {
     const res = await post(`${stack.url}/v1/chat/completions`, chat('flood me', { stream: true }), { 'x-worker-id': 'firehose' });
     const reader = res.body!.getReader();
     let received = (await reader.read()).value!.length;
-    await new Promise((resolve) => setTimeout(resolve, 400));
+    // Stalled for good: the worker waits for 'drain' and still waits after round trips through the
+    // router (each several turns of the event loop in which a router that kept reading would drain it).
+    await waitFor(async () => {
+      if (!stalled) return false;
+      const before = stalls;
+      for (let i = 0; i < 10; i++) await (await fetch(`${stack.url}/health`)).arrayBuffer();
+      return stalled && stalls === before;
+    }, 'the worker to stay stalled');
     const total = CHUNKS * CHUNK.length;
     // Socket and stream buffers on each hop hold a few MB at most, far from the whole body.
     expect(written).toBeLessThan(total / 3);

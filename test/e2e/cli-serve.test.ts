@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { Command } from 'commander';
 import { describe, expect, it, vi } from 'vitest';
 import { registerServe } from '../../server/cli/serve.js';
+import { waitFor } from '../helpers/wait.js';
 import { spawnKvrouter } from '../server/cli-process.js';
 
 
@@ -16,14 +17,12 @@ describe('kvrouter serve', () => {
   it('runs the embedded default: four mock workers, a chat request answered, SIGTERM stops it', async () => {
     const proc = start(['--mock-speedup', '20']);
     try {
-      const deadline = Date.now() + 20_000;
-      let url: string | undefined;
-      while (!url) {
-        if (Date.now() > deadline) throw new Error(`no listening line; stderr: ${proc.err()}`);
-        url = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(proc.out())?.[1];
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-      expect(proc.out().match(/^worker mock-\d: http:\/\/127\.0\.0\.1:\d+ \(mock-model, kv events tcp:\/\/127\.0\.0\.1:\d+/gm)).toHaveLength(4);
+      const listening = () => /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(proc.out())?.[1];
+      const workerLines = () => proc.out().match(/^worker mock-\d: http:\/\/127\.0\.0\.1:\d+ \(mock-model, kv events tcp:\/\/127\.0\.0\.1:\d+/gm) ?? [];
+      // The worker lines follow the listening line.
+      await waitFor(() => listening() !== undefined && workerLines().length >= 4, () => `the listening and worker lines (stdout: ${proc.out()} stderr: ${proc.err()})`);
+      const url = listening()!;
+      expect(workerLines()).toHaveLength(4);
       const res = await fetch(`${url}/v1/chat/completions`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },

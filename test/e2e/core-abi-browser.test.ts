@@ -64,7 +64,7 @@ beforeAll(async () => {
     executablePath: '/usr/bin/chromium',
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
   });
-}, 60_000);
+});
 
 afterAll(async () => {
   await browser?.close();
@@ -83,5 +83,5 @@ describe('the wasm core in headless Chromium, through its raw exports', () => {
       [0, 2],
       [1, 1],
     ]);
-  }, 60_000);
+  });
 });

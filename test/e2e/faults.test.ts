@@ -5,6 +5,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { delayedMarker } from '../sim/mock-server-fixtures.js';
 import { chat, metric, post, settled, sseEvents, startStack, waitFor, type Stack } from './stack.js';
 
 async function listen(server: Server): Promise<string> {
@@ -82,6 +83,8 @@ describe('worker failures', () => {
 });
 
 describe('client aborts', () => {
+  /** How long the worker holds back a response in the header-delay case: long next to freeing a booking. */
+  const DELAY_MS = 2000;
   let stack: Stack;
   beforeAll(async () => {
     stack = await startStack({ workers: 1 });
@@ -97,8 +100,8 @@ describe('client aborts', () => {
     await reader.read();
     expect(stack.model.route.partition.bookedRequests).toBe(1);
     abort.abort();
-    await waitFor(() => settled(stack.model), 'the booking to be freed', 1000);
-    await waitFor(() => engine.stats().aborted === 1, 'the engine to abort the request', 1000);
+    await waitFor(() => settled(stack.model), 'the booking to be freed');
+    await waitFor(() => engine.stats().aborted === 1, 'the engine to abort the request');
     expect(engine.stats().running).toBe(0);
   });
 
@@ -106,14 +109,19 @@ describe('client aborts', () => {
     const engine = stack.embedded.fleet.engines[0]!;
     const admitted = engine.stats().admittedPromptTokens;
     const abort = new AbortController();
-    const pending = post(`${stack.url}/v1/chat/completions`, chat('slow to start'), { 'x-mock-header-delay-ms': '800' }, abort.signal).catch((e: Error) => e);
+    const pending = post(`${stack.url}/v1/chat/completions`, chat('slow to start'), { 'x-mock-header-delay-ms': String(DELAY_MS) }, abort.signal).catch((e: Error) => e);
     await waitFor(() => stack.model.route.partition.bookedRequests === 1, 'the request to be booked');
     abort.abort();
     expect((await pending) as Error).toBeInstanceOf(Error);
-    await waitFor(() => settled(stack.model), 'the booking to be freed', 300);
-    // The worker saw its connection close during the delay, so it never started the request.
-    await new Promise((resolve) => setTimeout(resolve, 900));
-    expect(engine.stats().admittedPromptTokens).toBe(admitted);
+    // A marker sent to the worker now comes out of the same delay after the request that left.
+    let delayOver = false;
+    const marker = delayedMarker(stack.embedded.fleet.urls[0]!, DELAY_MS, [1, 2, 3]).then(() => void (delayOver = true));
+    await waitFor(() => settled(stack.model), 'the booking to be freed');
+    // Freed while the worker still held the request back: the router did not wait for its answer.
+    expect(delayOver).toBe(false);
+    await marker;
+    // The worker saw its connection close during the delay, so it never started the request: only the marker's 3 tokens arrived.
+    expect(engine.stats().admittedPromptTokens).toBe(admitted + 3);
     expect(await metric(stack.url, 'kvrouter_requests_total', { outcome: 'aborted', code: '499' })).toBe(2);
   });
 });

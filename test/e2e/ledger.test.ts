@@ -63,7 +63,7 @@ describe('the ledger after mixed traffic with faults', () => {
     await fc.assert(
       fc.asyncProperty(fc.array(callArb, { minLength: 1, maxLength: 10 }), async (calls) => {
         await Promise.all(calls.map(run));
-        await waitFor(() => settled(stack.model), 'every booking to be released', 3000);
+        await waitFor(() => settled(stack.model), 'every booking to be released');
         expect(stack.router.runtime.live.size).toBe(0);
       }),
       { numRuns: 12, seed: 20240611 },

@@ -18,10 +18,14 @@ import { spawnKvrouter } from '../server/cli-process.js';
 import { metric, post, waitFor } from './stack.js';
 
 
+/** These tests start several node processes each (relays, a primary and its replicas). */
+const PROCESSES_TIMEOUT_MS = 300_000;
+
 function run(args: string[], env: Record<string, string> = {}) {
   const proc = spawnKvrouter(args, env);
-  const waitOut = async (pattern: RegExp, timeoutMs = 30_000) => {
-    await waitFor(() => pattern.test(proc.out()), `${pattern} in the output (stdout: ${proc.out().slice(-400)} stderr: ${proc.err().slice(-400)})`, timeoutMs);
+  // A process start (node, tsx, the whole CLI) is the slowest thing here on a busy machine.
+  const waitOut = async (pattern: RegExp, timeoutMs = 90_000) => {
+    await waitFor(() => pattern.test(proc.out()), () => `${pattern} in the output (stdout: ${proc.out().slice(-400)} stderr: ${proc.err().slice(-400)})`, timeoutMs);
     return pattern.exec(proc.out())!;
   };
   return { ...proc, waitOut };
@@ -49,7 +53,7 @@ describe('kvrouter relay', () => {
   let ts = 1;
   /** ZeroMQ subscriptions connect in the background: publish the blocks again until `done`. */
   const publishUntil = async (tokens: number[], done: () => Promise<boolean>, what: string) => {
-    const deadline = Date.now() + 15_000;
+    const deadline = Date.now() + 30_000;
     while (!(await done())) {
       if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
       await publisher.publish({ ts: ts++, events: [stored(tokens)], dpRank: 0 });
@@ -82,7 +86,7 @@ describe('kvrouter relay', () => {
     await nats?.close();
   });
 
-  it('carries batches to the router, recovers a gap through the replay socket, and resumes after a restart without replaying', { timeout: 45_000 }, async () => {
+  it('carries batches to the router, recovers a gap through the replay socket, and resumes after a restart without replaying', { timeout: PROCESSES_TIMEOUT_MS }, async () => {
     let relay = run(relayArgs());
     try {
       await relay.waitOut(/kvrouter relay: worker gpu\.0: tcp:\/\/\S+ \(replay tcp:\/\/\S+\) -> nats:\/\/\S+ stream relaytest_kv, relaytest\.kv\.gpu%2E0\.0/);
@@ -94,7 +98,7 @@ describe('kvrouter relay', () => {
       const after = ids(48, 2000);
       await publisher.publish({ ts: ts++, events: [stored(missed)], dpRank: 0 }, { live: false });
       await publisher.publish({ ts: ts++, events: [stored(after)], dpRank: 0 });
-      await waitFor(async () => (await overlap(after)) === 3, 'the batch after the gap', 10_000);
+      await waitFor(async () => (await overlap(after)) === 3, 'the batch after the gap');
       expect(await overlap(missed)).toBe(2);
 
       // The relay goes away; batches published meanwhile wait in the engine's replay ring.
@@ -120,14 +124,14 @@ describe('kvrouter relay', () => {
 });
 
 describe('kvrouter serve --replicas', () => {
-  it('answers on one port with both replicas serving, sharing state over a private nats-server', { timeout: 60_000 }, async () => {
+  it('answers on one port with both replicas serving, sharing state over a private nats-server', { timeout: PROCESSES_TIMEOUT_MS }, async () => {
     const fleet = await startEmbeddedFleet({ ...EMBEDDED_DEFAULTS, workers: 2, speedup: 20, tokenizer: 'bytes', numBlocks: 1024 });
     const dir = await mkdtemp(join(tmpdir(), 'kvrouter-replicas-'));
     const file = join(dir, 'router.json');
     await writeFile(file, JSON.stringify({ ...fleet.document, log_level: 'warn' }));
     const proc = run(['serve', '--replicas', '2', '--config', file], { PORT: '0', HOST: '127.0.0.1' });
     try {
-      const [, url] = await proc.waitOut(/kvrouter: 2 replicas \(\S+, \S+\) listening on (http:\/\/127\.0\.0\.1:\d+)/, 40_000);
+      const [, url] = await proc.waitOut(/kvrouter: 2 replicas \(\S+, \S+\) listening on (http:\/\/127\.0\.0\.1:\d+)/);
       expect(proc.out()).toMatch(/started a private nats-server at nats:\/\/127\.0\.0\.1:\d+/);
       // Each fresh connection may land on either replica: both must answer.
       const seen = new Set<string>();
@@ -159,7 +163,7 @@ describe('kvrouter serve --replicas', () => {
         const text = await (await fetch(`${url}/metrics`, { dispatcher } as RequestInit)).text();
         await dispatcher.close();
         return /kvrouter_replica_peers\{model="mock-model",kind="replicas"\} 1/.test(text);
-      }, 'a replica that hears its peer', 10_000);
+      }, 'a replica that hears its peer');
       proc.child.kill('SIGTERM');
       expect(await proc.exited).toBe(0);
       expect(proc.out()).toMatch(/kvrouter: stopped/);

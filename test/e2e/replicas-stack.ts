@@ -4,8 +4,10 @@
 // the relayed events and share ledger and session bindings over NATS.
 //
 // Two models over the same mock workers: MODEL's workers (mock-i) get their
-// KV events through the relays; APPROX's workers (approx-i) publish none, so a
+// KV events through the relays (or, with `relays: false`, from each engine's
+// ZeroMQ publisher directly); APPROX's workers (approx-i) publish none, so a
 // replica knows what went there only from its own routing and its peers'.
+import type { Logger } from 'pino';
 import { configFromDocument } from '../../server/config/load.js';
 import { EMBEDDED_DEFAULTS, startEmbeddedFleet, type EmbeddedFleet } from '../../server/embedded.js';
 import { KvRelay } from '../../server/nats/relay.js';
@@ -17,8 +19,8 @@ import type { ModelRuntime } from '../../server/workers/model-runtime.js';
 
 export const MODEL = EMBEDDED_DEFAULTS.model;
 export const APPROX = 'approx-model';
-export const SYNC_INTERVAL_MS = 200;
-const PREFIX = 'kvrtest';
+const SYNC_INTERVAL_MS = 200;
+export const PREFIX = 'kvrtest';
 
 export interface Replica {
   id: string;
@@ -32,18 +34,31 @@ export interface ReplicaStack {
   embedded: EmbeddedFleet;
   relays: KvRelay[];
   replicas: Replica[];
-  startReplica(id: string): Promise<Replica>;
+  /** Starts another replica; `logger` receives its log (none by default). */
+  startReplica(id: string, logger?: Logger): Promise<Replica>;
   close(): Promise<void>;
 }
 
-export async function startReplicaStack(options: { workers?: number; speedup?: number } = {}): Promise<ReplicaStack> {
-  const nats = await createLocalNatsServer();
+export interface ReplicaStackOptions {
+  workers?: number;
+  speedup?: number;
+  /** The NATS server's max_payload (its default is 1 MiB). */
+  maxPayload?: number;
+  /** Relay MODEL's KV events through JetStream (default), or let each replica subscribe to the engines. */
+  relays?: boolean;
+  /** The replicas started at once. */
+  replicas?: string[];
+}
+
+export async function startReplicaStack(options: ReplicaStackOptions = {}): Promise<ReplicaStack> {
+  const nats = await createLocalNatsServer({ maxPayload: options.maxPayload });
   await nats.start();
   const embedded = await startEmbeddedFleet({ ...EMBEDDED_DEFAULTS, workers: options.workers ?? 3, speedup: options.speedup ?? 2, tokenizer: 'bytes', numBlocks: 4096 });
   const names = new NatsNames(PREFIX);
+  const relayed = options.relays ?? true;
   const relayLink = new NatsLink({ url: nats.url, name: 'test relays', warn: () => {} });
-  relayLink.start();
-  const relays = embedded.publishers.map(
+  if (relayed) relayLink.start();
+  const relays = (relayed ? embedded.publishers : []).map(
     (publisher, i) =>
       new KvRelay({
         link: relayLink,
@@ -69,20 +84,19 @@ export async function startReplicaStack(options: { workers?: number; speedup?: n
       { ...base.models[0], ...affinity, name: APPROX },
     ],
     workers: [
-      ...base.workers.map((w) => ({ ...w, kv_events: { source: 'nats' } })),
+      ...base.workers.map((w) => (relayed ? { ...w, kv_events: { source: 'nats' } } : w)),
       ...base.workers.map((w, i) => ({ ...w, id: `approx-${i}`, model: APPROX, kv_events: { source: 'none' } })),
     ],
   });
   const replicas: Replica[] = [];
-  const startReplica = async (id: string): Promise<Replica> => {
-    const router = await startRouter(configFromDocument(document(id)), { tokenizers: embedded.tokenizers });
+  const startReplica = async (id: string, logger?: Logger): Promise<Replica> => {
+    const router = await startRouter(configFromDocument(document(id)), { tokenizers: embedded.tokenizers, logger });
     const replica: Replica = { id, url: router.url, router, model: (name = MODEL) => router.runtime.models.get(name)! };
     replicas.push(replica);
     return replica;
   };
   try {
-    await startReplica('a');
-    await startReplica('b');
+    for (const id of options.replicas ?? ['a', 'b']) await startReplica(id);
   } catch (error) {
     await Promise.all(replicas.map((r) => r.router.close()));
     await Promise.all(relays.map((r) => r.close()));

@@ -2,7 +2,7 @@
 // flight finish up to shutdown_timeout_ms, then ends the rest with an error
 // event and frees their bookings.
 import { describe, expect, it } from 'vitest';
-import { chat, post, settled, sseEvents, startStack } from './stack.js';
+import { chat, post, settled, sseEvents, startStack, waitFor } from './stack.js';
 
 describe('graceful shutdown', () => {
   it('drains a stream in flight and refuses new requests', async () => {
@@ -31,7 +31,7 @@ describe('graceful shutdown', () => {
     try {
       const res = await post(`${stack.url}/v1/chat/completions`, chat('never finishes in time', { stream: true, max_tokens: 20_000 }));
       const text = res.text();
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      await waitFor(() => stack.embedded.fleet.engines[0]!.stats().running === 1, 'the stream to be generating');
       await stack.router.close();
       const last = sseEvents(await text).at(-1) as { error: { code: string } };
       expect(last.error.code).toBe('KVR_ERR_SHUTTING_DOWN');

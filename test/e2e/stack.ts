@@ -75,13 +75,7 @@ export function sseEvents(text: string): unknown[] {
     });
 }
 
-export async function waitFor(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!(await condition())) {
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
+export { waitFor } from '../helpers/wait.js';
 
 /** Everything the router books for requests is released: no ledger entries, nothing in flight or queued. */
 export function settled(model: ModelRuntime): boolean {

@@ -61,11 +61,22 @@ describe('ModelRoute: the partition and the scheduler together', () => {
   });
 
   it('explains with the default class thresholds without booking', () => {
-    const { r } = route({ prefillTokens: 50 });
-    const x = r.explain(fields(), tokens(16));
+    const { r, done, submit } = route({ prefillTokens: 50 });
+    // 60 prefill tokens on each worker: busy under the default class (50), eligible without thresholds.
+    const first = submit(fields(), tokens(60));
+    submit(fields(), tokens(60, 1000));
+    const x = r.explain(fields(), tokens(16, 5000));
     expect(x.workers).toHaveLength(2);
-    expect(x.chosen).not.toBeNull();
-    expect(r.partition.bookedRequests).toBe(0);
+    expect(x.chosen).toBeNull();
+    expect(x.workers.map((w) => [w.worker, w.eligible, w.filtered])).toEqual([
+      ['a', false, 'busy: active prefill tokens over the threshold'],
+      ['b', false, 'busy: active prefill tokens over the threshold'],
+    ]);
+    expect(r.partition.bookedRequests).toBe(2);
+    // Its prefill done, the first request's worker is under the threshold again, and the explanation chooses it.
+    r.firstToken(first);
+    expect(r.explain(fields(), tokens(16, 5000)).chosen).toBe((done.get(first) as Admission).worker.id);
+    expect(r.partition.bookedRequests).toBe(2);
   });
 
   it('a worker that joins wakes the queue', () => {

@@ -131,11 +131,20 @@ describe('Q3: limits and deadlines', () => {
   });
 
   it('Q3: an unknown policy class falls back to the default class', () => {
-    const { submit, out, scheduler } = setup([policy({ name: 'default' }), policy({ ...busyAt150, name: 'batch', quantum: 10 })]);
-    submit({ policyClass: 'nope' });
-    submit({ policyClass: 'batch' });
-    expect(out.dispatched.size).toBe(2);
-    expect(scheduler.stats().queued['default']).toBeDefined();
+    // Both workers hold 1000 prefill tokens: busy for the default class (150), not for batch (no thresholds).
+    const { submit, out, scheduler, placement } = setup([busyAt150, policy({ name: 'batch', quantum: 10 })]);
+    for (const w of placement.workers) w.prefillTokens = 1000;
+    const unknown = submit({ policyClass: 'nope' });
+    const batch = submit({ policyClass: 'batch' });
+    expect(out.dispatched.has(batch.id)).toBe(true);
+    expect(out.dispatched.has(unknown.id)).toBe(false);
+    expect(out.rejected.has(unknown.id)).toBe(false);
+    expect(scheduler.stats().queued['default']!.requests).toBe(1);
+    expect(scheduler.stats().queued['batch']!.requests).toBe(0);
+    // It leaves with the default class's queue once a worker is under that class's threshold.
+    placement.worker('w0').prefillTokens = 0;
+    scheduler.capacityChanged();
+    expect(out.dispatched.get(unknown.id)?.id).toBe('w0');
   });
 });
 

@@ -163,7 +163,7 @@ describe('tokenizer specs', () => {
       expect(t.mode).toBe('incremental');
       expect(t.encodeChat(chat(2)).length).toBeGreaterThan(10);
     }
-  }, 30_000);
+  });
 });
 
 describe('bytes', () => {

@@ -23,7 +23,7 @@ interface Node {
 }
 
 /** Replicas on one bus; `lose` decides per message and receiver whether it is lost. */
-function cluster(ids: string[], options: { approximate?: boolean } = {}) {
+function cluster(ids: string[], options: { approximate?: boolean; maxMessageBytes?: number } = {}) {
   const clock = new VirtualClock(1000);
   let lose: (m: SyncMessage, to: string) => boolean = () => false;
   const nodes: Node[] = [];
@@ -39,7 +39,13 @@ function cluster(ids: string[], options: { approximate?: boolean } = {}) {
   for (const id of ids) {
     const route = new ModelRoute({ model: 'm', blockSize: 4, clock, seed: 7, sessionAffinity: { ttlMs: 60_000 } });
     for (const w of ['w0', 'w1', 'w2']) route.addWorker({ id: w, totalBlocks: 1000, maxBatchedTokens: 256, kvEvents: !options.approximate });
-    const ledger = new LedgerSync(route, { replica: id, publish: deliver, now: () => clock.now(), peerTimeoutMs: PEER_TIMEOUT });
+    const ledger = new LedgerSync(route, {
+      replica: id,
+      publish: deliver,
+      maxMessageBytes: () => options.maxMessageBytes ?? 1 << 20,
+      now: () => clock.now(),
+      peerTimeoutMs: PEER_TIMEOUT,
+    });
     const sessions = new SessionSync(route, id, deliver, () => clock.now());
     route.observe({
       booked: (r, a) => ledger.booked(r, a),
@@ -142,6 +148,72 @@ describe('ledger sync', () => {
     expect(b.ledger.counters.expiredPeers).toBe(1);
     c.ledger.publishSnapshot(true);
     expect(b.route.partition.bookedRequests).toBe(0);
+  });
+
+  it('a snapshot larger than one message goes out in parts, and the parts together repair like a whole one', () => {
+    const { nodes, submit, load, setLoss } = cluster(['a', 'b'], { maxMessageBytes: 1500 });
+    const [a, b] = nodes as [Node, Node];
+    const parts = new Set<number>();
+    // b hears nothing but a's snapshots; note the parts they come in.
+    setLoss((m, to) => {
+      if (m.kind === 'snapshot' && m.replica === 'a' && to === 'b') parts.add(m.part);
+      return to === 'b' && m.kind !== 'snapshot';
+    });
+    // 24 bookings of 16 blocks each: about 3,500 bytes of hashes, more than two parts' worth.
+    for (let i = 0; i < 24; i++) submit(a, 64);
+    expect(b.route.partition.bookedRequests).toBe(0);
+    a.ledger.tick();
+    expect(parts.size).toBeGreaterThanOrEqual(3);
+    expect(b.route.partition.bookedRequests).toBe(24);
+    expect(load(b)).toEqual(load(a));
+  });
+
+  it('a snapshot with a part lost changes nothing; the next complete one applies', () => {
+    const { nodes, submit, load, setLoss } = cluster(['a', 'b'], { maxMessageBytes: 1500 });
+    const [a, b] = nodes as [Node, Node];
+    const ids = Array.from({ length: 20 }, () => submit(a, 64).id);
+    expect(b.route.partition.bookedRequests).toBe(20);
+    const before = load(b);
+    // From here b misses a's ops, and part 0 of a's next snapshot.
+    let lostPart = true;
+    setLoss((m, to) => to === 'b' && (m.kind !== 'snapshot' || (lostPart && m.part === 0)));
+    for (const id of ids.slice(0, 5)) a.route.completed(id);
+    submit(a, 64);
+    a.ledger.tick();
+    // The parts that arrived neither free the five nor add the new one.
+    expect(b.route.partition.bookedRequests).toBe(20);
+    expect(load(b)).toEqual(before);
+    lostPart = false;
+    a.ledger.tick();
+    expect(b.route.partition.bookedRequests).toBe(16);
+    expect(load(b)).toEqual(load(a));
+    expect(b.ledger.counters.partialSnapshots).toBe(1);
+  });
+
+  it("a peer whose snapshots stop arriving has its bookings dropped, though its ops keep coming", () => {
+    const { clock, nodes, submit, load, setLoss } = cluster(['a', 'b']);
+    const [a, b] = nodes as [Node, Node];
+    // a's snapshots never reach b (too large for the server, say), and neither does one free: a phantom.
+    const phantom = submit(a, 40).id;
+    setLoss((m, to) => to === 'b' && m.replica === 'a' && (m.kind === 'snapshot' || (m.kind === 'free' && m.id === phantom)));
+    a.route.completed(phantom);
+    expect(b.route.partition.bookedRequests).toBe(1);
+    // a keeps booking (its ops arrive) and ticking (its snapshots do not).
+    for (let t = 0; t < 3; t++) {
+      clock.advanceTo(clock.now() + PEER_TIMEOUT / 3);
+      submit(a, 40);
+      a.ledger.tick();
+      b.ledger.tick();
+    }
+    clock.advanceTo(clock.now() + 1);
+    b.ledger.tick();
+    expect(b.ledger.counters.expiredPeers).toBe(1);
+    expect(b.route.partition.bookedRequests).toBe(0);
+    // Once a snapshot gets through again, b holds exactly a's bookings.
+    setLoss(() => false);
+    a.ledger.tick();
+    expect(b.route.partition.bookedRequests).toBe(3);
+    expect(load(b)).toEqual(load(a));
   });
 
   it('shares the routed blocks of workers without KV events, so peers credit their cache', () => {

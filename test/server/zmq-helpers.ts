@@ -3,6 +3,7 @@
 import type { WorkerKey } from '../../bindings/workers.js';
 import type { BlockStored, KvEvent, KvEventBatch } from '../../router/kv-events.js';
 import type { KvStaleReason } from '../../server/kv-events/zmq-listener.js';
+import { waitFor } from '../helpers/wait.js';
 
 /** Loopback with a port the OS picks; read the bound address back from the socket. */
 export const ANY_PORT = 'tcp://127.0.0.1:*';
@@ -57,13 +58,7 @@ export class Recorder {
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-export async function waitFor(condition: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!condition()) {
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(5);
-  }
-}
+export { waitFor };
 
 /**
  * The slow-joiner wait: a fresh subscription misses what is published before
@@ -71,7 +66,7 @@ export async function waitFor(condition: () => boolean, what: string, timeoutMs 
  * the probe's seq) until one arrives, then wait for the last probe sent, so no
  * probe is still in flight when the test goes on.
  */
-export async function syncProbes(publish: () => Promise<number> | number, recorder: Recorder, timeoutMs = 5000): Promise<void> {
+export async function syncProbes(publish: () => Promise<number> | number, recorder: Recorder, timeoutMs = 30_000): Promise<void> {
   const before = recorder.batches.length;
   const deadline = performance.now() + timeoutMs;
   let last = -1;

@@ -293,7 +293,7 @@ describe('closing', () => {
       const timer = setTimeout(() => {
         child.kill('SIGKILL');
         resolve(null);
-      }, 15_000);
+      }, 90_000);
       child.on('exit', (exitCode) => {
         clearTimeout(timer);
         resolve(exitCode);

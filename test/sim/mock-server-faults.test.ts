@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KvEventBatch } from '../../router/kv-events.js';
 import { startMockFleet, startMockServer, type MockServer } from '../../sim/mocker/http-server.js';
-import { eventually, postJson, readStream, sseEvents } from './mock-server-fixtures.js';
+import { waitFor } from '../helpers/wait.js';
+import { delayedMarker, postJson, readStream, sseEvents } from './mock-server-fixtures.js';
 
 type Json = Record<string, any>;
 
@@ -26,7 +27,7 @@ describe('mock server: fault injection', () => {
     const tooMany = await postJson(`${mock.url}/v1/completions`, { prompt: 'x' }, { 'x-mock-status': '429' });
     expect(tooMany.status).toBe(429);
     expect(((await tooMany.json()) as Json).error.type).toBe('rate_limit_error');
-    await new Promise((r) => setTimeout(r, 20));
+    // The mock answers the status before it would hand the prompt to the engine, so with the answers in, nothing is left to reach it.
     expect(mock.engine.stats().admittedPromptTokens).toBe(before);
   });
 
@@ -37,7 +38,7 @@ describe('mock server: fault injection', () => {
       const { text, broken } = await readStream(res);
       expect(broken).toBe(true);
       expect(sseEvents(text)).toHaveLength(n);
-      await eventually(() => quiet(mock));
+      await waitFor(() => quiet(mock), 'the engine to go quiet');
     }
     expect(mock.engine.stats().aborted).toBe(2);
   });
@@ -46,7 +47,7 @@ describe('mock server: fault injection', () => {
     await expect(
       postJson(`${mock.url}/v1/completions`, { prompt: 'drop', max_tokens: 20 }, { 'x-mock-disconnect-after': '2' }),
     ).rejects.toThrow();
-    await eventually(() => quiet(mock));
+    await waitFor(() => quiet(mock), 'the engine to go quiet');
   });
 
   it('x-mock-header-delay-ms holds the response headers back', async () => {
@@ -68,8 +69,9 @@ describe('mock server: fault injection', () => {
       signal: controller.signal,
     });
     await expect(request).rejects.toThrow();
-    await new Promise((r) => setTimeout(r, 200));
-    expect(mock.engine.stats().admittedPromptTokens).toBe(before);
+    // Out of its delay after the one that left: only the marker's three tokens reach the engine.
+    await delayedMarker(mock.url, 120, [1, 2, 3]);
+    expect(mock.engine.stats().admittedPromptTokens).toBe(before + 3);
   });
 
   it('a malformed fault header is a 400 naming it', async () => {
@@ -95,7 +97,7 @@ describe('mock server: engine coupling', () => {
       expect(slow.engine.stats().running).toBe(1);
       expect(slow.engine.stats().activeBlocks).toBeGreaterThan(0);
       controller.abort();
-      await eventually(() => quiet(slow));
+      await waitFor(() => quiet(slow), 'the engine to go quiet');
       expect(slow.engine.stats().aborted).toBe(1);
       expect(slow.engine.stats().completed).toBe(0);
     } finally {
@@ -151,7 +153,7 @@ describe('mock server: engine coupling', () => {
 
   it('resetting the prefix cache over HTTP clears it', async () => {
     await (await postJson(`${mock.url}/v1/completions`, { prompt: 'cache me please, sixteen bytes at least', max_tokens: 1 })).json();
-    await eventually(() => quiet(mock));
+    await waitFor(() => quiet(mock), 'the engine to go quiet');
     expect(mock.engine.stats().cachedBlocks).toBeGreaterThan(0);
     const res = await fetch(`${mock.url}/reset_prefix_cache`, { method: 'POST' });
     expect(await res.json()).toEqual({ reset: true });

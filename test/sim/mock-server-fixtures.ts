@@ -36,11 +36,14 @@ export async function readStream(res: Response): Promise<{ text: string; broken:
   }
 }
 
-/** Polls `check` until it returns true or `ms` pass. */
-export async function eventually(check: () => boolean, ms = 3000): Promise<void> {
-  const until = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > until) throw new Error('condition not reached in time');
-    await new Promise((r) => setTimeout(r, 10));
-  }
+/**
+ * A request that the mock at `url` holds back for `delayMs` before answering, with the token ids
+ * `prompt`. Timers of one duration fire in the order they were set, so once its answer is in, every
+ * request the mock held back as long before it has come out of its delay: this is how a test waits
+ * for "the delay is over" without sleeping.
+ */
+export async function delayedMarker(url: string, delayMs: number, prompt: number[]): Promise<void> {
+  const res = await postJson(`${url}/v1/completions`, { prompt, max_tokens: 1 }, { 'x-mock-header-delay-ms': String(delayMs) });
+  if (res.status !== 200) throw new Error(`the marker request failed with ${res.status}: ${await res.text()}`);
+  await res.arrayBuffer();
 }
