@@ -68,12 +68,17 @@ export class LedgerSync {
   private epoch = randomInt(2 ** 31);
   private readonly peers = new Map<string, Peer>();
   private readonly now: () => number;
+  /** Removes this sync from the route's booking holders. */
+  readonly detach: () => void;
 
   constructor(
     private readonly route: ModelRoute,
     private readonly options: LedgerSyncOptions,
   ) {
     this.now = options.now ?? (() => Date.now());
+    // The route's sweep reclaims only bookings nobody holds: a peer's booking is
+    // held while that peer's ops and snapshots list it, however long its stream runs.
+    this.detach = route.addBookingHolder((id) => this.holdsPeerBooking(id));
   }
 
   // ---- this replica's bookings (RouteListener) ----
@@ -158,6 +163,14 @@ export class LedgerSync {
   /** Peers within the timeout and their bookings, for metrics. */
   peerStats(): { replica: string; bookings: number }[] {
     return [...this.peers].map(([replica, p]) => ({ replica, bookings: p.bookings.size }));
+  }
+
+  /** Whether `id` is `<replica>/<request>` for a booking that peer still lists. */
+  private holdsPeerBooking(id: string): boolean {
+    for (const [replica, peer] of this.peers) {
+      if (id.length > replica.length && id.startsWith(replica) && id[replica.length] === '/' && peer.bookings.has(id.slice(replica.length + 1))) return true;
+    }
+    return false;
   }
 
   get ownBookings(): number {

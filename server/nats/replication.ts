@@ -95,6 +95,7 @@ export class Replication {
     if (this.timer) clearInterval(this.timer);
     for (const s of this.syncs) {
       s.route.observe(null);
+      s.ledger?.detach();
       s.ledger?.publishSnapshot(true);
       s.flush();
     }

@@ -150,6 +150,24 @@ describe('ledger sync', () => {
     expect(b.route.partition.bookedRequests).toBe(0);
   });
 
+  it("the ledger sweep keeps a peer's booking while the peer lists it, however old; detached, it is reclaimed", () => {
+    const { clock, nodes, submit } = cluster(['a', 'b']);
+    const [a, b] = nodes as [Node, Node];
+    b.route.configureSweep(1000, 500);
+    const { id } = submit(a, 40);
+    expect(b.route.partition.bookedRequests).toBe(1);
+    for (let t = 0; t < 5; t++) {
+      clock.advanceTo(clock.now() + 1000);
+      a.ledger.tick();
+    }
+    // Five sweeps past the age: the peer's stream still runs, so the booking stays.
+    expect(b.route.partition.bookedRequests).toBe(1);
+    b.ledger.detach();
+    clock.advanceTo(clock.now() + 1000);
+    expect(b.route.partition.bookedRequests).toBe(0);
+    a.route.completed(id);
+  });
+
   it('a snapshot larger than one message goes out in parts, and the parts together repair like a whole one', () => {
     const { nodes, submit, load, setLoss } = cluster(['a', 'b'], { maxMessageBytes: 1500 });
     const [a, b] = nodes as [Node, Node];
