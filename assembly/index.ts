@@ -21,6 +21,7 @@ export {
   hashSequencePtr,
   hashBlocks,
   hashChain,
+  hashPrompt,
   hashXxh3,
 } from './block-hash';
 export {
