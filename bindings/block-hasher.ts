@@ -58,6 +58,7 @@ export class BlockHasher {
     if (list instanceof Uint32Array) view.set(list);
     else for (let i = 0; i < list.length; i++) view[i] = tokenAt(list, i);
     const count = this.k.hashBlocks(list.length, blockSize, seed);
+    this.core.wrote('hashes');
     return this.core.u64(this.k.hashLocalPtr(), count).slice();
   }
 
@@ -69,6 +70,7 @@ export class BlockHasher {
     const ptr = this.k.hashReserveBlocks(local.length);
     this.core.u64(ptr, local.length).set(local);
     this.k.hashChain(local.length, seed);
+    this.core.wrote('hashes');
     return this.core.u64(this.k.hashSequencePtr(), local.length).slice();
   }
 
@@ -102,6 +104,7 @@ export class BlockHasher {
     checkBlockSize(blockSize);
     checkSeed(seed);
     const count = chained ? this.k.hashPrompt(n, blockSize, seed) : this.k.hashBlocks(n, blockSize, seed);
+    this.core.wrote('hashes');
     this.localCount = count;
     this.sequenceCount = chained ? count : 0;
     return count;
