@@ -1,0 +1,296 @@
+// The fused decision over the wasm core (assembly/decide.ts): one core call
+// per decision, with the prompt's hashes and matches left in core memory by
+// prepare and read there by the decision, its constraints staged as short
+// slot lists and per-group tables, and its outputs read from the core's
+// decision block. It shares one Core with the BlockHasher, PrefixIndex,
+// LoadTable and Selector of a partition.
+//
+// prepare copies the prompt's tokens in once and both hash lists out once
+// (one allocation), and remembers that they and the prompt's matches are in
+// core memory; a later decision on the same prompt reads them there while no
+// other call overwrote them (Core.epoch), else stages them again from the
+// copy.
+import type { HashExports } from './block-hasher.js';
+import { BlockHasher } from './block-hasher.js';
+import type { Core, CoreExports } from './core.js';
+import {
+  NO_CONSTRAINTS,
+  type Decision,
+  type DecisionConstraints,
+  type DecisionKernel,
+  type DecisionRequest,
+  type PromptHashes,
+} from './decision-contract.js';
+import type { LoadTable } from './load-table.js';
+import { busyLimits, checkCount, checkFinite, checkTemperature, costWeights, duplicateRequest, type EligibilityCounts } from './selection-contract.js';
+import { Multipliers, type Selector } from './selector.js';
+
+interface DecideExports {
+  decideBlock(): number;
+  decidePrepare(tokenCount: number, blockSize: number, seed: bigint): number;
+  decideMatch(): number;
+  decideBestDepth(): number;
+  decideRun(): number;
+  selectReserveAllowed(count: number): void;
+  selectAllowedPtr(): number;
+  selectReserveExcluded(count: number): void;
+  selectExcludedPtr(): number;
+  selectReserveGroups(count: number): void;
+  selectGroupAllowedPtr(): number;
+  selectGroupMultiplierPtr(): number;
+  selectCountsPtr(): number;
+  selectCost(overlapCredit: number, prefillLoadScale: number, activeRequestWeight: number, multipliers: number): void;
+  selectPick(temperature: number): number;
+  ledgerSetRouted(slot: number, routed: number): number;
+}
+
+// The decision block (assembly/decide.ts), as f64 and u32 indexes.
+const F = { promptTokens: 0, credit: 1, temperature: 2, now: 3, prefillTokens: 4, prefillFraction: 5, decodeFraction: 6, scale: 7, weight: 8, cost: 9 } as const;
+const U = {
+  blockSize: 20,
+  kind: 21,
+  flags: 22,
+  localPtr: 23,
+  seqPtr: 24,
+  blocks: 25,
+  listCount: 26,
+  excludedCount: 27,
+  groupCount: 28,
+  matches: 29,
+  slot: 30,
+  overlap: 31,
+  handle: 32,
+  path: 33,
+  bestDepth: 34,
+  routed: 35,
+} as const;
+const FLAG_FIND = 1;
+const FLAG_BOOK = 2;
+const FLAG_SCAN = 4;
+const FLAG_ELIGIBILITY = 8;
+const PATH_FAST = 1;
+const NONE = -1;
+
+/** The decision block and the counts, as views (made again when memory grows). */
+interface BlockViews {
+  f64: Float64Array;
+  u32: Uint32Array;
+  counts: Uint32Array;
+}
+
+/** Where a prompt's hashes and matches are in core memory, and since which writes. */
+interface Residency {
+  local: BigUint64Array | null;
+  epoch: number;
+}
+
+export class Decider implements DecisionKernel {
+  readonly blockSize: number;
+  private readonly core: Core;
+  private readonly ex: DecideExports & HashExports & CoreExports;
+  private readonly hasher: BlockHasher;
+  private readonly ledger: LoadTable;
+  private readonly block: number;
+  private viewsGeneration = -1;
+  private blockViews: BlockViews = { f64: new Float64Array(0), u32: new Uint32Array(0), counts: new Uint32Array(0) };
+  private readonly hashes: Residency = { local: null, epoch: -1 };
+  private readonly matches: Residency & { count: number } = { local: null, epoch: -1, count: 0 };
+
+  /** The hasher, ledger and selector of one Core (its PrefixIndex lives there too). */
+  constructor(options: { hasher: BlockHasher; ledger: LoadTable; selector: Selector; blockSize: number }) {
+    checkCount('blockSize', options.blockSize);
+    if (options.blockSize === 0) throw new RangeError('blockSize must be at least 1');
+    this.core = options.ledger.core;
+    if (options.hasher.core !== this.core || options.selector.ledger !== options.ledger) throw new Error('a Decider needs the hasher, ledger and selector of one Core');
+    this.core.claim('decide');
+    this.blockSize = options.blockSize;
+    this.hasher = options.hasher;
+    this.ledger = options.ledger;
+    this.ex = this.core.kernel<DecideExports & HashExports>();
+    this.block = this.ex.decideBlock() >>> 0;
+  }
+
+  prepare(tokens: ArrayLike<number>, seed: bigint): PromptHashes {
+    this.hasher.tokenView(tokens.length).set(tokens);
+    const blocks = this.ex.decidePrepare(tokens.length, this.blockSize, seed) >>> 0;
+    const all = this.core.u64(this.ex.hashLocalPtr() >>> 0, 2 * blocks).slice();
+    const prompt = { local: all.subarray(0, blocks), sequence: all.subarray(blocks) };
+    this.hashes.local = prompt.local;
+    this.hashes.epoch = this.core.wrote('hashes');
+    this.matches.local = prompt.local;
+    this.matches.epoch = this.core.wrote('matches');
+    this.matches.count = this.views().u32[U.matches]!;
+    return prompt;
+  }
+
+  bestDepth(prompt: PromptHashes, constraints: DecisionConstraints): number {
+    this.stagePrompt(prompt);
+    if (!this.matchesHeld(prompt)) {
+      this.ex.decideMatch();
+      this.noteMatches(prompt);
+    }
+    this.stageConstraints({ ...constraints, excluded: null });
+    this.ex.decideBestDepth();
+    return this.views().u32[U.bestDepth]!;
+  }
+
+  decide(request: DecisionRequest): Decision {
+    const book = request.book ?? null;
+    if (book) {
+      if (this.ledger.has(book.requestId)) throw duplicateRequest(book.requestId);
+      checkFinite('now', book.now);
+    }
+    let flags = this.stageRequest(request);
+    if (book) flags |= FLAG_BOOK;
+    if (request.fullScan) flags |= FLAG_SCAN;
+    const { f64, u32 } = this.views();
+    f64[F.now] = book ? book.now : 0;
+    u32[U.flags] = flags;
+    this.ex.decideRun();
+    return this.finish(request, book?.requestId ?? null);
+  }
+
+  eligibility(request: DecisionRequest): EligibilityCounts {
+    const flags = this.stageRequest(request) | FLAG_ELIGIBILITY;
+    this.views().u32[U.flags] = flags;
+    this.ex.decideRun();
+    this.afterRun(request);
+    return this.readCounts();
+  }
+
+  pickEligible(request: DecisionRequest): number {
+    const { overlapCredit, prefillLoadScale, activeRequestWeight, temperature } = request.cost;
+    this.ex.selectCost(overlapCredit, prefillLoadScale, activeRequestWeight, request.constraints.groups ? Multipliers.group : Multipliers.none);
+    return this.ex.selectPick(temperature);
+  }
+
+  setRouted(slot: number, routed: boolean): void {
+    this.ledger.setRouted(slot, routed);
+  }
+
+  /** Fills the block for a decision on the request; returns its flags so far. */
+  private stageRequest(request: DecisionRequest): number {
+    const { cost, prompt } = request;
+    checkCount('promptTokens', request.promptTokens);
+    checkTemperature(cost.temperature);
+    costWeights(cost);
+    const limits = busyLimits(request.busy ?? undefined);
+    this.ledger.configureCost({ kind: cost.kind, scale: cost.prefillLoadScale, weight: cost.activeRequestWeight, blockSize: this.blockSize });
+    this.ledger.openLimits(limits);
+    this.stagePrompt(prompt);
+    let flags = 0;
+    if (!this.matchesHeld(prompt)) flags |= FLAG_FIND;
+    this.stageConstraints(request.constraints ?? NO_CONSTRAINTS);
+    const { f64, u32 } = this.views();
+    f64[F.promptTokens] = request.promptTokens;
+    f64[F.credit] = cost.overlapCredit;
+    f64[F.temperature] = cost.temperature;
+    f64[F.prefillTokens] = limits[0];
+    f64[F.prefillFraction] = limits[1];
+    f64[F.decodeFraction] = limits[2];
+    f64[F.scale] = cost.prefillLoadScale;
+    f64[F.weight] = cost.activeRequestWeight;
+    u32[U.blockSize] = this.blockSize;
+    u32[U.kind] = cost.kind;
+    u32[U.matches] = this.matches.count;
+    return flags;
+  }
+
+  /** The prompt's hashes in core memory: where prepare left them, or copied in again. */
+  private stagePrompt(prompt: PromptHashes): void {
+    const blocks = prompt.local.length;
+    if (prompt.sequence.length !== blocks) throw new RangeError(`the prompt has ${blocks} local hashes but ${prompt.sequence.length} sequence hashes`);
+    if (this.hashes.local !== prompt.local || this.hashes.epoch !== this.core.epoch('hashes')) {
+      const ptr = this.ex.hashReserveBlocks(blocks) >>> 0;
+      const view = this.core.u64(ptr, 2 * blocks);
+      view.set(prompt.local);
+      view.set(prompt.sequence, blocks);
+      this.hashes.local = prompt.local;
+      this.hashes.epoch = this.core.wrote('hashes');
+      const { u32 } = this.views();
+      u32[U.localPtr] = ptr;
+      u32[U.seqPtr] = ptr + 8 * blocks;
+      u32[U.blocks] = blocks;
+    }
+  }
+
+  private matchesHeld(prompt: PromptHashes): boolean {
+    return this.matches.local === prompt.local && this.matches.epoch === this.core.epoch('matches');
+  }
+
+  private noteMatches(prompt: PromptHashes): void {
+    this.matches.local = prompt.local;
+    this.matches.epoch = this.core.wrote('matches');
+    this.matches.count = this.views().u32[U.matches]!;
+  }
+
+  private stageConstraints(constraints: DecisionConstraints): void {
+    const { u32 } = this.views();
+    const { slots, excluded, groups } = constraints;
+    u32[U.listCount] = slots ? this.stageSlots(slots, 'allowed') : NONE;
+    u32[U.excludedCount] = excluded ? this.stageSlots(excluded, 'excluded') : 0;
+    if (groups) {
+      const n = groups.allowed.length;
+      if (groups.multipliers.length !== n) throw new RangeError(`the group table has ${n} allowed flags but ${groups.multipliers.length} multipliers`);
+      this.ex.selectReserveGroups(n);
+      this.core.u8(this.ex.selectGroupAllowedPtr() >>> 0, n).set(groups.allowed);
+      this.core.f64(this.ex.selectGroupMultiplierPtr() >>> 0, n).set(groups.multipliers);
+      this.views().u32[U.groupCount] = n;
+    } else {
+      this.views().u32[U.groupCount] = NONE;
+    }
+  }
+
+  private stageSlots(slots: Uint32Array, list: 'allowed' | 'excluded'): number {
+    const n = slots.length;
+    if (list === 'allowed') {
+      this.ex.selectReserveAllowed(n);
+      if (n > 0) this.core.u32(this.ex.selectAllowedPtr() >>> 0, n).set(slots);
+    } else {
+      this.ex.selectReserveExcluded(n);
+      if (n > 0) this.core.u32(this.ex.selectExcludedPtr() >>> 0, n).set(slots);
+    }
+    return n;
+  }
+
+  /** After a decideRun: the projection and the matches it left. */
+  private afterRun(request: DecisionRequest): void {
+    this.ledger.markProjected(request.promptTokens, this.blockSize);
+    if (this.views().u32[U.flags]! & FLAG_FIND) this.noteMatches(request.prompt);
+  }
+
+  private finish(request: DecisionRequest, requestId: string | null): Decision {
+    this.afterRun(request);
+    const { f64, u32 } = this.views();
+    const slot = u32[U.slot]! | 0;
+    const routed = u32[U.routed] === 1;
+    if (requestId !== null && slot >= 0) this.ledger.adopt(requestId, u32[U.handle]!);
+    if (routed) this.core.wrote('matches');
+    return {
+      slot,
+      cost: f64[F.cost]!,
+      overlapBlocks: slot >= 0 ? u32[U.overlap]! : 0,
+      counts: this.readCounts(),
+      path: u32[U.path] === PATH_FAST ? 'fast' : 'scan',
+      routed,
+    };
+  }
+
+  private readCounts(): EligibilityCounts {
+    const c = this.views().counts;
+    return { present: c[0]!, available: c[1]!, allowed: c[2]!, overloaded: c[3]!, eligible: c[4]! };
+  }
+
+  private views(): BlockViews {
+    const generation = this.core.generation;
+    if (generation !== this.viewsGeneration) {
+      this.viewsGeneration = generation;
+      this.blockViews = {
+        f64: this.core.f64(this.block, 18),
+        u32: this.core.u32(this.block, 36),
+        counts: this.core.u32(this.ex.selectCountsPtr() >>> 0, 5),
+      };
+    }
+    return this.blockViews;
+  }
+}
