@@ -17,12 +17,13 @@ import {
   NO_CONSTRAINTS,
   type Decision,
   type DecisionConstraints,
+  type DecisionCost,
   type DecisionKernel,
   type DecisionRequest,
   type PromptHashes,
 } from './decision-contract.js';
 import type { LoadTable } from './load-table.js';
-import { busyLimits, checkCount, checkFinite, checkTemperature, costWeights, duplicateRequest, type EligibilityCounts } from './selection-contract.js';
+import { busyLimits, checkCount, checkFinite, checkTemperature, costWeights, duplicateRequest, type BusyThresholds, type EligibilityCounts } from './selection-contract.js';
 import { Multipliers, type Selector } from './selector.js';
 
 interface DecideExports {
@@ -166,6 +167,11 @@ export class Decider implements DecisionKernel {
 
   setRouted(slot: number, routed: boolean): void {
     this.ledger.setRouted(slot, routed);
+  }
+
+  openView(cost: DecisionCost, busy: BusyThresholds | null): void {
+    this.ledger.configureCost({ kind: cost.kind, scale: cost.prefillLoadScale, weight: cost.activeRequestWeight, blockSize: this.blockSize });
+    this.ledger.openView(busy ?? undefined);
   }
 
   /** Fills the block for a decision on the request; returns its flags so far. */

@@ -87,4 +87,9 @@ export interface DecisionKernel {
   pickEligible(request: DecisionRequest): number;
   /** Whether a booking on this worker records its blocks as routed (it publishes no KV events). */
   setRouted(slot: number, routed: boolean): void;
+  /**
+   * Keeps the fast path ready for decisions with this cost and these busy
+   * thresholds (a decision opens its own otherwise, O(rows) the first time).
+   */
+  openView(cost: DecisionCost, busy: BusyThresholds | null): void;
 }

@@ -88,6 +88,9 @@ export class ReferenceDecider implements DecisionKernel {
     else this.routed.delete(slot);
   }
 
+  /** The twin always scans: nothing to keep ready. */
+  openView(): void {}
+
   /** The slots the constraints allow (undefined: every slot): listed, in an allowed group, not excluded. */
   private allowedSlots(constraints: DecisionConstraints): number[] | undefined {
     if (!constraints.slots && !constraints.excluded && !constraints.groups) return undefined;
