@@ -9,7 +9,7 @@ import { viewFind } from './ledger/views';
 import { indexInput, indexInsertRouted } from './prefix-index';
 import { findMatches } from './prefix-match';
 import { outDepthsPtr, outSlotsPtr } from './prefix-slots';
-import { FALLBACK, PATH_FAST, PATH_SCAN, decideFast } from './select-fast';
+import { FALLBACK, PATH_FAST, PATH_SCAN, decideFast, plainDecision, projectPlain } from './select-fast';
 import { scanDecide, scanEligibility, selectLastCost } from './select';
 
 // The fused decision: one call finds the prompt's cached prefixes, projects it
@@ -149,7 +149,6 @@ export function decideRun(): i32 {
   const blockSize = u32At(80);
   const seqPtr = <usize>u32At(96);
   const blocks = u32At(100);
-  ledgerProject(seqPtr, blocks, promptTokens, blockSize, outSlotsPtr(), outDepthsPtr(), u32At(116));
   const kind = u32At(84);
   const scale = f64At(56);
   const weight = f64At(64);
@@ -162,6 +161,13 @@ export function decideRun(): i32 {
   const temperature = f64At(16);
   setU32(128, NIL);
   setU32(140, 0);
+  let view = NIL;
+  if ((flags & (FLAG_SCAN | FLAG_ELIGIBILITY)) == 0 && !(temperature > 0) && costMatchesConfigured(kind, scale, weight, blockSize)) {
+    view = viewFind(prefillTokens, prefillFraction, decodeFraction);
+  }
+  const plain = view != NIL && plainDecision();
+  if (plain) projectPlain(view, seqPtr, blocks, promptTokens, blockSize, outSlotsPtr(), outDepthsPtr(), u32At(116));
+  else ledgerProject(seqPtr, blocks, promptTokens, blockSize, outSlotsPtr(), outDepthsPtr(), u32At(116));
   if (flags & FLAG_ELIGIBILITY) {
     scanEligibility(prefillTokens, prefillFraction, decodeFraction);
     constraintsEnd();
@@ -169,13 +175,9 @@ export function decideRun(): i32 {
     setU32(132, PATH_SCAN);
     return -1;
   }
-  let slot = FALLBACK;
-  if ((flags & FLAG_SCAN) == 0 && !(temperature > 0) && costMatchesConfigured(kind, scale, weight, blockSize)) {
-    const v = viewFind(prefillTokens, prefillFraction, decodeFraction);
-    if (v != NIL) slot = decideFast(v);
-  }
-  setU32(132, slot == FALLBACK ? PATH_SCAN : PATH_FAST);
-  if (slot == FALLBACK) slot = scanDecide(prefillTokens, prefillFraction, decodeFraction, temperature);
+  const slot0 = view != NIL ? decideFast(view, plain) : FALLBACK;
+  setU32(132, slot0 == FALLBACK ? PATH_SCAN : PATH_FAST);
+  const slot = slot0 == FALLBACK ? scanDecide(prefillTokens, prefillFraction, decodeFraction, temperature) : slot0;
   constraintsEnd();
   store<f64>(block + 72, selectLastCost());
   setU32(120, <u32>slot);

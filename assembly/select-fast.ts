@@ -15,6 +15,7 @@ import {
   excludedAt,
   exclusionCount,
   groupAllowed,
+  groupTableUsed,
   groupMultiplier,
   markOf,
   setMark,
@@ -22,9 +23,27 @@ import {
 import { COST_KV, costMatchesConfigured, costTouched, costUntouched } from './cost/kind';
 import { NIL, grownCapacity, regrow } from './grow';
 import { groupAvailable, groupCount, groupPosition, groupRank, groupSlotAt } from './ledger/groups';
-import { depthOf, heldOf, isTouched, ledgerProjectedBlockSize, ledgerTouchedCount, touchedAt } from './ledger/projection';
+import {
+  COL_TOUCH,
+  adoptTouched,
+  depthOf,
+  freshRecord,
+  heldOf,
+  isCurrent,
+  isTouched,
+  recordDepth,
+  recordHeld,
+  withDepth,
+  ledgerProjectedBlockSize,
+  ledgerTouchedCount,
+  ledgerTouchedPtr,
+  projectHeld,
+  projectionColumn,
+  projectionStart,
+  touchedAt,
+} from './ledger/projection';
 import { availableTotal, groupOf, isAvailable, isPresent, keyOf, presentTotal, rowCount } from './ledger/rows';
-import { viewFind, viewGroupMembers, viewMember, viewTree } from './ledger/views';
+import { viewFind, viewGroupMembers, viewMember, viewMemberKeys, viewTree } from './ledger/views';
 import { below } from './random';
 import { beginStepCost, scanDecide, selectCountsPtr, setLastCost, storeCounts } from './select';
 import { treeCount, treeCountBefore, treeIsMember, treeMin, treeNext, treeNthAtMin, treeSet } from './tie-tree';
@@ -84,6 +103,8 @@ let candidates: usize = 0;
 let tieCount: u32 = 0;
 let tieCost: f64 = Infinity;
 let explicitCount: u32 = 0;
+/** collectTouchedPlain counted the touched members without listing them as explicit. */
+let explicitPending = false;
 let outsideCount: u32 = 0;
 let peeledCount: u32 = 0;
 let candidateCount: u32 = 0;
@@ -148,7 +169,7 @@ function costOf(w: u32, group: u32): f64 {
  * slot, -1 when no worker is eligible, or FALLBACK when only the scan can
  * answer exactly. Writes the counts and the last cost.
  */
-export function decideFast(v: u32): i32 {
+export function decideFast(v: u32, collected: bool = false): i32 {
   const n = rowCount();
   reserveScratch(n, groupCount());
   const list = allowListCount();
@@ -159,13 +180,10 @@ export function decideFast(v: u32): i32 {
     if (!barOutside(v, n)) return FALLBACK;
   }
   const groups = groupCount();
-  for (let g: u32 = 0; g < groups; g++) {
-    setU32(atMin, g, 0);
-    store<f64>(floors + (<usize>g << 3), groupAllowed(g) && viewGroupMembers(v, g) > 0 ? treeMin(viewTree(v, g)) : Infinity);
+  if (!collected) {
+    prepareGroups(v);
+    collectTouched(v);
   }
-  resetTies();
-  explicitCount = 0;
-  collectTouched(v);
   collectExclusions(v, n, list < 0);
   collectOutside();
   if (load<u32>(selectCountsPtr(), 16) == 0) {
@@ -179,8 +197,107 @@ export function decideFast(v: u32): i32 {
   return result;
 }
 
+/** Each group's minimum key (step 2's start) and no explicit workers or ties yet. */
+function prepareGroups(v: u32): void {
+  reserveScratch(rowCount(), groupCount());
+  const groups = groupCount();
+  for (let g: u32 = 0; g < groups; g++) {
+    setU32(atMin, g, 0);
+    store<f64>(floors + (<usize>g << 3), groupAllowed(g) && viewGroupMembers(v, g) > 0 ? treeMin(viewTree(v, g)) : Infinity);
+  }
+  resetTies();
+  explicitCount = 0;
+  explicitPending = false;
+}
+
+/** Whether a decision on view v is plain: one taint group, no group table, no exclusions, no allow-list. */
+export function plainDecision(): bool {
+  return groupCount() == 1 && !groupTableUsed() && exclusionCount() == 0 && allowListCount() < 0;
+}
+
+/**
+ * The fused decision's projection and step 1 in one pass, for a plain
+ * decision on view v: the held counts first (ledger/projection.ts), then
+ * each (slot, depth) of the index's matches (findMatches reports a slot
+ * once) is recorded in its TOUCH record and, for a member, costed right
+ * away; last the workers that only hold hashes. Then decideFast(v, true)
+ * takes the steps after it. One pass over the matches, each touched worker's
+ * records read once.
+ */
+export function projectPlain(v: u32, seqPtr: usize, seqCount: u32, promptTokens: u32, blockSize: u32, slotsPtr: usize, depthsPtr: usize, count: u32): void {
+  projectionStart(promptTokens, blockSize, seqCount);
+  projectHeld(seqPtr, seqCount);
+  prepareGroups(v);
+  const n = rowCount();
+  const records = projectionColumn(COL_TOUCH);
+  const list = ledgerTouchedPtr();
+  const holders = ledgerTouchedCount();
+  let listed = holders;
+  const keys = viewMemberKeys(v);
+  const tied = ties;
+  const min = load<f64>(floors);
+  let atMinimum: u32 = 0;
+  let best: f64 = Infinity;
+  let tiedCount: u32 = 0;
+  for (let i: u32 = 0; i < count; i++) {
+    const slot = load<u32>(slotsPtr + (<usize>i << 2));
+    const depth = load<u32>(depthsPtr + (<usize>i << 2));
+    if (slot >= n || depth == 0) continue;
+    const t = records + (<usize>slot << 3);
+    const record = load<u64>(t);
+    let held: u32 = 0;
+    if (!isCurrent(record)) {
+      store<u32>(list + (<usize>listed << 2), slot);
+      listed++;
+      store<u64>(t, freshRecord(depth));
+    } else {
+      if (recordDepth(record) != 0) continue;
+      held = recordHeld(record);
+      store<u64>(t, withDepth(record, depth));
+    }
+    const key = load<f64>(keys + (<usize>slot << 3));
+    if (key == Infinity) continue;
+    if (key == min) atMinimum++;
+    const cost = costTouched(slot, key, depth, held);
+    if (cost < best) {
+      best = cost;
+      tiedCount = 0;
+    }
+    if (cost == best) {
+      store<u32>(tied + (<usize>tiedCount << 2), slot);
+      tiedCount++;
+    }
+  }
+  adoptTouched(listed);
+  for (let i: u32 = 0; i < holders; i++) {
+    const w = load<u32>(list + (<usize>i << 2));
+    const record = load<u64>(records + (<usize>w << 3));
+    if (recordDepth(record) != 0) continue;
+    const key = load<f64>(keys + (<usize>w << 3));
+    if (key == Infinity) continue;
+    if (key == min) atMinimum++;
+    const cost = costTouched(w, key, 0, recordHeld(record));
+    if (cost < best) {
+      best = cost;
+      tiedCount = 0;
+    }
+    if (cost == best) {
+      store<u32>(tied + (<usize>tiedCount << 2), w);
+      tiedCount++;
+    }
+  }
+  setU32(atMin, 0, atMinimum);
+  tieCost = best;
+  tieCount = tiedCount;
+  explicitPending = true;
+}
+
 /** Touched members of allowed groups: explicit, costed unless barred, counted at their group's minimum. */
 function collectTouched(v: u32): void {
+  if (groupCount() == 1 && !groupTableUsed() && exclusionCount() == 0 && outsideCount == 0) {
+    collectTouchedPlain(v);
+    return;
+  }
   const touched = ledgerTouchedCount();
   for (let i: u32 = 0; i < touched; i++) {
     const w = touchedAt(i);
@@ -189,6 +306,56 @@ function collectTouched(v: u32): void {
     if (!groupAllowed(g)) continue;
     noteExplicit(w, g);
     if (!barred(w)) offerTie(w, costOf(w, g));
+  }
+}
+
+/**
+ * collectTouched for one group, no group table and nothing barred (most
+ * decisions): every touched member is costed, and the explicit list is the
+ * touched members (listed only if a later step needs it, ensureExplicit).
+ * Columns and running values are locals: the loop's stores would otherwise
+ * make every iteration reload them.
+ */
+function collectTouchedPlain(v: u32): void {
+  const touched = ledgerTouchedCount();
+  const list = ledgerTouchedPtr();
+  const keys = viewMemberKeys(v);
+  const records = projectionColumn(COL_TOUCH);
+  const tied = ties;
+  const min = load<f64>(floors);
+  let atMinimum: u32 = 0;
+  let best = tieCost;
+  let count = tieCount;
+  for (let i: u32 = 0; i < touched; i++) {
+    const w = load<u32>(list + (<usize>i << 2));
+    const key = load<f64>(keys + (<usize>w << 3));
+    if (key == Infinity) continue;
+    if (key == min) atMinimum++;
+    const record = load<u64>(records + (<usize>w << 3));
+    const cost = costTouched(w, key, recordDepth(record), recordHeld(record));
+    if (cost < best) {
+      best = cost;
+      count = 0;
+    }
+    if (cost == best) {
+      store<u32>(tied + (<usize>count << 2), w);
+      count++;
+    }
+  }
+  setU32(atMin, 0, u32At(atMin, 0) + atMinimum);
+  tieCost = best;
+  tieCount = count;
+  explicitPending = true;
+}
+
+/** Lists the explicit workers when collectTouchedPlain left them implicit. */
+function ensureExplicit(v: u32): void {
+  if (!explicitPending) return;
+  explicitPending = false;
+  const touched = ledgerTouchedCount();
+  for (let i: u32 = 0; i < touched; i++) {
+    const w = touchedAt(i);
+    if (viewMember(v, w)) setU32(explicit, explicitCount++, w);
   }
 }
 
@@ -330,7 +497,7 @@ function pickFromGroups(v: u32, groups: u32): i32 {
       }
       // Every member at m is explicit: the untouched ones cost at least `above`.
       if (above > overall) break;
-      if (!peel(tree, g, m)) return FALLBACK;
+      if (!peel(v, tree, g, m)) return FALLBACK;
     }
   }
   let total: u32 = tieCost == overall ? tieCount : 0;
@@ -350,7 +517,8 @@ function pickFromGroups(v: u32, groups: u32): i32 {
  * Takes the explicit members of group g at key m out of its tree and counts
  * the explicit members at the new minimum; false when the budget is spent.
  */
-function peel(tree: usize, g: u32, m: f64): bool {
+function peel(v: u32, tree: usize, g: u32, m: f64): bool {
+  ensureExplicit(v);
   for (let i: u32 = 0; i < explicitCount; i++) {
     const w = u32At(explicit, i);
     if (groupOf(w) != g || keyOf(w) != m) continue;
@@ -389,6 +557,7 @@ function nthCandidate(v: u32, r: u32, tied: u32): u32 {
     return u32At(ties, r);
   }
   // The explicit members at the candidate groups' minimum: in the trees, not candidates.
+  ensureExplicit(v);
   let atMinCount: u32 = 0;
   for (let i: u32 = 0; i < explicitCount; i++) {
     const w = u32At(explicit, i);

@@ -11,7 +11,7 @@
 // other call overwrote them (Core.epoch), else stages them again from the
 // copy.
 import type { HashExports } from './block-hasher.js';
-import { BlockHasher } from './block-hasher.js';
+import type { BlockHasher } from './block-hasher.js';
 import type { Core, CoreExports } from './core.js';
 import {
   NO_CONSTRAINTS,
@@ -24,6 +24,7 @@ import {
 } from './decision-contract.js';
 import type { LoadTable } from './load-table.js';
 import { busyLimits, checkCount, checkFinite, checkTemperature, costWeights, duplicateRequest, type BusyThresholds, type EligibilityCounts } from './selection-contract.js';
+import { HashSlab } from './hash-slab.js';
 import { Multipliers, type Selector } from './selector.js';
 
 interface DecideExports {
@@ -89,12 +90,15 @@ export class Decider implements DecisionKernel {
   readonly blockSize: number;
   private readonly core: Core;
   private readonly ex: DecideExports & HashExports & CoreExports;
-  private readonly hasher: BlockHasher;
   private readonly ledger: LoadTable;
   private readonly block: number;
   private viewsGeneration = -1;
   private blockViews: BlockViews = { f64: new Float64Array(0), u32: new Uint32Array(0), counts: new Uint32Array(0) };
   private readonly hashes: Residency = { local: null, epoch: -1 };
+  private readonly slab = new HashSlab();
+  // Views of the hasher's input and output, while their buffers do not move.
+  private readonly input: { ptr: number; tokens: number; generation: number; view: Uint32Array } = { ptr: 0, tokens: 0, generation: -1, view: new Uint32Array(0) };
+  private readonly output: { ptr: number; generation: number; view: BigUint64Array } = { ptr: 0, generation: -1, view: new BigUint64Array(0) };
   private readonly matches: Residency & { count: number } = { local: null, epoch: -1, count: 0 };
 
   /** The hasher, ledger and selector of one Core (its PrefixIndex lives there too). */
@@ -105,17 +109,17 @@ export class Decider implements DecisionKernel {
     if (options.hasher.core !== this.core || options.selector.ledger !== options.ledger) throw new Error('a Decider needs the hasher, ledger and selector of one Core');
     this.core.claim('decide');
     this.blockSize = options.blockSize;
-    this.hasher = options.hasher;
     this.ledger = options.ledger;
     this.ex = this.core.kernel<DecideExports & HashExports>();
     this.block = this.ex.decideBlock() >>> 0;
   }
 
   prepare(tokens: ArrayLike<number>, seed: bigint): PromptHashes {
-    this.hasher.tokenView(tokens.length).set(tokens);
+    this.tokenInput(tokens.length).set(tokens);
     const blocks = this.ex.decidePrepare(tokens.length, this.blockSize, seed) >>> 0;
-    const all = this.core.u64(this.ex.hashLocalPtr() >>> 0, 2 * blocks).slice();
-    const prompt = { local: all.subarray(0, blocks), sequence: all.subarray(blocks) };
+    const lists = this.slab.pair(blocks);
+    if (blocks > 0) lists.both.set(this.hashOutput(2 * blocks).subarray(0, 2 * blocks));
+    const prompt = { local: lists.first, sequence: lists.second };
     this.hashes.local = prompt.local;
     this.hashes.epoch = this.core.wrote('hashes');
     this.matches.local = prompt.local;
@@ -172,6 +176,36 @@ export class Decider implements DecisionKernel {
   openView(cost: DecisionCost, busy: BusyThresholds | null): void {
     this.ledger.configureCost({ kind: cost.kind, scale: cost.prefillLoadScale, weight: cost.activeRequestWeight, blockSize: this.blockSize });
     this.ledger.openView(busy ?? undefined);
+  }
+
+  /**
+   * The hasher's input as u32 tokens, room for at least n: a view kept while
+   * the buffer stays put (other bindings may reserve it larger and move it).
+   */
+  private tokenInput(n: number): Uint32Array {
+    const input = this.input;
+    const ptr = this.ex.hashReserveInput(4 * n) >>> 0;
+    const generation = this.core.generation;
+    if (ptr !== input.ptr || n > input.tokens || input.generation !== generation) {
+      input.ptr = ptr;
+      input.tokens = n;
+      input.generation = generation;
+      input.view = this.core.u32(ptr, n);
+    }
+    return input.view;
+  }
+
+  /** The hasher's output (local, then sequence hashes), at least `count` u64 (a view kept while the buffer stays put). */
+  private hashOutput(count: number): BigUint64Array {
+    const output = this.output;
+    const ptr = this.ex.hashLocalPtr() >>> 0;
+    const generation = this.core.generation;
+    if (ptr !== output.ptr || output.view.length < count || output.generation !== generation) {
+      output.ptr = ptr;
+      output.generation = generation;
+      output.view = this.core.u64(ptr, count);
+    }
+    return output.view;
   }
 
   /** Fills the block for a decision on the request; returns its flags so far. */

@@ -27,7 +27,8 @@ import {
 //
 // A view is a 48-byte record in a static table of MAX_VIEWS:
 //   +0  open            u32   1 while open
-//   +4  members         ptr   u8 per slot: 1 for a member
+//   +4  memberKeys      ptr   f64 per slot: the key of a member, +Infinity for any other
+//                             slot (one load tells a decision both)
 //   +8  trees           ptr   u32 per group: its tree (0 before the group had workers)
 //   +12 groupMembers    ptr   u32 per group: members in the group
 //   +16 prefillTokens   f64   the thresholds (+Infinity: off)
@@ -56,7 +57,7 @@ export function viewIsOpen(v: u32): bool {
 
 @inline
 export function viewMember(v: u32, w: u32): bool {
-  return load<u8>(<usize>load<u32>(view(v), 4) + w) != 0;
+  return load<f64>(<usize>load<u32>(view(v), 4) + (<usize>w << 3)) != Infinity;
 }
 
 /** The view's tree for a group, or 0 when the group never had workers. */
@@ -72,9 +73,16 @@ export function viewGroupMembers(v: u32, group: u32): u32 {
   return group < load<u32>(r, 44) ? load<u32>(<usize>load<u32>(r, 12) + (<usize>group << 2)) : 0;
 }
 
+/** Members of the view in all groups. */
 @inline
-export function viewMembers(v: u32): u32 {
+export function viewMemberTotal(v: u32): u32 {
   return load<u32>(view(v), 40);
+}
+
+/** The view's member keys: f64 per slot, the key of a member, +Infinity for any other slot. */
+@inline
+export function viewMemberKeys(v: u32): usize {
+  return <usize>load<u32>(view(v), 4);
 }
 
 /** The open view with exactly these thresholds, or NIL. */
@@ -117,7 +125,7 @@ export function ledgerOpenView(prefillTokens: f64, prefillFraction: f64, decodeF
     const r = view(v);
     if (load<u32>(r) != 0) continue;
     store<u32>(r, 1);
-    store<u32>(r, <u32>regrow(0, 0, rowCapacity(), 1), 4);
+    store<u32>(r, <u32>regrow(0, 0, rowCapacity(), 8), 4);
     store<u32>(r, 0, 8);
     store<u32>(r, 0, 12);
     store<f64>(r, prefillTokens, 16);
@@ -144,17 +152,24 @@ export function ledgerCloseView(v: u32): void {
     release(<usize>load<u32>(r, 8), <usize>room << 2);
     release(<usize>load<u32>(r, 12), <usize>room << 2);
   }
-  release(<usize>load<u32>(r, 4), <usize>rowCapacity());
+  release(<usize>load<u32>(r, 4), <usize>rowCapacity() << 3);
   store<u32>(r, 0);
 }
 
-/** Member columns follow the rows' capacity (called when it grows, with the old capacity). */
+/** Member keys follow the rows' capacity (called when it grows, with the old capacity); new slots are no members. */
 export function viewsRowsGrew(oldCapacity: u32): void {
+  const cap = rowCapacity();
   for (let v: u32 = 0; v < MAX_VIEWS; v++) {
     if (!viewIsOpen(v)) continue;
     const r = view(v);
-    store<u32>(r, <u32>regrow(<usize>load<u32>(r, 4), oldCapacity, rowCapacity(), 1), 4);
+    const keys = regrow(<usize>load<u32>(r, 4), oldCapacity, cap, 8);
+    fillNone(keys, oldCapacity, cap);
+    store<u32>(r, <u32>keys, 4);
   }
+}
+
+function fillNone(keys: usize, from: u32, to: u32): void {
+  for (let w = from; w < to; w++) store<f64>(keys + (<usize>w << 3), Infinity);
 }
 
 /** Room in the view's per-group tables for groups 0..group. */
@@ -181,8 +196,8 @@ function build(v: u32): void {
   if (groups > 0) reserveGroups(r, groups - 1);
   const members = <usize>load<u32>(r, 4);
   const n = rowCount();
-  memory.fill(members, 0, <usize>rowCapacity());
-  for (let w: u32 = 0; w < n; w++) if (groupPosition(w) != NIL && standing(r, w)) store<u8>(members + w, 1);
+  fillNone(members, 0, rowCapacity());
+  for (let w: u32 = 0; w < n; w++) if (groupPosition(w) != NIL && standing(r, w)) store<f64>(members + (<usize>w << 3), keyOf(w));
   store<u32>(r, 0, 40);
   const room = load<u32>(r, 44);
   for (let g: u32 = 0; g < room; g++) {
@@ -213,7 +228,7 @@ function rebuildTree(v: u32, group: u32): void {
       continue;
     }
     const w = groupSlotAt(group, pos);
-    const member = load<u8>(members + w) != 0;
+    const member = load<f64>(members + (<usize>w << 3)) != Infinity;
     if (member) count++;
     treeFill(tree, pos, keyOf(w), member);
   }
@@ -232,13 +247,11 @@ export function rowChanged(w: u32): void {
   for (let v: u32 = 0; v < MAX_VIEWS; v++) {
     const r = view(v);
     if (load<u32>(r) == 0) continue;
-    const members = <usize>load<u32>(r, 4);
+    const members = <usize>load<u32>(r, 4) + (<usize>w << 3);
     const member = standing(r, w);
-    const was = load<u8>(members + w) != 0;
-    if (member != was) {
-      store<u8>(members + w, member ? 1 : 0);
-      setGroupMembers(r, group, member ? 1 : -1);
-    }
+    const was = load<f64>(members) != Infinity;
+    store<f64>(members, member ? key : Infinity);
+    if (member != was) setGroupMembers(r, group, member ? 1 : -1);
     treeSet(viewTree(v, group), pos, key, member);
   }
 }
@@ -255,7 +268,7 @@ export function viewsJoined(w: u32, group: u32, pos: u32): void {
     reserveGroups(r, group);
     const members = <usize>load<u32>(r, 4);
     const member = standing(r, w);
-    store<u8>(members + w, member ? 1 : 0);
+    store<f64>(members + (<usize>w << 3), member ? key : Infinity);
     const tree = viewTree(v, group);
     if (tree != 0 && pos == size - 1 && size <= treeLeaves(tree)) {
       if (member) setGroupMembers(r, group, 1);
@@ -274,8 +287,8 @@ export function viewsLeft(w: u32, group: u32, pos: u32): void {
     const r = view(v);
     if (load<u32>(r) == 0) continue;
     const members = <usize>load<u32>(r, 4);
-    const was = load<u8>(members + w) != 0;
-    store<u8>(members + w, 0);
+    const was = load<f64>(members + (<usize>w << 3)) != Infinity;
+    store<f64>(members + (<usize>w << 3), Infinity);
     if (pos == size) {
       if (was) setGroupMembers(r, group, -1);
       treeSet(viewTree(v, group), pos, Infinity, false);
