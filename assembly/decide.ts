@@ -9,7 +9,7 @@ import { viewFind } from './ledger/views';
 import { indexInput, indexInsertRouted } from './prefix-index';
 import { findMatches } from './prefix-match';
 import { outDepthsPtr, outSlotsPtr } from './prefix-slots';
-import { FALLBACK, PATH_FAST, PATH_SCAN, decideFast, plainDecision, projectPlain } from './select-fast';
+import { FALLBACK, PATH_FAST, PATH_SCAN, decideFast, fusedDecision, fusedProjectionPartial, projectFused } from './select-fast';
 import { scanDecide, scanEligibility, selectLastCost } from './select';
 
 // The fused decision: one call finds the prompt's cached prefixes, projects it
@@ -20,7 +20,7 @@ import { scanDecide, scanEligibility, selectLastCost } from './select';
 // request arrival: hash the tokens (both lists, block-hash.ts) and find their
 // matches, so the matches are in the index's output for the decision.
 //
-// The decision block, at decideBlock() (144 bytes):
+// The decision block, at decideBlock() (152 bytes):
 //   +0   promptTokens     f64  in
 //   +8   overlapCredit    f64  in
 //   +16  temperature      f64  in   0: the cheapest (fast path); > 0: softmax (scan)
@@ -47,6 +47,8 @@ import { scanDecide, scanEligibility, selectLastCost } from './select';
 //   +132 path             u32  out  PATH_FAST or PATH_SCAN (select-fast.ts)
 //   +136 bestDepth        u32  out  decideBestDepth: the deepest match on an allowed worker
 //   +140 routed           u32  out  1 when the booking recorded the prompt as routed in the index
+//   +144 partial          u32  out  1 when the fast path left workers it did not need out of
+//                                   the projection (its columns then do not describe the request)
 // The counts of the decision are at selectCountsPtr() (select.ts).
 
 export const FLAG_FIND: u32 = 1;
@@ -54,7 +56,7 @@ export const FLAG_BOOK: u32 = 2;
 export const FLAG_SCAN: u32 = 4;
 export const FLAG_ELIGIBILITY: u32 = 8;
 
-const block: usize = memory.data(144, 8);
+const block: usize = memory.data(152, 8);
 
 export function decideBlock(): usize {
   return block;
@@ -161,12 +163,13 @@ export function decideRun(): i32 {
   const temperature = f64At(16);
   setU32(128, NIL);
   setU32(140, 0);
+  setU32(144, 0);
   let view = NIL;
   if ((flags & (FLAG_SCAN | FLAG_ELIGIBILITY)) == 0 && !(temperature > 0) && costMatchesConfigured(kind, scale, weight, blockSize)) {
     view = viewFind(prefillTokens, prefillFraction, decodeFraction);
   }
-  const plain = view != NIL && plainDecision();
-  if (plain) projectPlain(view, seqPtr, blocks, promptTokens, blockSize, outSlotsPtr(), outDepthsPtr(), u32At(116));
+  const fused = view != NIL && fusedDecision();
+  if (fused) projectFused(view, seqPtr, blocks, promptTokens, blockSize, outSlotsPtr(), outDepthsPtr(), u32At(116));
   else ledgerProject(seqPtr, blocks, promptTokens, blockSize, outSlotsPtr(), outDepthsPtr(), u32At(116));
   if (flags & FLAG_ELIGIBILITY) {
     scanEligibility(prefillTokens, prefillFraction, decodeFraction);
@@ -175,9 +178,14 @@ export function decideRun(): i32 {
     setU32(132, PATH_SCAN);
     return -1;
   }
-  const slot0 = view != NIL ? decideFast(view, plain) : FALLBACK;
+  const slot0 = view != NIL ? decideFast(view, fused) : FALLBACK;
   setU32(132, slot0 == FALLBACK ? PATH_SCAN : PATH_FAST);
+  // The scan reads every worker's projection: make it whole again.
+  if (slot0 == FALLBACK && fused && fusedProjectionPartial()) {
+    ledgerProject(seqPtr, blocks, promptTokens, blockSize, outSlotsPtr(), outDepthsPtr(), u32At(116));
+  }
   const slot = slot0 == FALLBACK ? scanDecide(prefillTokens, prefillFraction, decodeFraction, temperature) : slot0;
+  setU32(144, fused && slot0 != FALLBACK && fusedProjectionPartial() ? 1 : 0);
   constraintsEnd();
   store<f64>(block + 72, selectLastCost());
   setU32(120, <u32>slot);

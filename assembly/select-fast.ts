@@ -20,7 +20,7 @@ import {
   markOf,
   setMark,
 } from './constraints';
-import { COST_KV, costMatchesConfigured, costTouched, costUntouched } from './cost/kind';
+import { COST_KV, costBound, costMatchesConfigured, costTouched, costUntouched } from './cost/kind';
 import { NIL, grownCapacity, regrow } from './grow';
 import { groupAvailable, groupCount, groupPosition, groupRank, groupSlotAt } from './ledger/groups';
 import {
@@ -33,6 +33,7 @@ import {
   isTouched,
   recordDepth,
   recordHeld,
+  recordOf,
   withDepth,
   ledgerProjectedBlockSize,
   ledgerTouchedCount,
@@ -93,10 +94,14 @@ let explicit: usize = 0;
 let outside: usize = 0;
 let atMinList: usize = 0;
 let peeled: usize = 0;
+// One bit per slot: the workers holding the prompt's hashes, during projectFused.
+let holderBits: usize = 0;
 // Per group: explicit members at its minimum key, its floor, its untouched count at the floor.
 let scratchGroups: u32 = 0;
 let atMin: usize = 0;
 let floors: usize = 0;
+// Per group, the bound of the current depth (fusedMatches).
+let bounds: usize = 0;
 let untouched: usize = 0;
 let candidates: usize = 0;
 
@@ -116,6 +121,7 @@ function reserveScratch(rows: u32, groups: u32): void {
     explicit = regrow(explicit, scratchRows, cap, 4);
     outside = regrow(outside, scratchRows, cap, 4);
     atMinList = regrow(atMinList, scratchRows, cap, 4);
+    holderBits = regrow(holderBits, scratchRows >> 3, cap >> 3, 1);
     scratchRows = cap;
   }
   if (peeled == 0) peeled = regrow(0, 0, PEEL_BUDGET, 4);
@@ -123,6 +129,7 @@ function reserveScratch(rows: u32, groups: u32): void {
     const cap = grownCapacity(scratchGroups, groups);
     atMin = regrow(atMin, scratchGroups, cap, 4);
     floors = regrow(floors, scratchGroups, cap, 8);
+    bounds = regrow(bounds, scratchGroups, cap, 8);
     untouched = regrow(untouched, scratchGroups, cap, 4);
     candidates = regrow(candidates, scratchGroups, cap, 4);
     scratchGroups = cap;
@@ -210,55 +217,155 @@ function prepareGroups(v: u32): void {
   explicitPending = false;
 }
 
-/** Whether a decision on view v is plain: one taint group, no group table, no exclusions, no allow-list. */
-export function plainDecision(): bool {
-  return groupCount() == 1 && !groupTableUsed() && exclusionCount() == 0 && allowListCount() < 0;
+/** Whether the fused decision may project and cost in one pass (projectFused): it has no allow-list. */
+export function fusedDecision(): bool {
+  return allowListCount() < 0;
 }
 
 /**
- * The fused decision's projection and step 1 in one pass, for a plain
- * decision on view v: the held counts first (ledger/projection.ts), then
- * each (slot, depth) of the index's matches (findMatches reports a slot
- * once) is recorded in its TOUCH record and, for a member, costed right
- * away; last the workers that only hold hashes. Then decideFast(v, true)
- * takes the steps after it. One pass over the matches, each touched worker's
- * records read once.
+ * The fused decision's projection and step 1 in one pass, for a decision on
+ * view v without an allow-list: the held counts first (ledger/projection.ts),
+ * then each (slot, depth) of the index's matches (findMatches reports a slot
+ * once) is recorded in its TOUCH record and, for a member of an allowed
+ * group, noted as explicit and costed unless excluded, right away; last the
+ * workers that only hold hashes. Then decideFast(v, true) takes the steps
+ * after it. One pass over the matches, each touched worker's records read
+ * once; workers that cannot matter are skipped (fusedMatches).
  */
-export function projectPlain(v: u32, seqPtr: usize, seqCount: u32, promptTokens: u32, blockSize: u32, slotsPtr: usize, depthsPtr: usize, count: u32): void {
+export function projectFused(v: u32, seqPtr: usize, seqCount: u32, promptTokens: u32, blockSize: u32, slotsPtr: usize, depthsPtr: usize, count: u32): void {
   projectionStart(promptTokens, blockSize, seqCount);
   projectHeld(seqPtr, seqCount);
   prepareGroups(v);
+  const holders = ledgerTouchedCount();
+  const list = ledgerTouchedPtr();
+  for (let i: u32 = 0; i < holders; i++) setHolder(load<u32>(list + (<usize>i << 2)), true);
+  projectionPartial = false;
+  // One group, all of it allowed at multiplier 1, nothing excluded: the
+  // explicit workers are the touched members, listed only if needed.
+  const plain = groupCount() == 1 && !groupTableUsed() && exclusionCount() == 0;
+  if (plain) fusedMatchesPlain(v, slotsPtr, depthsPtr, count);
+  else fusedMatchesGrouped(v, slotsPtr, depthsPtr, count);
+  // The workers that hold prompt hashes without a cached prefix.
+  for (let i: u32 = 0; i < holders; i++) {
+    const w = load<u32>(list + (<usize>i << 2));
+    setHolder(w, false);
+    if (depthOf(w) != 0 || !viewMember(v, w)) continue;
+    const g = groupOf(w);
+    if (!groupAllowed(g)) continue;
+    if (plain) {
+      if (keyOf(w) == load<f64>(floors)) setU32(atMin, 0, u32At(atMin, 0) + 1);
+    } else {
+      noteExplicit(w, g);
+    }
+    if (!barred(w)) offerTie(w, costOf(w, g));
+  }
+  explicitPending = plain;
+}
+
+let projectionPartial = false;
+
+// Two functions of their own, each a copy of the loop with its branches on
+// `plain` folded away (and few enough live values to stay in registers).
+function fusedMatchesPlain(v: u32, slots: usize, depths: usize, count: u32): void {
+  fusedMatches(v, slots, depths, count, true);
+}
+
+function fusedMatchesGrouped(v: u32, slots: usize, depths: usize, count: u32): void {
+  fusedMatches(v, slots, depths, count, false);
+}
+
+/**
+ * Whether the last projectFused left matches out of the projection (skipped
+ * ones): a scan after it needs the whole projection again.
+ */
+export function fusedProjectionPartial(): bool {
+  return projectionPartial;
+}
+
+@inline
+function isHolder(slot: u32): bool {
+  return (load<u8>(holderBits + (<usize>slot >> 3)) & (<u8>1 << <u8>(slot & 7))) != 0;
+}
+
+@inline
+function setHolder(slot: u32, on: bool): void {
+  const p = holderBits + (<usize>slot >> 3);
+  const bit = <u8>1 << <u8>(slot & 7);
+  store<u8>(p, on ? load<u8>(p) | bit : load<u8>(p) & ~bit);
+}
+
+/**
+ * projectFused over `count` matches at (slots, depths), last first: the index
+ * reports the workers that match deepest last, and their costs bound the
+ * rest early. A worker holding none of the prompt's hashes whose bound
+ * (costBound at its depth and its group's minimum key, times its group's
+ * multiplier) exceeds the cheapest so far costs more than the pick and no
+ * less than its key's untouched floor, so no later step of a fast decision
+ * needs it (an excluded one is taken up as untouched by collectExclusions):
+ * it is skipped, and so are the workers of groups the request may not use,
+ * leaving the projection partial. Every other match is recorded in its TOUCH
+ * record and, for a member, costed. Running values are locals.
+ */
+@inline
+function fusedMatches(v: u32, slots: usize, depths: usize, count: u32, plain: bool): void {
   const n = rowCount();
   const records = projectionColumn(COL_TOUCH);
   const list = ledgerTouchedPtr();
-  const holders = ledgerTouchedCount();
-  let listed = holders;
+  let listed = ledgerTouchedCount();
   const keys = viewMemberKeys(v);
+  const fresh = freshRecord(0);
   const tied = ties;
-  const min = load<f64>(floors);
+  let best = tieCost;
+  let tiedCount = tieCount;
   let atMinimum: u32 = 0;
-  let best: f64 = Infinity;
-  let tiedCount: u32 = 0;
-  for (let i: u32 = 0; i < count; i++) {
-    const slot = load<u32>(slotsPtr + (<usize>i << 2));
-    const depth = load<u32>(depthsPtr + (<usize>i << 2));
+  let skipped = false;
+  let boundDepth: u32 = 0xffffffff;
+  let bound: f64 = -Infinity;
+  const groups = groupCount();
+  for (let i = count; i > 0; ) {
+    i--;
+    const slot = load<u32>(slots + (<usize>i << 2));
+    const depth = load<u32>(depths + (<usize>i << 2));
     if (slot >= n || depth == 0) continue;
+    const g = plain ? 0 : groupOf(slot);
+    if (!plain && !groupAllowed(g)) {
+      skipped = true;
+      continue;
+    }
+    if (!isHolder(slot)) {
+      // Matches come in runs of one depth: the groups' bounds change with it.
+      if (depth != boundDepth) {
+        boundDepth = depth;
+        if (plain) {
+          bound = costBound(load<f64>(floors), depth);
+        } else {
+          for (let h: u32 = 0; h < groups; h++) store<f64>(bounds + (<usize>h << 3), costBound(load<f64>(floors + (<usize>h << 3)), depth) * groupMultiplier(h));
+        }
+      }
+      if ((plain ? bound : load<f64>(bounds + (<usize>g << 3))) > best) {
+        skipped = true;
+        continue;
+      }
+    }
     const t = records + (<usize>slot << 3);
-    const record = load<u64>(t);
-    let held: u32 = 0;
+    let record = load<u64>(t);
     if (!isCurrent(record)) {
       store<u32>(list + (<usize>listed << 2), slot);
       listed++;
-      store<u64>(t, freshRecord(depth));
-    } else {
-      if (recordDepth(record) != 0) continue;
-      held = recordHeld(record);
-      store<u64>(t, withDepth(record, depth));
+      record = fresh;
+    } else if (recordDepth(record) != 0) {
+      continue;
     }
+    store<u64>(t, withDepth(record, depth));
     const key = load<f64>(keys + (<usize>slot << 3));
     if (key == Infinity) continue;
-    if (key == min) atMinimum++;
-    const cost = costTouched(slot, key, depth, held);
+    if (plain) {
+      if (key == load<f64>(floors)) atMinimum++;
+    } else {
+      noteExplicit(slot, g);
+      if (barred(slot)) continue;
+    }
+    const cost = costTouched(slot, key, depth, recordHeld(record)) * (plain ? 1.0 : groupMultiplier(g));
     if (cost < best) {
       best = cost;
       tiedCount = 0;
@@ -269,27 +376,10 @@ export function projectPlain(v: u32, seqPtr: usize, seqCount: u32, promptTokens:
     }
   }
   adoptTouched(listed);
-  for (let i: u32 = 0; i < holders; i++) {
-    const w = load<u32>(list + (<usize>i << 2));
-    const record = load<u64>(records + (<usize>w << 3));
-    if (recordDepth(record) != 0) continue;
-    const key = load<f64>(keys + (<usize>w << 3));
-    if (key == Infinity) continue;
-    if (key == min) atMinimum++;
-    const cost = costTouched(w, key, 0, recordHeld(record));
-    if (cost < best) {
-      best = cost;
-      tiedCount = 0;
-    }
-    if (cost == best) {
-      store<u32>(tied + (<usize>tiedCount << 2), w);
-      tiedCount++;
-    }
-  }
-  setU32(atMin, 0, atMinimum);
   tieCost = best;
   tieCount = tiedCount;
-  explicitPending = true;
+  if (plain) setU32(atMin, 0, u32At(atMin, 0) + atMinimum);
+  if (skipped) projectionPartial = true;
 }
 
 /** Touched members of allowed groups: explicit, costed unless barred, counted at their group's minimum. */

@@ -65,6 +65,7 @@ const U = {
   path: 33,
   bestDepth: 34,
   routed: 35,
+  partial: 36,
 } as const;
 const FLAG_FIND = 1;
 const FLAG_BOOK = 2;
@@ -72,12 +73,37 @@ const FLAG_SCAN = 4;
 const FLAG_ELIGIBILITY = 8;
 const PATH_FAST = 1;
 const NONE = -1;
+const NEVER_BUSY: readonly [number, number, number] = Object.freeze([Infinity, Infinity, Infinity]);
 
 /** The decision block and the counts, as views (made again when memory grows). */
 interface BlockViews {
   f64: Float64Array;
   u32: Uint32Array;
   counts: Uint32Array;
+}
+
+/**
+ * A view of one of the core's staging buffers, kept while the buffer stays
+ * put (made again when it moved, grew past the view, or memory grew and
+ * detached it): a typed array over core memory costs as much as the copy.
+ */
+class Staged<T extends Uint8Array | Uint32Array | Float64Array> {
+  private ptr = -1;
+  private view: T | null = null;
+
+  constructor(private readonly make: (ptr: number, length: number) => T) {}
+
+  /** Copies values to the buffer at ptr (room for them reserved). */
+  write(ptr: number, values: ArrayLike<number>): void {
+    if (values.length === 0) return;
+    let view = this.view;
+    if (!view || ptr !== this.ptr || view.length < values.length) {
+      view = this.make(ptr, values.length);
+      this.view = view;
+      this.ptr = ptr;
+    }
+    view.set(values);
+  }
 }
 
 /** Where a prompt's hashes and matches are in core memory, and since which writes. */
@@ -92,13 +118,22 @@ export class Decider implements DecisionKernel {
   private readonly ex: DecideExports & HashExports & CoreExports;
   private readonly ledger: LoadTable;
   private readonly block: number;
-  private viewsGeneration = -1;
   private blockViews: BlockViews = { f64: new Float64Array(0), u32: new Uint32Array(0), counts: new Uint32Array(0) };
   private readonly hashes: Residency = { local: null, epoch: -1 };
   private readonly slab = new HashSlab();
+  // The constraints' staging buffers in the core.
+  private readonly staged = {
+    allowed: new Staged((ptr, n) => this.core.u32(ptr, n)),
+    excluded: new Staged((ptr, n) => this.core.u32(ptr, n)),
+    groupAllowed: new Staged((ptr, n) => this.core.u8(ptr, n)),
+    groupMultipliers: new Staged((ptr, n) => this.core.f64(ptr, n)),
+  };
   // Views of the hasher's input and output, while their buffers do not move.
-  private readonly input: { ptr: number; tokens: number; generation: number; view: Uint32Array } = { ptr: 0, tokens: 0, generation: -1, view: new Uint32Array(0) };
-  private readonly output: { ptr: number; generation: number; view: BigUint64Array } = { ptr: 0, generation: -1, view: new BigUint64Array(0) };
+  private readonly input: { ptr: number; tokens: number; view: Uint32Array } = { ptr: 0, tokens: 0, view: new Uint32Array(0) };
+  private readonly output: { ptr: number; view: BigUint64Array } = { ptr: 0, view: new BigUint64Array(0) };
+  // The last cost and busy thresholds seen, checked and converted once per object.
+  private checkedCost: DecisionCost | null = null;
+  private readonly limitsOf = new WeakMap<BusyThresholds, readonly [number, number, number]>();
   private readonly matches: Residency & { count: number } = { local: null, epoch: -1, count: 0 };
 
   /** The hasher, ledger and selector of one Core (its PrefixIndex lives there too). */
@@ -185,11 +220,9 @@ export class Decider implements DecisionKernel {
   private tokenInput(n: number): Uint32Array {
     const input = this.input;
     const ptr = this.ex.hashReserveInput(4 * n) >>> 0;
-    const generation = this.core.generation;
-    if (ptr !== input.ptr || n > input.tokens || input.generation !== generation) {
+    if (ptr !== input.ptr || n > input.tokens || input.view.length === 0) {
       input.ptr = ptr;
       input.tokens = n;
-      input.generation = generation;
       input.view = this.core.u32(ptr, n);
     }
     return input.view;
@@ -199,10 +232,8 @@ export class Decider implements DecisionKernel {
   private hashOutput(count: number): BigUint64Array {
     const output = this.output;
     const ptr = this.ex.hashLocalPtr() >>> 0;
-    const generation = this.core.generation;
-    if (ptr !== output.ptr || output.view.length < count || output.generation !== generation) {
+    if (ptr !== output.ptr || output.view.length < count) {
       output.ptr = ptr;
-      output.generation = generation;
       output.view = this.core.u64(ptr, count);
     }
     return output.view;
@@ -212,10 +243,13 @@ export class Decider implements DecisionKernel {
   private stageRequest(request: DecisionRequest): number {
     const { cost, prompt } = request;
     checkCount('promptTokens', request.promptTokens);
-    checkTemperature(cost.temperature);
-    costWeights(cost);
-    const limits = busyLimits(request.busy ?? undefined);
-    this.ledger.configureCost({ kind: cost.kind, scale: cost.prefillLoadScale, weight: cost.activeRequestWeight, blockSize: this.blockSize });
+    if (cost !== this.checkedCost) {
+      checkTemperature(cost.temperature);
+      costWeights(cost);
+      this.ledger.configureCost({ kind: cost.kind, scale: cost.prefillLoadScale, weight: cost.activeRequestWeight, blockSize: this.blockSize });
+      this.checkedCost = cost;
+    }
+    const limits = this.limits(request.busy);
     this.ledger.openLimits(limits);
     this.stagePrompt(prompt);
     let flags = 0;
@@ -234,6 +268,20 @@ export class Decider implements DecisionKernel {
     u32[U.kind] = cost.kind;
     u32[U.matches] = this.matches.count;
     return flags;
+  }
+
+  /**
+   * Busy thresholds as the core takes them, checked once per object: callers
+   * give a class's thresholds a new object when they change them.
+   */
+  private limits(busy: BusyThresholds | null): readonly [number, number, number] {
+    if (!busy) return NEVER_BUSY;
+    let limits = this.limitsOf.get(busy);
+    if (!limits) {
+      limits = busyLimits(busy);
+      this.limitsOf.set(busy, limits);
+    }
+    return limits;
   }
 
   /** The prompt's hashes in core memory: where prepare left them, or copied in again. */
@@ -265,37 +313,39 @@ export class Decider implements DecisionKernel {
   }
 
   private stageConstraints(constraints: DecisionConstraints): void {
-    const { u32 } = this.views();
     const { slots, excluded, groups } = constraints;
-    u32[U.listCount] = slots ? this.stageSlots(slots, 'allowed') : NONE;
-    u32[U.excludedCount] = excluded ? this.stageSlots(excluded, 'excluded') : 0;
+    const ex = this.ex;
+    let list = NONE;
+    let exclusions = 0;
+    let groupCount = NONE;
+    if (slots) {
+      ex.selectReserveAllowed(slots.length);
+      this.staged.allowed.write(ex.selectAllowedPtr() >>> 0, slots);
+      list = slots.length;
+    }
+    if (excluded) {
+      ex.selectReserveExcluded(excluded.length);
+      this.staged.excluded.write(ex.selectExcludedPtr() >>> 0, excluded);
+      exclusions = excluded.length;
+    }
     if (groups) {
       const n = groups.allowed.length;
       if (groups.multipliers.length !== n) throw new RangeError(`the group table has ${n} allowed flags but ${groups.multipliers.length} multipliers`);
-      this.ex.selectReserveGroups(n);
-      this.core.u8(this.ex.selectGroupAllowedPtr() >>> 0, n).set(groups.allowed);
-      this.core.f64(this.ex.selectGroupMultiplierPtr() >>> 0, n).set(groups.multipliers);
-      this.views().u32[U.groupCount] = n;
-    } else {
-      this.views().u32[U.groupCount] = NONE;
+      ex.selectReserveGroups(n);
+      this.staged.groupAllowed.write(ex.selectGroupAllowedPtr() >>> 0, groups.allowed);
+      this.staged.groupMultipliers.write(ex.selectGroupMultiplierPtr() >>> 0, groups.multipliers);
+      groupCount = n;
     }
+    const { u32 } = this.views();
+    u32[U.listCount] = list;
+    u32[U.excludedCount] = exclusions;
+    u32[U.groupCount] = groupCount;
   }
 
-  private stageSlots(slots: Uint32Array, list: 'allowed' | 'excluded'): number {
-    const n = slots.length;
-    if (list === 'allowed') {
-      this.ex.selectReserveAllowed(n);
-      if (n > 0) this.core.u32(this.ex.selectAllowedPtr() >>> 0, n).set(slots);
-    } else {
-      this.ex.selectReserveExcluded(n);
-      if (n > 0) this.core.u32(this.ex.selectExcludedPtr() >>> 0, n).set(slots);
-    }
-    return n;
-  }
-
-  /** After a decideRun: the projection and the matches it left. */
+  /** After a decideRun: the projection (when whole) and the matches it left. */
   private afterRun(request: DecisionRequest): void {
-    this.ledger.markProjected(request.promptTokens, this.blockSize);
+    if (this.views().u32[U.partial] === 0) this.ledger.markProjected(request.promptTokens, this.blockSize);
+    else this.ledger.forgetProjection();
     if (this.views().u32[U.flags]! & FLAG_FIND) this.noteMatches(request.prompt);
   }
 
@@ -321,13 +371,16 @@ export class Decider implements DecisionKernel {
     return { present: c[0]!, available: c[1]!, allowed: c[2]!, overloaded: c[3]!, eligible: c[4]! };
   }
 
+  /**
+   * The block's views, made again only once memory grew: growing detaches
+   * every view of the old buffer, which then reads as length 0 (cheaper to
+   * check than the memory's buffer on every call).
+   */
   private views(): BlockViews {
-    const generation = this.core.generation;
-    if (generation !== this.viewsGeneration) {
-      this.viewsGeneration = generation;
+    if (this.blockViews.u32.length === 0) {
       this.blockViews = {
         f64: this.core.f64(this.block, 18),
-        u32: this.core.u32(this.block, 36),
+        u32: this.core.u32(this.block, 38),
         counts: this.core.u32(this.ex.selectCountsPtr() >>> 0, 5),
       };
     }

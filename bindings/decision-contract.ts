@@ -34,7 +34,7 @@ export const NO_CONSTRAINTS: DecisionConstraints = Object.freeze({ slots: null, 
 /** Cost kinds of the core (assembly/cost/kind.ts). */
 export const CostKind = { kv: 0 } as const;
 
-/** The cost a decision minimises and its picker's temperature. */
+/** The cost a decision minimises and its picker's temperature (checked once per object). */
 export interface DecisionCost {
   readonly kind: number;
   readonly overlapCredit: number;
@@ -47,7 +47,10 @@ export interface DecisionCost {
 export interface DecisionRequest {
   readonly prompt: PromptHashes;
   readonly promptTokens: number;
-  /** Busy thresholds of the request's class; null: never busy. */
+  /**
+   * Busy thresholds of the request's class; null: never busy. Read once per
+   * object: changed thresholds come as a new object.
+   */
   readonly busy: BusyThresholds | null;
   readonly constraints: DecisionConstraints;
   readonly cost: DecisionCost;

@@ -255,6 +255,12 @@ export class LoadTable implements LoadLedger {
     this.markProjected(request.promptTokens, request.blockSize);
   }
 
+  /** The core's last projection does not describe a whole request (a fast decision pruned it). */
+  forgetProjection(): void {
+    this.projectedAt = -1;
+    this.projections++;
+  }
+
   /** Records a projection the core made itself (the fused decision) as the current one. */
   markProjected(promptTokens: number, blockSize: number): void {
     this.projections++;

@@ -9,6 +9,7 @@ import { kvClamped, kvClampedCost, kvConstant, kvKey, kvUnclamped } from './kv';
 //   touched(w, key, O, H)   the exact cost of a worker the request touches
 //                           (cached prefix depth O, prompt hashes held active H)
 //   untouched(key)    the cost of every other worker,
+//   bound(minKey, O)  a lower bound on touched(w, key, O, 0) for key >= minKey,
 // with untouched(key) == touched(w, key, 0, 0) bit for bit and non-decreasing
 // in key, so the cheapest untouched workers are the smallest keys. A new kind
 // adds a case to each switch below (and its parameters to costBegin).
@@ -98,6 +99,22 @@ export function costTouched(w: u32, key: f64, depth: u32, held: u32): f64 {
         return kvClampedCost(decodeOf(w), seqCount, held, requestsOf(w), weight);
       }
       return kvUnclamped(key, constant, credited, held, scale);
+    }
+  }
+}
+
+/**
+ * A lower bound on costTouched(w, key, depth, 0) over every member whose key
+ * is at least minKey (computed with the same operations, so it holds in
+ * floating point too), or -Infinity when the kind has none at this depth.
+ */
+@inline
+export function costBound(minKey: f64, depth: u32): f64 {
+  switch (kind) {
+    default: {
+      const credited = credit * <f64>depth;
+      // A clamped prefill term is not bounded by the key.
+      return credited > promptBlocks ? -Infinity : kvUnclamped(minKey, constant, credited, 0, scale);
     }
   }
 }

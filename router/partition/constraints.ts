@@ -2,8 +2,9 @@
 // use (a pin, the caller's allowed workers), the slots it must not (earlier
 // failures), and its taint groups' table. The caller's allowed set is turned
 // into slots once per set (by identity) while the workers stay the same, and a
-// request's taint table once per request while the groups stay the same, so a
-// decision costs time in its own lists, never in the fleet.
+// request's taint table once per request while the groups stay the same (a
+// request's decisions come one after another: cached tokens, capacity,
+// admission), so a decision costs time in its own lists, never in the fleet.
 import { NO_CONSTRAINTS, type DecisionConstraints, type GroupTable } from '../../bindings/decision-contract.js';
 import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
 import type { WorkerSet } from './worker-set.js';
@@ -11,14 +12,18 @@ import type { RoutedRequest } from './types.js';
 
 const NOTHING = new Uint32Array(0);
 
-interface Versioned<T> {
+/** Allowed sets whose slots are kept: the sets of the last few decisions (a class's pool, a request's own). */
+const ALLOWED_KEPT = 8;
+
+interface Kept<K, V> {
+  key: K;
   version: number;
-  value: T;
+  value: V;
 }
 
 export class Constraints {
-  private readonly allowedSlots = new WeakMap<readonly WorkerKey[], Versioned<Uint32Array>>();
-  private readonly tables = new WeakMap<RoutedRequest, Versioned<GroupTable | null>>();
+  private readonly allowedSlots: Kept<readonly WorkerKey[], Uint32Array>[] = [];
+  private table: Kept<RoutedRequest | null, GroupTable | null> = { key: null, version: -1, value: null };
 
   constructor(private readonly workers: WorkerSet) {}
 
@@ -38,13 +43,15 @@ export class Constraints {
 
   /** The request's taint-group table (null without taints). */
   tableOf(request: RoutedRequest): GroupTable | null {
+    if (request.requiredTaints.length === 0 && request.preferredTaints.length === 0) return null;
     const version = this.workers.groups.count;
-    let memo = this.tables.get(request);
-    if (!memo || memo.version !== version) {
-      memo = { version, value: this.workers.groups.tableFor(request.requiredTaints, request.preferredTaints) };
-      this.tables.set(request, memo);
+    const kept = this.table;
+    if (kept.key !== request || kept.version !== version) {
+      kept.key = request;
+      kept.version = version;
+      kept.value = this.workers.groups.tableFor(request.requiredTaints, request.preferredTaints);
     }
-    return memo.value;
+    return kept.value;
   }
 
   /** A pin (within the allowed set) or the allowed set as slots; null when neither restricts. */
@@ -57,12 +64,22 @@ export class Constraints {
     }
     if (!allowed) return null;
     const version = this.workers.version;
-    let memo = this.allowedSlots.get(allowed);
-    if (!memo || memo.version !== version) {
-      memo = { version, value: this.slotList(allowed) };
-      this.allowedSlots.set(allowed, memo);
+    const kept = this.allowedSlots;
+    for (let i = 0; i < kept.length; i++) {
+      const k = kept[i]!;
+      if (k.key !== allowed) continue;
+      if (k.version !== version) {
+        k.version = version;
+        k.value = this.slotList(allowed);
+      }
+      // Most recently used first.
+      if (i > 0) kept.unshift(...kept.splice(i, 1));
+      return k.value;
     }
-    return memo.value;
+    const slots = this.slotList(allowed);
+    kept.unshift({ key: allowed, version, value: slots });
+    if (kept.length > ALLOWED_KEPT) kept.pop();
+    return slots;
   }
 
   /** The slots of registered workers among keys. */
