@@ -130,33 +130,26 @@ export function hashPrompt(tokenCount: u32, blockSize: u32, seed: u64): u32 {
   const blockBytes = <usize>blockSize << 2;
   const keyFirst = pairKeyFirst(seed);
   const keySecond = pairKeySecond(seed);
+  // Two loops, the long path's with its secret derived once: a choice inside
+  // one loop would cost every block a branch.
   if (blockBytes >= LONG_MIN_BYTES && blockBytes <= LONG_MAX_BYTES) {
     const secret = longSecret(seed);
-    let previous = hashLongWith(input, blockBytes, secret);
-    store<u64>(output, previous);
-    store<u64>(sequence, previous);
-    let at = input + blockBytes;
-    for (let i: usize = 1; i < count; i++) {
-      const local = hashLongWith(at, blockBytes, secret);
-      store<u64>(output + (i << 3), local);
-      previous = xxh3PairKeyed(previous, local, keyFirst, keySecond);
-      store<u64>(sequence + (i << 3), previous);
-      at += blockBytes;
-    }
-    return <u32>count;
-  }
-  let previous = xxh3(input, blockBytes, seed);
-  store<u64>(output, previous);
-  store<u64>(sequence, previous);
-  let at = input + blockBytes;
-  for (let i: usize = 1; i < count; i++) {
-    const local = xxh3(at, blockBytes, seed);
-    store<u64>(output + (i << 3), local);
-    previous = xxh3PairKeyed(previous, local, keyFirst, keySecond);
-    store<u64>(sequence + (i << 3), previous);
-    at += blockBytes;
+    let previous = link(0, hashLongWith(input, blockBytes, secret), 0, keyFirst, keySecond);
+    for (let i: usize = 1; i < count; i++) previous = link(i, hashLongWith(input + i * blockBytes, blockBytes, secret), previous, keyFirst, keySecond);
+  } else {
+    let previous = link(0, xxh3(input, blockBytes, seed), 0, keyFirst, keySecond);
+    for (let i: usize = 1; i < count; i++) previous = link(i, xxh3(input + i * blockBytes, blockBytes, seed), previous, keyFirst, keySecond);
   }
   return <u32>count;
+}
+
+/** Stores block i's local hash and its sequence hash (chained to `previous`, the first block's is its own); returns the latter. */
+@inline
+function link(i: usize, local: u64, previous: u64, keyFirst: u64, keySecond: u64): u64 {
+  const chained = i == 0 ? local : xxh3PairKeyed(previous, local, keyFirst, keySecond);
+  store<u64>(output + (i << 3), local);
+  store<u64>(sequence + (i << 3), chained);
+  return chained;
 }
 
 /** XXH3-64 of the first len bytes of the input buffer. */

@@ -55,7 +55,6 @@ export {
   selectEligibility,
   selectCost,
   selectPick,
-  selectRun,
 } from './select';
 export { selectDecide, selectLastPath } from './select-fast';
 export { decideBlock, decidePrepare, decideMatch, decideBestDepth, decideRun } from './decide';

@@ -74,8 +74,12 @@ import { treeCount, treeCountBefore, treeIsMember, treeMin, treeNext, treeNthAtM
 // A small allow-list (at most 1/LIST_SHARE of the rows, e.g. a pin) is
 // evaluated slot by slot instead; a large one bars the members off it (found
 // by one pass over the rows' bytes), unless they are most of them.
-// Its cost grows with the touched and barred workers: a prefix cached on every
-// worker touches them all, and the decision is then as slow as the scan.
+// The fused decision (decide.ts) without an allow-list takes step 1 while it
+// projects (projectFused): one pass over the index's matches, deepest first,
+// in which a match whose cost bound already exceeds the best so far is not
+// even recorded. Otherwise step 1 reads the projection's touched list.
+// Its cost grows with the touched workers that can matter: a prefix cached on
+// every worker touches them all, and the decision then costs a pass over them.
 // Counts come from the groups' and views' running counts (plus one pass over
 // an allow-list and the exclusions), so they are exact on both paths.
 
@@ -108,7 +112,7 @@ let candidates: usize = 0;
 let tieCount: u32 = 0;
 let tieCost: f64 = Infinity;
 let explicitCount: u32 = 0;
-/** collectTouchedPlain counted the touched members without listing them as explicit. */
+/** projectFused counted the touched members without listing them as explicit. */
 let explicitPending = false;
 let outsideCount: u32 = 0;
 let peeledCount: u32 = 0;
@@ -384,10 +388,6 @@ function fusedMatches(v: u32, slots: usize, depths: usize, count: u32, plain: bo
 
 /** Touched members of allowed groups: explicit, costed unless barred, counted at their group's minimum. */
 function collectTouched(v: u32): void {
-  if (groupCount() == 1 && !groupTableUsed() && exclusionCount() == 0 && outsideCount == 0) {
-    collectTouchedPlain(v);
-    return;
-  }
   const touched = ledgerTouchedCount();
   for (let i: u32 = 0; i < touched; i++) {
     const w = touchedAt(i);
@@ -399,46 +399,7 @@ function collectTouched(v: u32): void {
   }
 }
 
-/**
- * collectTouched for one group, no group table and nothing barred (most
- * decisions): every touched member is costed, and the explicit list is the
- * touched members (listed only if a later step needs it, ensureExplicit).
- * Columns and running values are locals: the loop's stores would otherwise
- * make every iteration reload them.
- */
-function collectTouchedPlain(v: u32): void {
-  const touched = ledgerTouchedCount();
-  const list = ledgerTouchedPtr();
-  const keys = viewMemberKeys(v);
-  const records = projectionColumn(COL_TOUCH);
-  const tied = ties;
-  const min = load<f64>(floors);
-  let atMinimum: u32 = 0;
-  let best = tieCost;
-  let count = tieCount;
-  for (let i: u32 = 0; i < touched; i++) {
-    const w = load<u32>(list + (<usize>i << 2));
-    const key = load<f64>(keys + (<usize>w << 3));
-    if (key == Infinity) continue;
-    if (key == min) atMinimum++;
-    const record = load<u64>(records + (<usize>w << 3));
-    const cost = costTouched(w, key, recordDepth(record), recordHeld(record));
-    if (cost < best) {
-      best = cost;
-      count = 0;
-    }
-    if (cost == best) {
-      store<u32>(tied + (<usize>count << 2), w);
-      count++;
-    }
-  }
-  setU32(atMin, 0, u32At(atMin, 0) + atMinimum);
-  tieCost = best;
-  tieCount = count;
-  explicitPending = true;
-}
-
-/** Lists the explicit workers when collectTouchedPlain left them implicit. */
+/** Lists the explicit workers when projectFused left them implicit (the touched members). */
 function ensureExplicit(v: u32): void {
   if (!explicitPending) return;
   explicitPending = false;
@@ -750,10 +711,12 @@ export function selectLastPath(): u32 {
 }
 
 /**
- * A decision with selectRun's parameters and result, on the fast path when a
- * view with these thresholds is open and the cost is the configured one (at
- * temperature 0, without TAINT weights); `forceScan` makes it run the full
- * scan (which also fills the selector's columns).
+ * Eligibility, cost and pick in one call: the same columns, counts, random
+ * draws and result as selectEligibility, selectCost and selectPick called in
+ * turn, on the fast path when a view with these thresholds is open and the
+ * cost is the configured one (at temperature 0, without TAINT weights);
+ * `forceScan` makes it run the full scan (which also fills the selector's
+ * columns).
  */
 export function selectDecide(
   allowedCount: i32,

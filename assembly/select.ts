@@ -1,6 +1,5 @@
 import {
   MULT_NONE,
-  MULT_TAINT,
   allowedColumn,
   buildAllowedMask,
   constraintsBegin,
@@ -35,9 +34,9 @@ import { below, unit } from './random';
 // overloaded (allowed but busy), eligible. `selectLastCost()` is the cost of the
 // last pick (+Infinity when none).
 // The steps run as `selectEligibility`, `selectCost`, `selectPick` (so a caller
-// can filter the ELIGIBLE column in between) or fused as `selectRun`;
-// `selectDecide` (select-fast.ts) answers most temperature-0 decisions
-// without the scan, with the same result.
+// can filter the ELIGIBLE column in between) or fused as `selectDecide`
+// (select-fast.ts), which answers most temperature-0 decisions without the
+// scan, with the same result.
 //
 // The pick at temperature 0: the eligible workers at the minimum cost, in slot
 // order, and the r-th of them for r = below(count) (random.ts): one draw when
@@ -187,31 +186,47 @@ export function scanDecide(prefillTokens: f64, prefillFraction: f64, decodeFract
   const n = rowCount();
   buildAllowedMask();
   const greedy = !(temperature > 0);
-  let best: f64 = Infinity;
-  let tied: u32 = 0;
+  resetCheapest();
   for (let w: u32 = 0; w < n; w++) {
     const reason = rowReason(w, prefillTokens, prefillFraction, decodeFraction);
     markRow(w, reason);
     let cost = Infinity;
     if (reason == REASON_ELIGIBLE) {
       cost = rowCost(w);
-      if (greedy) {
-        if (cost < best) {
-          best = cost;
-          tied = 0;
-        }
-        if (cost == best) {
-          store<u32>(ties + (<usize>tied << 2), w);
-          tied++;
-        }
-      }
+      if (greedy) offerCheapest(w, cost);
     }
     store<f64>(costCol + (<usize>w << 3), cost);
   }
   writeCounts(n);
-  if (!greedy) return recordPick(pickSoftmax(temperature));
-  if (tied == 0) return recordPick(-1);
-  return recordPick(<i32>load<u32>(ties + (<usize>below(tied) << 2)));
+  return recordPick(greedy ? drawCheapest() : pickSoftmax(temperature));
+}
+
+// The temperature-0 pick's running state: the cheapest cost so far and the
+// slots at it, in slot order.
+let cheapestCost: f64 = Infinity;
+let cheapestCount: u32 = 0;
+
+@inline
+function resetCheapest(): void {
+  cheapestCost = Infinity;
+  cheapestCount = 0;
+}
+
+@inline
+function offerCheapest(w: u32, cost: f64): void {
+  if (cost < cheapestCost) {
+    cheapestCost = cost;
+    cheapestCount = 0;
+  }
+  if (cost == cheapestCost) {
+    store<u32>(ties + (<usize>cheapestCount << 2), w);
+    cheapestCount++;
+  }
+}
+
+/** The r-th of the cheapest slots for r = below(count); -1 when none. */
+function drawCheapest(): i32 {
+  return cheapestCount == 0 ? -1 : <i32>load<u32>(ties + (<usize>below(cheapestCount) << 2));
 }
 
 /** Picks an eligible row by COST (see the pick rule above); -1 when none is eligible. */
@@ -228,21 +243,11 @@ function recordPick(slot: i32): i32 {
 
 function pickCheapest(): i32 {
   const n = rowCount();
-  let best: f64 = Infinity;
-  let tied: u32 = 0;
+  resetCheapest();
   for (let w: u32 = 0; w < n; w++) {
-    if (load<u8>(eligibleCol + w) == 0) continue;
-    const cost = load<f64>(costCol + (<usize>w << 3));
-    if (cost < best) {
-      best = cost;
-      tied = 0;
-    }
-    if (cost == best) {
-      store<u32>(ties + (<usize>tied << 2), w);
-      tied++;
-    }
+    if (load<u8>(eligibleCol + w) != 0) offerCheapest(w, load<f64>(costCol + (<usize>w << 3)));
   }
-  return tied == 0 ? -1 : <i32>load<u32>(ties + (<usize>below(tied) << 2));
+  return drawCheapest();
 }
 
 /**
@@ -318,27 +323,4 @@ export function selectCost(overlapCredit: f64, prefillLoadScale: f64, activeRequ
 
 export function selectPick(temperature: f64): i32 {
   return scanPick(temperature);
-}
-
-/**
- * Eligibility, cost and pick fused into one pass over the rows: the same
- * columns, counts, random draws and result as selectEligibility, selectCost
- * and selectPick called in turn.
- */
-export function selectRun(
-  allowedCount: i32,
-  prefillTokens: f64,
-  prefillFraction: f64,
-  decodeFraction: f64,
-  overlapCredit: f64,
-  prefillLoadScale: f64,
-  activeRequestWeight: f64,
-  useTaint: bool,
-  temperature: f64,
-): i32 {
-  beginStepCost(overlapCredit, prefillLoadScale, activeRequestWeight);
-  constraintsBegin(allowedCount, 0, -1, useTaint ? MULT_TAINT : MULT_NONE);
-  const slot = scanDecide(prefillTokens, prefillFraction, decodeFraction, temperature);
-  constraintsEnd();
-  return slot;
 }

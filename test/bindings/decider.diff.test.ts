@@ -59,6 +59,19 @@ function requestOf(kit: Kit, step: Extract<Step, { kind: 'decide' }>, prompt: Pa
   };
 }
 
+/** A booked request's first token or release, on every kit. */
+function settle(kits: readonly Kit[], step: Extract<Step, { kind: 'first' | 'release' }>, live: string[][]): void {
+  if (live[0]!.length === 0) return;
+  const id = live[0]![step.pick % live[0]!.length]!;
+  kits.forEach((kit, i) => {
+    if (step.kind === 'first') kit.ledger.prefillComplete(id);
+    else {
+      kit.ledger.free(id);
+      live[i]!.splice(live[i]!.indexOf(id), 1);
+    }
+  });
+}
+
 const comparable = (d: Decision) => ({ slot: d.slot, cost: d.cost, overlapBlocks: d.overlapBlocks, counts: d.counts, routed: d.routed });
 
 /**
@@ -122,15 +135,7 @@ describe('Decider (fused decision) against its twin', () => {
             const constraints = [constraintsOf(wasm, step), constraintsOf(twin, step)] as const;
             expect(wasm.decider.bestDepth(prompts[0], constraints[0])).toBe(twin.decider.bestDepth(prompts[1], constraints[1]));
           } else if (step.kind === 'first' || step.kind === 'release') {
-            if (live[0]!.length === 0) continue;
-            const id = live[0]![step.pick % live[0]!.length]!;
-            for (const [i, kit] of [wasm, twin].entries()) {
-              if (step.kind === 'first') kit.ledger.prefillComplete(id);
-              else {
-                kit.ledger.free(id);
-                live[i]!.splice(live[i]!.indexOf(id), 1);
-              }
-            }
+            settle([wasm, twin], step, live);
           } else {
             applyFleetStep(wasm, step, live[0]!);
             applyFleetStep(twin, step, live[1]!);
@@ -168,15 +173,7 @@ describe('Decider (fused decision) against its twin', () => {
             expect(comparable(a)).toEqual(comparable(b));
             if (s.book && a.slot >= 0) live.forEach((l) => l.push(id));
           } else if (s.kind === 'first' || s.kind === 'release') {
-            if (live[0]!.length === 0) continue;
-            const id = live[0]![s.pick % live[0]!.length]!;
-            for (const [i, kit] of [fused, step].entries()) {
-              if (s.kind === 'first') kit.ledger.prefillComplete(id);
-              else {
-                kit.ledger.free(id);
-                live[i]!.splice(live[i]!.indexOf(id), 1);
-              }
-            }
+            settle([fused, step], s, live);
           } else {
             applyFleetStep(fused, s, live[0]!);
             applyFleetStep(step, s, live[1]!);

@@ -2,11 +2,19 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { VirtualClock } from '../../router/clock.js';
 import { RouterError } from '../../router/errors.js';
+import type { KvEventBatch } from '../../router/kv-events.js';
 import { Partition } from '../../router/partition.js';
 
 const BS = 4;
 // Prompts drawn from a few shared prefixes so caches and active sequences overlap.
 const prefixes = [0, 1, 2].map((p) => Array.from({ length: 12 }, (_, i) => 100 * (p + 1) + i));
+
+/** The KV event of an engine that cached the first `blocks` blocks of a prefix. */
+function storedPrefix(prefix: number, blocks: number): KvEventBatch {
+  const tokens = prefixes[prefix]!.slice(0, blocks * BS);
+  const blockHashes = Array.from({ length: blocks }, (_, i) => BigInt(prefix * 10 + i + 1));
+  return { ts: 0, dpRank: 0, events: [{ type: 'stored', blockHashes, parentBlockHash: null, tokenIds: tokens, blockSize: BS, loraName: null, medium: 'GPU' }] };
+}
 
 const step = fc.oneof(
   fc.record({ kind: fc.constant('store' as const), worker: fc.nat(3), prefix: fc.nat(2), blocks: fc.integer({ min: 1, max: 3 }) }),
@@ -30,9 +38,7 @@ describe('Partition on the wasm core against the same partition on the pure-TS t
         let n = 0;
         for (const s of steps) {
           if (s.kind === 'store') {
-            const tokens = prefixes[s.prefix]!.slice(0, s.blocks * BS);
-            const blockHashes = Array.from({ length: s.blocks }, (_, i) => BigInt(s.prefix * 10 + i + 1));
-            const batch = { ts: 0, dpRank: 0, events: [{ type: 'stored' as const, blockHashes, parentBlockHash: null, tokenIds: tokens, blockSize: BS, loraName: null, medium: 'GPU' }] };
+            const batch = storedPrefix(s.prefix, s.blocks);
             const worker = { id: 'abcd'[s.worker]!, rank: 0 };
             wasm.applyEvents(worker, batch);
             twin.applyEvents(worker, batch);
@@ -105,9 +111,7 @@ describe('Partition on the wasm core against the twins, with constraints and bus
         let n = 0;
         for (const s of steps) {
           if (s.kind === 'store') {
-            const tokens = prefixes[s.prefix]!.slice(0, s.blocks * BS);
-            const blockHashes = Array.from({ length: s.blocks }, (_, i) => BigInt(s.prefix * 10 + i + 1));
-            const batch = { ts: 0, dpRank: 0, events: [{ type: 'stored' as const, blockHashes, parentBlockHash: null, tokenIds: tokens, blockSize: BS, loraName: null, medium: 'GPU' }] };
+            const batch = storedPrefix(s.prefix, s.blocks);
             for (const p of sides) p.applyEvents(key(s.worker), batch);
           } else if (s.kind === 'drain') {
             for (const p of sides) p.setDraining(key(s.worker).id, s.draining);
