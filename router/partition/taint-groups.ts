@@ -2,18 +2,13 @@
 // the empty set), and the core keeps one tree per group and fast-path view,
 // so required taints allow whole groups and preferred taints weight whole
 // groups. A request's taints become a group table (allowed flags and cost
-// multipliers per group), computed once per distinct set of request taints
-// while the groups stay the same: O(groups), never O(workers).
+// multipliers per group): O(groups x request taints), never O(workers).
 import type { GroupTable } from '../../bindings/decision-contract.js';
 import type { PreferredTaint } from './types.js';
-
-/** Distinct request-taint tables kept before the memo starts over (taints come from clients). */
-const MEMO_LIMIT = 4096;
 
 export class TaintGroups {
   private readonly ids = new Map<string, number>([['', 0]]);
   private readonly sets: ReadonlySet<string>[] = [new Set()];
-  private readonly memo = new Map<string, GroupTable>();
 
   /** Groups so far (ids 0..count-1). */
   get count(): number {
@@ -29,8 +24,6 @@ export class TaintGroups {
       id = this.sets.length;
       this.ids.set(key, id);
       this.sets.push(set);
-      // Tables made before miss the new group.
-      this.memo.clear();
     }
     return id;
   }
@@ -47,23 +40,18 @@ export class TaintGroups {
    */
   tableFor(required: readonly string[], preferred: readonly PreferredTaint[]): GroupTable | null {
     if (required.length === 0 && preferred.length === 0) return null;
-    const key = `${required.join('\n')}\u0000${preferred.map((p) => `${p.taint}\n${p.weight}`).join('\n')}`;
-    let table = this.memo.get(key);
-    if (!table) {
-      const groups = this.sets.length;
-      const allowed = new Uint8Array(groups);
-      const multipliers = new Float64Array(groups);
-      for (let g = 0; g < groups; g++) {
-        const set = this.sets[g]!;
-        allowed[g] = required.every((t) => set.has(t)) ? 1 : 0;
-        let weight = 0;
-        for (const p of preferred) if (set.has(p.taint)) weight += p.weight;
-        multipliers[g] = Math.exp(-Math.tanh(weight));
-      }
-      table = { allowed, multipliers };
-      if (this.memo.size >= MEMO_LIMIT) this.memo.clear();
-      this.memo.set(key, table);
+    const groups = this.sets.length;
+    const allowed = new Uint8Array(groups);
+    const multipliers = new Float64Array(groups);
+    for (let g = 0; g < groups; g++) {
+      const set = this.sets[g]!;
+      let carries = 1;
+      for (const t of required) if (!set.has(t)) carries = 0;
+      allowed[g] = carries;
+      let weight = 0;
+      for (const p of preferred) if (set.has(p.taint)) weight += p.weight;
+      multipliers[g] = weight === 0 ? 1 : Math.exp(-Math.tanh(weight));
     }
-    return table;
+    return { allowed, multipliers };
   }
 }
