@@ -2,7 +2,7 @@
 // (LoRA adapter and cache salt), both hash lists from one core call (which
 // also finds the prompt's cached prefixes), and the fields the scheduler and
 // selection read.
-import { seedFor } from '../../bindings/reference/hash-inputs.js';
+import { DEFAULT_SEED, seedFor } from '../../bindings/reference/hash-inputs.js';
 import type { DecisionKernel } from '../../bindings/decision-contract.js';
 import { workerLabel } from '../../bindings/workers.js';
 import { RouterError } from '../errors.js';
@@ -58,6 +58,7 @@ export class Prompts {
 
   /** The hash seed of a LoRA adapter and cache salt. */
   seedOf(lora: string | null, salt: string | null): bigint {
+    if (!lora && !salt) return DEFAULT_SEED;
     const key = `${lora ?? ''}\u0000${salt ?? ''}`;
     let seed = this.seeds.get(key);
     if (seed === undefined) {
