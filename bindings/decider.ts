@@ -133,6 +133,8 @@ export class Decider implements DecisionKernel {
   private readonly output: { ptr: number; view: BigUint64Array } = { ptr: 0, view: new BigUint64Array(0) };
   // The last cost and busy thresholds seen, checked and converted once per object.
   private checkedCost: DecisionCost | null = null;
+  /** The cost the ledger's keys were last configured for by this Decider. */
+  private keyedFor: DecisionCost | null = null;
   private readonly limitsOf = new WeakMap<BusyThresholds, readonly [number, number, number]>();
   private readonly matches: Residency & { count: number } = { local: null, epoch: -1, count: 0 };
 
@@ -180,7 +182,7 @@ export class Decider implements DecisionKernel {
       if (this.ledger.has(book.requestId)) throw duplicateRequest(book.requestId);
       checkFinite('now', book.now);
     }
-    let flags = this.stageRequest(request);
+    let flags = this.stageRequest(request, true);
     if (book) flags |= FLAG_BOOK;
     if (request.fullScan) flags |= FLAG_SCAN;
     const { f64, u32 } = this.views();
@@ -191,7 +193,7 @@ export class Decider implements DecisionKernel {
   }
 
   eligibility(request: DecisionRequest): EligibilityCounts {
-    const flags = this.stageRequest(request) | FLAG_ELIGIBILITY;
+    const flags = this.stageRequest(request, false) | FLAG_ELIGIBILITY;
     this.views().u32[U.flags] = flags;
     this.ex.decideRun();
     this.afterRun(request);
@@ -209,8 +211,15 @@ export class Decider implements DecisionKernel {
   }
 
   openView(cost: DecisionCost, busy: BusyThresholds | null): void {
+    this.keyFor(cost);
+    this.ledger.openLimits(this.limits(busy));
+  }
+
+  /** The ledger keeps its keys under this cost (configured again only when the cost object changes). */
+  private keyFor(cost: DecisionCost): void {
+    if (cost === this.keyedFor) return;
     this.ledger.configureCost({ kind: cost.kind, scale: cost.prefillLoadScale, weight: cost.activeRequestWeight, blockSize: this.blockSize });
-    this.ledger.openView(busy ?? undefined);
+    this.keyedFor = cost;
   }
 
   /**
@@ -239,18 +248,24 @@ export class Decider implements DecisionKernel {
     return output.view;
   }
 
-  /** Fills the block for a decision on the request; returns its flags so far. */
-  private stageRequest(request: DecisionRequest): number {
+  /**
+   * Fills the block for a decision on the request; returns its flags so far.
+   * A decision that may take the fast path keeps the ledger's keys and a view
+   * ready for its cost and thresholds.
+   */
+  private stageRequest(request: DecisionRequest, fastPath: boolean): number {
     const { cost, prompt } = request;
     checkCount('promptTokens', request.promptTokens);
     if (cost !== this.checkedCost) {
       checkTemperature(cost.temperature);
       costWeights(cost);
-      this.ledger.configureCost({ kind: cost.kind, scale: cost.prefillLoadScale, weight: cost.activeRequestWeight, blockSize: this.blockSize });
       this.checkedCost = cost;
     }
     const limits = this.limits(request.busy);
-    this.ledger.openLimits(limits);
+    if (fastPath) {
+      this.keyFor(cost);
+      this.ledger.openLimits(limits);
+    }
     this.stagePrompt(prompt);
     let flags = 0;
     if (!this.matchesHeld(prompt)) flags |= FLAG_FIND;
