@@ -189,3 +189,59 @@ describe('Decider (fused decision) against its twin', () => {
     );
   });
 });
+
+describe('Decider against its twin where workers tie', () => {
+  // Idle workers share key 0, a credit of 0 makes a cached prefix cost nothing
+  // off, and equal group multipliers tie groups: the picks come from touched
+  // and untouched workers at once, across groups, with excluded workers at the
+  // minimum (and, when all of it is excluded, the next key's workers).
+  const scenario = fc.record({
+    workers: fc.array(fc.record({ group: fc.nat({ max: 2 }), load: fc.oneof({ weight: 3, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.nat({ max: 3 }) }) }), { minLength: 2, maxLength: 30 }),
+    stores: fc.array(fc.record({ worker: fc.nat({ max: 29 }), chain: fc.nat({ max: 1 }), blocks: fc.integer({ min: 1, max: 6 }) }), { maxLength: 20 }),
+    decisions: fc.array(
+      fc.record({
+        chain: fc.nat({ max: 1 }),
+        length: fc.integer({ min: 4, max: 30 }),
+        credit: fc.constantFrom(0, 1),
+        excluded: fc.array(fc.nat({ max: 31 }), { maxLength: 12 }),
+        groups: fc.option(fc.array(fc.constantFrom(1, 0.5), { minLength: 3, maxLength: 3 }), { nil: null }),
+        book: fc.boolean(),
+      }),
+      { minLength: 1, maxLength: 12 },
+    ),
+    seed: fc.nat(),
+  });
+
+  it('picks exactly as the twin, through touched and untouched ties, groups and exclusions', () => {
+    fc.assert(
+      fc.property(scenario, ({ workers, stores, decisions, seed }) => {
+        const kits = [wasmKit(seed), twinKit(seed)] as const;
+        for (const kit of kits) {
+          workers.forEach((w, i) => {
+            const slot = kit.workers.ensure(`w${i}`);
+            kit.ledger.setWorker(slot, { totalBlocks: 100, maxBatchedTokens: 1000 });
+            kit.ledger.setGroup(slot, w.group);
+            for (let r = 0; r < w.load; r++) kit.ledger.add(`load${i}-${r}`, slot, [], 4, 0);
+          });
+          for (const s of stores) {
+            if (s.worker >= workers.length) continue;
+            const tokens = CHAINS[s.chain]!.slice(0, s.blocks * BS);
+            kit.index.applyStored({ id: `w${s.worker}`, rank: 0 }, null, Array.from({ length: s.blocks }, (_, i) => BigInt(s.chain * 100 + i + 1)), kit.localHashes(tokens));
+          }
+        }
+        decisions.forEach((d, n) => {
+          const tokens = CHAINS[d.chain]!.slice(0, d.length);
+          const cost = { kind: 0, overlapCredit: d.credit, prefillLoadScale: 1, activeRequestWeight: 0, temperature: 0 };
+          const groups = d.groups && { allowed: Uint8Array.of(1, 1, 1), multipliers: Float64Array.from(d.groups) };
+          const constraints = { slots: null, excluded: d.excluded.length > 0 ? Uint32Array.from(d.excluded) : null, groups };
+          const [a, b] = kits.map((kit) => {
+            const prompt = kit.decider.prepare(tokens, DEFAULT_SEED);
+            return kit.decider.decide({ prompt, promptTokens: tokens.length, busy: null, constraints, cost, book: d.book ? { requestId: `d${n}`, now: n } : null });
+          });
+          expect(comparable(a!)).toEqual(comparable(b!));
+        });
+      }),
+      { numRuns: 400 },
+    );
+  });
+});

@@ -125,3 +125,25 @@ describe('Decider', () => {
     }
   });
 });
+
+describe('Decider memory', () => {
+  it('decisions, bookings and their release hold no core memory once the requests are freed', () => {
+    const kit = wasmKit(7);
+    fleet(kit, 50);
+    for (let w = 0; w < 50; w += 5) store(kit, w, tokens(8 * (w % 4 + 1)));
+    const core = kit.ledger.core;
+    const round = (i: number) => {
+      const prompt = kit.decider.prepare(tokens(40, i % 3), DEFAULT_SEED);
+      const groups = { allowed: Uint8Array.of(1, 1), multipliers: Float64Array.of(1, 0.5) };
+      const constraints = i % 2 ? { slots: null, excluded: Uint32Array.of(i % 50), groups } : NO_CONSTRAINTS;
+      kit.decider.decide(request(prompt, 40, { constraints, busy: i % 3 ? { prefillTokens: 200 } : null, book: { requestId: `r${i}`, now: i } }));
+      kit.ledger.free(`r${i}`);
+    };
+    for (let w = 0; w < 50; w += 7) kit.ledger.setGroup(w, 1);
+    for (let i = 0; i < 20; i++) round(i);
+    const settled = core.liveBytes;
+    for (let i = 20; i < 400; i++) round(i);
+    expect(core.liveBytes).toBe(settled);
+    expect(kit.ledger.liveRequests).toBe(0);
+  });
+});
