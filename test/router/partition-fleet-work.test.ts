@@ -139,19 +139,21 @@ function youngBytes(): number {
 
 /**
  * Young-generation and array-buffer bytes allocated by `runs` flows, after a
- * collection; measured again if a collection ran in between (the young
- * generation shrank).
+ * collection. A collection during a window can only make it read less than
+ * was allocated, never more, so the largest of several windows is the
+ * allocation (a window without a collection reads it exactly).
  */
 function allocated(p: Partition, step: (p: Partition) => void, runs: number): number {
   for (let i = 0; i < 2000; i++) step(p);
-  for (;;) {
+  let most = 0;
+  for (let window = 0; window < 6; window++) {
     gc();
     const young = youngBytes();
     const buffers = process.memoryUsage().arrayBuffers;
     for (let i = 0; i < runs; i++) step(p);
-    const grown = youngBytes() - young;
-    if (grown >= 0) return grown + (process.memoryUsage().arrayBuffers - buffers);
+    most = Math.max(most, youngBytes() - young + (process.memoryUsage().arrayBuffers - buffers));
   }
+  return most;
 }
 
 describe('Partition: per-request work does not grow with the fleet', () => {
@@ -169,11 +171,13 @@ describe('Partition: per-request work does not grow with the fleet', () => {
   }
 
   it('allocates no more per request on 10,000 idle workers than on 100', () => {
-    const runs = 40;
+    const runs = 20;
     const step = FLOWS[1]![1];
     const a = allocated(small, step, runs);
     const b = allocated(large, step, runs);
-    // One fleet-sized array per request would add 10,000 bytes or more each time.
-    expect(b).toBeLessThan(a + runs * 1000);
+    // Prompts' hashes share 32 KiB buffers, so a window may take one more than
+    // the other; one fleet-sized array per request would add 10,000 bytes or
+    // more each time (200 KB over the window).
+    expect(b).toBeLessThan(a + 64 * 1024);
   });
 });
