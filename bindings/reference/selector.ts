@@ -55,11 +55,6 @@ export class Xoshiro128 {
     return result;
   }
 
-  /** True with probability ceil(2^32 / k) / 2^32. */
-  chance(k: number): boolean {
-    return this.next() * k < 4294967296;
-  }
-
   unit(): number {
     return this.next() / 4294967296;
   }
