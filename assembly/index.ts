@@ -21,6 +21,7 @@ export {
   hashSequencePtr,
   hashBlocks,
   hashChain,
+  hashPrompt,
   hashXxh3,
 } from './block-hash';
 export {
@@ -29,35 +30,34 @@ export {
   ledgerColumn,
   ledgerSetWorker,
   ledgerSetAvailable,
+  ledgerSetGroup,
+  ledgerSetRouted,
   ledgerRemoveWorker,
-  ledgerAdd,
-  ledgerPrefillComplete,
-  ledgerFree,
-  ledgerSweep,
-  ledgerDroppedPtr,
-  ledgerLiveRequests,
-  ledgerActiveHashes,
-  ledgerProject,
-  ledgerProjectColumns,
-  ledgerEnableFastPath,
-  ledgerReserveInput,
-  ledgerInputSeqPtr,
-  ledgerInputSlotsPtr,
-  ledgerInputDepthsPtr,
-} from './load-table';
+} from './ledger/fleet';
+export { ledgerAdd, ledgerPrefillComplete, ledgerFree, ledgerSweep, ledgerDroppedPtr, ledgerLiveRequests, ledgerActiveHashes } from './ledger/requests';
+export { ledgerProject, ledgerProjectColumns } from './ledger/projection';
+export { ledgerConfigureCost, ledgerOpenView, ledgerCloseView } from './ledger/views';
+export { ledgerReserveInput, ledgerInputSeqPtr, ledgerInputSlotsPtr, ledgerInputDepthsPtr } from './ledger/staging';
+export {
+  selectReserveAllowed,
+  selectAllowedPtr,
+  selectReserveExcluded,
+  selectExcludedPtr,
+  selectReserveGroups,
+  selectGroupAllowedPtr,
+  selectGroupMultiplierPtr,
+} from './constraints';
 export {
   selectReserve,
   selectColumn,
   selectCountsPtr,
-  selectReserveAllowed,
-  selectAllowedPtr,
   selectLastCost,
   selectEligibility,
   selectCost,
   selectPick,
-  selectRun,
 } from './select';
 export { selectDecide, selectLastPath } from './select-fast';
+export { decideBlock, decidePrepare, decideMatch, decideBestDepth, decideRun } from './decide';
 export { selectSeed, selectNextRandom } from './random';
 export { hrwReserve, hrwOutPtr, hrwTopK } from './rendezvous';
 export {

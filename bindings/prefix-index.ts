@@ -1,7 +1,10 @@
 // The radix prefix-cache index in the wasm core (assembly/prefix-index.ts):
 // KV events in, per-worker prefix overlap out. One wasm call per event; the
 // hashes of an event cross through the core's I/O buffer as a BigUint64Array
-// view, never one BigInt argument per block.
+// view, never one BigInt argument per block. Every call that changes the index
+// or overwrites its match output records it (Core.wrote('matches')), so the
+// fused decision (bindings/decider.ts) knows whether the matches it found are
+// still there.
 import { Core, type CoreExports } from './core.js';
 import { WorkerSlots, type WorkerKey } from './workers.js';
 import {
@@ -85,6 +88,7 @@ export class PrefixIndex implements PrefixIndexApi {
     stage(external, view, 1, 'external');
     stage(local, view, 1 + n, 'local');
     const slot = this.workers.ensure(worker.id, worker.rank);
+    this.core.wrote('matches');
     return this.k.indexStored(slot, parent === null ? 0 : 1, n) === 1;
   }
 
@@ -93,6 +97,7 @@ export class PrefixIndex implements PrefixIndexApi {
     checkWorker(worker);
     const n = blockCount(external, 'external');
     stage(external, this.input(n), 0, 'external');
+    this.core.wrote('matches');
     this.k.indexRemoved(this.workers.slotOf(worker.id, worker.rank) ?? NO_SLOT, n);
   }
 
@@ -100,6 +105,7 @@ export class PrefixIndex implements PrefixIndexApi {
     checkWorker(worker);
     const slot = this.workers.slotOf(worker.id, worker.rank);
     if (slot !== undefined) this.k.indexCleared(slot);
+    this.core.wrote('matches');
   }
 
   /**
@@ -108,6 +114,7 @@ export class PrefixIndex implements PrefixIndexApi {
    */
   removeWorker(id: string): void {
     if (typeof id !== 'string' || id.length === 0) throw new TypeError('worker id must be a non-empty string');
+    this.core.wrote('matches');
     for (const slot of this.workers.slotsOf(id)) {
       const { rank } = this.workers.keyOf(slot);
       this.k.indexCleared(slot);
@@ -119,6 +126,7 @@ export class PrefixIndex implements PrefixIndexApi {
     checkArrayLike(local, 'local');
     const n = blockCount(local, 'local');
     stage(local, this.input(n), 0, 'local');
+    this.core.wrote('matches');
     return this.result(this.k.indexFind(this.inputPtr, n, earlyExit ? 1 : 0));
   }
 
@@ -128,6 +136,7 @@ export class PrefixIndex implements PrefixIndexApi {
     if (!Number.isInteger(ptr) || ptr <= 0 || ptr % 8 !== 0 || ptr + 8 * count > this.core.memoryBytes) {
       throw new RangeError(`ptr must be an 8-byte aligned address of ${count} hashes inside core memory, got ${ptr}`);
     }
+    this.core.wrote('matches');
     return this.result(this.k.indexFind(ptr, count, earlyExit ? 1 : 0));
   }
 
@@ -138,11 +147,13 @@ export class PrefixIndex implements PrefixIndexApi {
     const n = blockCount(local, 'local');
     if (n === 0) return;
     stage(local, this.input(n), 0, 'local');
+    this.core.wrote('matches');
     this.k.indexInsertRouted(this.workers.ensure(worker.id, worker.rank), n, nowMs);
   }
 
   expire(nowMs: number): number {
     checkTime(nowMs);
+    this.core.wrote('matches');
     return this.k.indexExpire(nowMs) >>> 0;
   }
 
