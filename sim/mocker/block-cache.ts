@@ -6,11 +6,15 @@
 // least recently used leaf goes first (see leaf-heap.ts). Every change to the
 // set of cached hashes is recorded as a KV event, so a router applying the
 // events sees exactly this cache.
-import type { KvEvent } from '../../router/kv-events.js';
+import type { BlockStored, KvEvent } from '../../router/kv-events.js';
 import { LeafHeap, type HeapBlock } from './leaf-heap.js';
+import { halvesOf, U64Map } from './u64-map.js';
 
 export interface CachedBlock extends HeapBlock {
   readonly hash: bigint;
+  /** The hash's little-endian u32 halves: the block table's key. */
+  readonly lo: number;
+  readonly hi: number;
   readonly parent: CachedBlock | null;
   /** Requests currently holding the block. */
   refs: number;
@@ -18,13 +22,27 @@ export interface CachedBlock extends HeapBlock {
   children: number;
 }
 
+/**
+ * A stored event still open to more blocks of its chain, with where each
+ * block's token ids are; they are copied out once, when the event is taken.
+ */
+interface StoredDraft {
+  event: BlockStored;
+  sources: Uint32Array[];
+  starts: number[];
+}
+
+const NOTHING: readonly CachedBlock[] = [];
+
 export class BlockCache {
-  private readonly byHash = new Map<bigint, CachedBlock>();
+  private readonly byHash: U64Map<CachedBlock>;
   private readonly leaves = new LeafHeap<CachedBlock>();
   private inactive = 0;
   private privateBlocks = 0;
   private tick = 0;
   private pending: KvEvent[] = [];
+  /** The stored events of `pending` whose token ids are still to be copied out. */
+  private drafts: StoredDraft[] = [];
 
   /**
    * @param numBlocks capacity in blocks
@@ -35,7 +53,10 @@ export class BlockCache {
     readonly numBlocks: number,
     readonly blockSize: number,
     private readonly recordEvents: boolean,
-  ) {}
+  ) {
+    // The cache never holds more cached blocks than it has blocks, so the table never grows.
+    this.byHash = new U64Map<CachedBlock>(numBlocks);
+  }
 
   /** Blocks in use: cached (active or inactive) plus private. */
   get usedBlocks(): number {
@@ -59,16 +80,17 @@ export class BlockCache {
     return this.inactive;
   }
 
-  get(hash: bigint): CachedBlock | undefined {
-    return this.byHash.get(hash);
+  /** The cached block whose hash has these halves. */
+  get(lo: number, hi: number): CachedBlock | undefined {
+    return this.byHash.get(lo, hi);
   }
 
-  /** The cached blocks matching the leading hashes, at most `limit` of them. */
-  matchPrefix(hashes: BigUint64Array, limit: number): CachedBlock[] {
+  /** The cached blocks matching the leading hashes (as (lo, hi) halves), at most `limit` of them. */
+  matchPrefix(halves: Uint32Array, limit: number): CachedBlock[] {
     const hits: CachedBlock[] = [];
-    const end = Math.min(limit, hashes.length);
+    const end = Math.min(limit, halves.length >> 1);
     for (let i = 0; i < end; i++) {
-      const block = this.byHash.get(hashes[i]!);
+      const block = this.byHash.get(halves[2 * i]!, halves[2 * i + 1]!);
       if (!block) break;
       hits.push(block);
     }
@@ -79,7 +101,7 @@ export class BlockCache {
    * Whether `need` new blocks fit after evicting every evictable block,
    * counting `reactivating` (inactive blocks about to be held) as not evictable.
    */
-  canAllocate(need: number, reactivating: readonly CachedBlock[] = []): boolean {
+  canAllocate(need: number, reactivating: readonly CachedBlock[] = NOTHING): boolean {
     let reserved = 0;
     for (const block of reactivating) if (block.refs === 0) reserved++;
     return this.freeBlocks + this.inactive - reserved >= need;
@@ -117,10 +139,11 @@ export class BlockCache {
    * `tokens[start..start+blockSize)` are its token ids.
    */
   store(hash: bigint, parent: CachedBlock | null, tokens: Uint32Array, start: number): CachedBlock {
-    if (this.byHash.has(hash)) throw new Error(`block ${hash} is already cached`);
+    const [lo, hi] = halvesOf(hash);
+    if (this.byHash.has(lo, hi)) throw new Error(`block ${hash} is already cached`);
     if (this.freeBlocks <= 0) throw new Error('no free block to store into');
-    const block: CachedBlock = { hash, parent, refs: 1, children: 0, lastUsed: 0, heapIndex: -1 };
-    this.byHash.set(hash, block);
+    const block: CachedBlock = { hash, lo, hi, parent, refs: 1, children: 0, lastUsed: 0, heapIndex: -1 };
+    this.byHash.set(lo, hi, block);
     if (parent) {
       // A parent gaining a child is no longer a leaf.
       if (parent.children++ === 0) this.leaves.remove(parent);
@@ -150,19 +173,26 @@ export class BlockCache {
   }
 
   /** Hashes of every cached block (active or inactive). */
-  hashes(): IterableIterator<bigint> {
-    return this.byHash.keys();
+  *hashes(): IterableIterator<bigint> {
+    for (const block of this.byHash.valuesInSlots()) yield block.hash;
+  }
+
+  /** Whether any event was recorded since the last takeEvents. */
+  get hasEvents(): boolean {
+    return this.pending.length > 0;
   }
 
   /** The events recorded since the last call, in order. */
   takeEvents(): KvEvent[] {
+    for (const draft of this.drafts) draft.event.tokenIds = copyTokens(draft, this.blockSize);
+    this.drafts.length = 0;
     const events = this.pending;
     this.pending = [];
     return events;
   }
 
   private evict(block: CachedBlock): void {
-    this.byHash.delete(block.hash);
+    this.byHash.delete(block.lo, block.hi);
     this.inactive--;
     const parent = block.parent;
     if (parent && --parent.children === 0 && parent.refs === 0) this.leaves.push(parent);
@@ -175,22 +205,36 @@ export class BlockCache {
 
   // Consecutive blocks of one chain stored in a row share one event, as vLLM batches them.
   private recordStored(block: CachedBlock, tokens: Uint32Array, start: number): void {
-    const ids = tokens.subarray(start, start + this.blockSize);
     const last = this.pending[this.pending.length - 1];
     const parentHash = block.parent ? block.parent.hash : null;
     if (last?.type === 'stored' && parentHash !== null && last.blockHashes[last.blockHashes.length - 1] === parentHash) {
+      // Every stored event not yet taken has its draft, the last one last.
+      const draft = this.drafts[this.drafts.length - 1]!;
       last.blockHashes.push(block.hash);
-      for (const id of ids) last.tokenIds.push(id);
+      draft.sources.push(tokens);
+      draft.starts.push(start);
       return;
     }
-    this.pending.push({
+    const event: BlockStored = {
       type: 'stored',
       blockHashes: [block.hash],
       parentBlockHash: parentHash,
-      tokenIds: Array.from(ids),
+      tokenIds: [],
       blockSize: this.blockSize,
       loraName: null,
       medium: 'GPU',
-    });
+    };
+    this.pending.push(event);
+    this.drafts.push({ event, sources: [tokens], starts: [start] });
   }
+}
+
+/** The token ids of a draft's blocks, concatenated, into an array of the final length (growing one costs more than the copy). */
+function copyTokens(draft: StoredDraft, blockSize: number): number[] {
+  const ids = new Array<number>(draft.sources.length * blockSize);
+  for (let b = 0, k = 0; b < draft.sources.length; b++) {
+    const tokens = draft.sources[b]!;
+    for (let p = draft.starts[b]!, end = p + blockSize; p < end; p++, k++) ids[k] = tokens[p]!;
+  }
+  return ids;
 }

@@ -17,7 +17,7 @@ export class SequenceKv {
    * samples the next token (vLLM caps cache hits the same way).
    */
   prefixHits(seq: Sequence): CachedBlock[] {
-    return this.cache.matchPrefix(seq.hashes, Math.floor((seq.knownTokens - 1) / this.blockSize));
+    return this.cache.matchPrefix(seq.hashHalves, Math.floor((seq.knownTokens - 1) / this.blockSize));
   }
 
   /** Whether the request (holding `hits` after admission, or its current blocks) can compute `n` more tokens. */
@@ -53,15 +53,15 @@ export class SequenceKv {
     seq.privateBlocks = 0;
     const fullBlocks = Math.min(Math.floor(target / bs), seq.hashes.length);
     const tokens = seq.request.tokens;
+    const halves = seq.hashHalves;
     for (let i = seq.held.length; i < fullBlocks; i++) {
-      const hash = seq.hashes[i]!;
-      const existing = this.cache.get(hash);
+      const existing = this.cache.get(halves[2 * i]!, halves[2 * i + 1]!);
       if (existing) {
         // Another request (or this one's capped prefix hit) cached it meanwhile.
         this.cache.acquire(existing);
         seq.held.push(existing);
       } else {
-        seq.held.push(this.cache.store(hash, seq.held[i - 1] ?? null, tokens, i * bs));
+        seq.held.push(this.cache.store(seq.hashes[i]!, seq.held[i - 1] ?? null, tokens, i * bs));
       }
     }
     seq.privateBlocks = this.blocksFor(target) - seq.held.length;

@@ -5,6 +5,7 @@
 // step with one token left to compute; after a preemption the request
 // recomputes prompt and generated tokens alike.
 import type { CachedBlock } from './block-cache.js';
+import { halvesView } from './u64-map.js';
 
 export type FinishReason = 'length' | 'abort';
 
@@ -63,13 +64,17 @@ export class Sequence {
   firstTokenMs: number | null = null;
   finishReason: FinishReason | null = null;
   readonly tokenTimesMs: number[] = [];
+  /** `hashes` as (lo, hi) u32 halves, what the block table is keyed by. */
+  readonly hashHalves: Uint32Array;
 
   constructor(
     readonly request: EngineRequest,
     /** Chained hashes of the full prompt blocks. */
     readonly hashes: BigUint64Array,
     readonly arrivalMs: number,
-  ) {}
+  ) {
+    this.hashHalves = halvesView(hashes);
+  }
 
   get id(): string {
     return this.request.id;

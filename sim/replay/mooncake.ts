@@ -12,7 +12,7 @@
 // prompt is cut to input_length (so the last block is usually partial).
 // Unknown fields are ignored: traces often carry extra columns.
 import { TRACE_NAMESPACE, writeTraceTokens } from './synthetic-tokens.js';
-import type { Arrival, ReplayRequest, Workload } from './workload.js';
+import type { Arrival, ReplayRequest, TraceBlocks, Workload } from './workload.js';
 
 export const MOONCAKE_BLOCK_SIZE = 512;
 
@@ -65,6 +65,13 @@ function sessionOf(fail: Fail, value: unknown): string | null {
   return fail('session_id', `must be a non-empty string or an integer, got ${JSON.stringify(value)}`);
 }
 
+/** A request whose prompt is the trace blocks' tokens, cut to inputLength. */
+export function traceRequest(fields: Omit<ReplayRequest, 'trace' | 'writeTokens'>, trace: TraceBlocks): ReplayRequest {
+  const { hashIds, blockSize, namespace } = trace;
+  const length = fields.inputLength;
+  return { ...fields, trace, writeTokens: (out) => writeTraceTokens(out, hashIds, length, blockSize, namespace) };
+}
+
 export function parseMooncakeTrace(text: string, options: MooncakeOptions = {}): Workload {
   const blockSize = options.traceBlockSize ?? MOONCAKE_BLOCK_SIZE;
   if (!Number.isInteger(blockSize) || blockSize < 1) throw new RangeError(`trace block size must be an integer >= 1, got ${blockSize}`);
@@ -107,14 +114,7 @@ export function parseMooncakeTrace(text: string, options: MooncakeOptions = {}):
       arrival = { atMs: nonNegative(fail, 'timestamp', o.timestamp) };
     }
     if (sessionId !== null) sessions.add(sessionId);
-    requests.push({
-      id: `line${line}`,
-      sessionId,
-      arrival,
-      inputLength,
-      outputLength,
-      writeTokens: (out) => writeTraceTokens(out, ids, inputLength, blockSize, TRACE_NAMESPACE),
-    });
+    requests.push(traceRequest({ id: `line${line}`, sessionId, arrival, inputLength, outputLength }, { hashIds: ids, blockSize, namespace: TRACE_NAMESPACE }));
   }
   if (requests.length === 0) throw new TraceError(source, lines.length, null, 'the trace has no requests');
   return { name: source, requests };
