@@ -5,22 +5,14 @@
 // cached ("inactive") for prefix reuse until space is needed, and then the
 // least recently used leaf goes first (see leaf-heap.ts). Every change to the
 // set of cached hashes is recorded as a KV event, so a router applying the
-// events sees exactly this cache.
+// events sees exactly this cache. A cached block is a slot of typed arrays
+// (a replay stores and evicts millions), named by its BlockId while cached.
 import type { BlockStored, KvEvent } from '../../router/kv-events.js';
-import { LeafHeap, type HeapBlock } from './leaf-heap.js';
+import { LeafHeap } from './leaf-heap.js';
 import { halvesOf, U64Map } from './u64-map.js';
 
-export interface CachedBlock extends HeapBlock {
-  readonly hash: bigint;
-  /** The hash's little-endian u32 halves: the block table's key. */
-  readonly lo: number;
-  readonly hi: number;
-  readonly parent: CachedBlock | null;
-  /** Requests currently holding the block. */
-  refs: number;
-  /** Cached blocks whose parent is this one. */
-  children: number;
-}
+/** A cached block: its slot in the cache, valid until it is evicted. */
+export type BlockId = number;
 
 /**
  * A stored event still open to more blocks of its chain, with where each
@@ -32,11 +24,28 @@ interface StoredDraft {
   starts: number[];
 }
 
-const NOTHING: readonly CachedBlock[] = [];
+const NOTHING: readonly BlockId[] = [];
+const NO_PARENT = -1;
 
 export class BlockCache {
-  private readonly byHash: U64Map<CachedBlock>;
-  private readonly leaves = new LeafHeap<CachedBlock>();
+  /** Cached blocks by hash halves. */
+  private readonly bySlotKey: U64Map;
+  // Per slot, for the block cached there:
+  private readonly hash: bigint[];
+  private readonly lo: Uint32Array;
+  private readonly hi: Uint32Array;
+  private readonly parent: Int32Array;
+  /** Requests currently holding the block. */
+  private readonly refs: Int32Array;
+  /** Cached blocks whose parent is this one. */
+  private readonly children: Int32Array;
+  /** When the last holder let go (a tick: smaller = longer ago), for eviction order. */
+  private readonly releasedAt: Float64Array;
+  /** Slots holding no block, as a stack. */
+  private readonly free: Int32Array;
+  private freeCount: number;
+  private readonly leaves: LeafHeap;
+  private cached = 0;
   private inactive = 0;
   private privateBlocks = 0;
   private tick = 0;
@@ -54,13 +63,24 @@ export class BlockCache {
     readonly blockSize: number,
     private readonly recordEvents: boolean,
   ) {
-    // The cache never holds more cached blocks than it has blocks, so the table never grows.
-    this.byHash = new U64Map<CachedBlock>(numBlocks);
+    // The cache never holds more cached blocks than it has blocks: nothing here ever grows.
+    this.bySlotKey = new U64Map(numBlocks);
+    this.hash = new Array<bigint>(numBlocks).fill(0n);
+    this.lo = new Uint32Array(numBlocks);
+    this.hi = new Uint32Array(numBlocks);
+    this.parent = new Int32Array(numBlocks);
+    this.refs = new Int32Array(numBlocks);
+    this.children = new Int32Array(numBlocks);
+    this.releasedAt = new Float64Array(numBlocks);
+    // Slot 0 on top, so blocks fill the slots in order.
+    this.free = Int32Array.from({ length: numBlocks }, (_, i) => numBlocks - 1 - i);
+    this.freeCount = numBlocks;
+    this.leaves = new LeafHeap(numBlocks);
   }
 
   /** Blocks in use: cached (active or inactive) plus private. */
   get usedBlocks(): number {
-    return this.byHash.size + this.privateBlocks;
+    return this.cached + this.privateBlocks;
   }
 
   get freeBlocks(): number {
@@ -73,25 +93,25 @@ export class BlockCache {
   }
 
   get cachedBlocks(): number {
-    return this.byHash.size;
+    return this.cached;
   }
 
   get inactiveBlocks(): number {
     return this.inactive;
   }
 
-  /** The cached block whose hash has these halves. */
-  get(lo: number, hi: number): CachedBlock | undefined {
-    return this.byHash.get(lo, hi);
+  /** The cached block whose hash has these halves; -1 when none is. */
+  get(lo: number, hi: number): BlockId {
+    return this.bySlotKey.get(lo, hi);
   }
 
   /** The cached blocks matching the leading hashes (as (lo, hi) halves), at most `limit` of them. */
-  matchPrefix(halves: Uint32Array, limit: number): CachedBlock[] {
-    const hits: CachedBlock[] = [];
+  matchPrefix(halves: Uint32Array, limit: number): BlockId[] {
+    const hits: BlockId[] = [];
     const end = Math.min(limit, halves.length >> 1);
     for (let i = 0; i < end; i++) {
-      const block = this.byHash.get(halves[2 * i]!, halves[2 * i + 1]!);
-      if (!block) break;
+      const block = this.bySlotKey.get(halves[2 * i]!, halves[2 * i + 1]!);
+      if (block < 0) break;
       hits.push(block);
     }
     return hits;
@@ -101,9 +121,9 @@ export class BlockCache {
    * Whether `need` new blocks fit after evicting every evictable block,
    * counting `reactivating` (inactive blocks about to be held) as not evictable.
    */
-  canAllocate(need: number, reactivating: readonly CachedBlock[] = NOTHING): boolean {
+  canAllocate(need: number, reactivating: readonly BlockId[] = NOTHING): boolean {
     let reserved = 0;
-    for (const block of reactivating) if (block.refs === 0) reserved++;
+    for (const block of reactivating) if (this.refs[block] === 0) reserved++;
     return this.freeBlocks + this.inactive - reserved >= need;
   }
 
@@ -111,47 +131,54 @@ export class BlockCache {
   makeRoom(need: number): boolean {
     while (this.freeBlocks < need) {
       const victim = this.leaves.pop();
-      if (!victim) return false;
+      if (victim < 0) return false;
       this.evict(victim);
     }
     return true;
   }
 
   /** Takes a reference on a cached block, reviving it if it was inactive. */
-  acquire(block: CachedBlock): void {
-    if (block.refs++ === 0) {
+  acquire(block: BlockId): void {
+    if (this.refs[block]!++ === 0) {
       this.inactive--;
       this.leaves.remove(block);
     }
   }
 
   /** Drops a reference; an unreferenced leaf becomes an eviction candidate. */
-  release(block: CachedBlock): void {
-    if (block.refs <= 0) throw new Error(`block ${block.hash} released more often than acquired`);
-    if (--block.refs > 0) return;
+  release(block: BlockId): void {
+    const refs = this.refs[block]!;
+    if (refs <= 0) throw new Error(`block ${this.hash[block]} released more often than acquired`);
+    this.refs[block] = refs - 1;
+    if (refs > 1) return;
     this.inactive++;
-    block.lastUsed = ++this.tick;
-    if (block.children === 0) this.leaves.push(block);
+    const tick = ++this.tick;
+    this.releasedAt[block] = tick;
+    if (this.children[block] === 0) this.leaves.push(block, tick);
   }
 
   /**
    * Caches a newly computed full block, held once by its computing request.
    * `tokens[start..start+blockSize)` are its token ids.
    */
-  store(hash: bigint, parent: CachedBlock | null, tokens: Uint32Array, start: number): CachedBlock {
+  store(hash: bigint, parent: BlockId | null, tokens: Uint32Array, start: number): BlockId {
     const [lo, hi] = halvesOf(hash);
-    if (this.byHash.has(lo, hi)) throw new Error(`block ${hash} is already cached`);
+    if (this.bySlotKey.has(lo, hi)) throw new Error(`block ${hash} is already cached`);
     if (this.freeBlocks <= 0) throw new Error('no free block to store into');
-    const block: CachedBlock = { hash, lo, hi, parent, refs: 1, children: 0, lastUsed: 0, heapIndex: -1 };
-    this.byHash.set(lo, hi, block);
-    if (parent) {
-      // A parent gaining a child is no longer a leaf.
-      if (parent.children++ === 0) this.leaves.remove(parent);
-    }
-    if (this.recordEvents) this.recordStored(block, tokens, start);
+    const block = this.free[--this.freeCount]!;
+    this.hash[block] = hash;
+    this.lo[block] = lo;
+    this.hi[block] = hi;
+    this.parent[block] = parent ?? NO_PARENT;
+    this.refs[block] = 1;
+    this.children[block] = 0;
+    this.bySlotKey.set(lo, hi, block);
+    this.cached++;
+    // A parent gaining a child is no longer a leaf.
+    if (parent !== null && this.children[parent]!++ === 0) this.leaves.remove(parent);
+    if (this.recordEvents) this.recordStored(block, parent, tokens, start);
     return block;
   }
-
   allocatePrivate(n: number): void {
     if (n > this.freeBlocks) throw new Error(`cannot allocate ${n} private blocks, ${this.freeBlocks} free`);
     this.privateBlocks += n;
@@ -165,8 +192,11 @@ export class BlockCache {
   /** Drops every cached block, as vLLM's prefix-cache reset does; refused while any block is held. */
   clear(): boolean {
     if (this.activeBlocks > 0) return false;
-    this.byHash.clear();
-    while (this.leaves.pop());
+    this.bySlotKey.clear();
+    for (let block = this.leaves.pop(); block >= 0; block = this.leaves.pop());
+    this.free.forEach((_, i, free) => (free[i] = this.numBlocks - 1 - i));
+    this.freeCount = this.numBlocks;
+    this.cached = 0;
     this.inactive = 0;
     if (this.recordEvents) this.pending.push({ type: 'cleared' });
     return true;
@@ -174,7 +204,7 @@ export class BlockCache {
 
   /** Hashes of every cached block (active or inactive). */
   *hashes(): IterableIterator<bigint> {
-    for (const block of this.byHash.valuesInSlots()) yield block.hash;
+    for (const block of this.bySlotKey.valuesInSlots()) yield this.hash[block]!;
   }
 
   /** Whether any event was recorded since the last takeEvents. */
@@ -191,33 +221,36 @@ export class BlockCache {
     return events;
   }
 
-  private evict(block: CachedBlock): void {
-    this.byHash.delete(block.lo, block.hi);
+  private evict(block: BlockId): void {
+    this.bySlotKey.delete(this.lo[block]!, this.hi[block]!);
+    this.free[this.freeCount++] = block;
+    this.cached--;
     this.inactive--;
-    const parent = block.parent;
-    if (parent && --parent.children === 0 && parent.refs === 0) this.leaves.push(parent);
+    const parent = this.parent[block]!;
+    if (parent !== NO_PARENT && --this.children[parent]! === 0 && this.refs[parent] === 0) this.leaves.push(parent, this.releasedAt[parent]!);
     if (this.recordEvents) {
+      const hash = this.hash[block]!;
       const last = this.pending[this.pending.length - 1];
-      if (last?.type === 'removed') last.blockHashes.push(block.hash);
-      else this.pending.push({ type: 'removed', blockHashes: [block.hash], medium: 'GPU' });
+      if (last?.type === 'removed') last.blockHashes.push(hash);
+      else this.pending.push({ type: 'removed', blockHashes: [hash], medium: 'GPU' });
     }
   }
 
   // Consecutive blocks of one chain stored in a row share one event, as vLLM batches them.
-  private recordStored(block: CachedBlock, tokens: Uint32Array, start: number): void {
+  private recordStored(block: BlockId, parent: BlockId | null, tokens: Uint32Array, start: number): void {
     const last = this.pending[this.pending.length - 1];
-    const parentHash = block.parent ? block.parent.hash : null;
+    const parentHash = parent === null ? null : this.hash[parent]!;
     if (last?.type === 'stored' && parentHash !== null && last.blockHashes[last.blockHashes.length - 1] === parentHash) {
       // Every stored event not yet taken has its draft, the last one last.
       const draft = this.drafts[this.drafts.length - 1]!;
-      last.blockHashes.push(block.hash);
+      last.blockHashes.push(this.hash[block]!);
       draft.sources.push(tokens);
       draft.starts.push(start);
       return;
     }
     const event: BlockStored = {
       type: 'stored',
-      blockHashes: [block.hash],
+      blockHashes: [this.hash[block]!],
       parentBlockHash: parentHash,
       tokenIds: [],
       blockSize: this.blockSize,

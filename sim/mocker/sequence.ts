@@ -4,7 +4,7 @@
 // `computed` up to everything known samples the next token. A decode is just a
 // step with one token left to compute; after a preemption the request
 // recomputes prompt and generated tokens alike.
-import type { CachedBlock } from './block-cache.js';
+import type { BlockId } from './block-cache.js';
 import { halvesView } from './u64-map.js';
 
 export type FinishReason = 'length' | 'abort';
@@ -52,7 +52,7 @@ export class Sequence {
   computed = 0;
   generated = 0;
   /** Full prompt blocks held, in chain order: held[i] covers tokens [i*bs, (i+1)*bs). */
-  readonly held: CachedBlock[] = [];
+  readonly held: BlockId[] = [];
   /** Private blocks held: the partial prompt block and generated tokens. */
   privateBlocks = 0;
   /** Prompt tokens reused at first admission; -1 until admitted. */

@@ -104,7 +104,7 @@ export function reuseRatio(records: readonly RequestRecord[]): number {
  * any other is written out and hashed with `hashBlocks`.
  */
 export function idealPrefixReuse(workload: Workload, blockSize: number, hashBlocks: HashBlocks): number {
-  const seen = new U64Map<true>(1 << 16);
+  const seen = new U64Map(1 << 16);
   const traced = new TracePrefixes(blockSize);
   let prompt = 0;
   let reused = 0;
@@ -122,7 +122,7 @@ export function idealPrefixReuse(workload: Workload, blockSize: number, hashBloc
       const hashes = hashBlocks(tokens, blockSize);
       const halves = halvesView(hashes);
       while (hits < Math.min(limit, hashes.length) && seen.has(halves[2 * hits]!, halves[2 * hits + 1]!)) hits++;
-      for (let i = hits; i < hashes.length; i++) seen.set(halves[2 * i]!, halves[2 * i + 1]!, true);
+      for (let i = hits; i < hashes.length; i++) seen.set(halves[2 * i]!, halves[2 * i + 1]!, 1);
     }
     prompt += length;
     reused += hits * blockSize;

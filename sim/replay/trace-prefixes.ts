@@ -36,7 +36,7 @@ function absorb2(h: number, word: number): number {
 
 export class TracePrefixes {
   /** Chain of (namespace, trace block size, ids 0..b) -> the highest engine block computed whose last token is in block b. */
-  private readonly highest = new U64Map<number>(1 << 14);
+  private readonly highest = new U64Map(1 << 14);
 
   constructor(private readonly blockSize: number) {}
 
@@ -70,7 +70,7 @@ export class TracePrefixes {
           lo = fmix(a ^ rotl(c, 11));
           hi = fmix(c ^ Math.imul(group + 1, 0x9e3779b1));
         }
-        known = this.highest.get(lo, hi) ?? -1;
+        known = this.highest.get(lo, hi);
       }
       if (matching && j < limit && j <= known) hits++;
       else matching = false;
@@ -80,7 +80,6 @@ export class TracePrefixes {
   }
 
   private record(lo: number, hi: number, block: number): void {
-    const known = this.highest.get(lo, hi);
-    if (known === undefined || known < block) this.highest.set(lo, hi, block);
+    if (this.highest.get(lo, hi) < block) this.highest.set(lo, hi, block);
   }
 }
