@@ -8,6 +8,8 @@
 //   output_length  tokens to generate
 //   hash_ids       one id per block of trace-block-size (512) prompt tokens;
 //                  equal ids mean the same block after the same prefix
+//   tag            optional (kvrouter's own): the kind of traffic, as
+//                  generated workloads tag their requests
 // Each id becomes trace-block-size synthetic tokens of its own, and the
 // prompt is cut to input_length (so the last block is usually partial).
 // Unknown fields are ignored: traces often carry extra columns.
@@ -56,6 +58,12 @@ function hashIds(fail: Fail, value: unknown): number[] {
     if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 0) fail(`hash_ids[${i}]`, `must be an integer >= 0, got ${JSON.stringify(id)}`);
   }
   return ids as number[];
+}
+
+function tagOf(fail: Fail, value: unknown): { tag?: string } {
+  if (value === undefined) return {};
+  if (typeof value !== 'string' || value === '') fail('tag', `must be a non-empty string, got ${JSON.stringify(value)}`);
+  return { tag: value as string };
 }
 
 function sessionOf(fail: Fail, value: unknown): string | null {
@@ -114,8 +122,36 @@ export function parseMooncakeTrace(text: string, options: MooncakeOptions = {}):
       arrival = { atMs: nonNegative(fail, 'timestamp', o.timestamp) };
     }
     if (sessionId !== null) sessions.add(sessionId);
-    requests.push(traceRequest({ id: `line${line}`, sessionId, arrival, inputLength, outputLength }, { hashIds: ids, blockSize, namespace: TRACE_NAMESPACE }));
+    const fields = { id: `line${line}`, sessionId, arrival, inputLength, outputLength, ...tagOf(fail, o.tag) };
+    requests.push(traceRequest(fields, { hashIds: ids, blockSize, namespace: TRACE_NAMESPACE }));
   }
   if (requests.length === 0) throw new TraceError(source, lines.length, null, 'the trace has no requests');
   return { name: source, requests };
+}
+
+/**
+ * The workload as a Mooncake trace, one JSON line per request in workload
+ * order, that parseMooncakeTrace reads back into the same prompts, arrivals
+ * and sessions. Only prompts made of trace blocks (traces, and the trace-
+ * native generators) can be written; every request must use the same trace
+ * block size, which the trace must then be replayed at.
+ */
+export function writeMooncakeTrace(workload: Workload): string {
+  let blockSize: number | null = null;
+  const lines = workload.requests.map((r) => {
+    const trace = r.trace;
+    if (!trace || trace.namespace !== TRACE_NAMESPACE) {
+      throw new RangeError(`${workload.name}: request "${r.id}" is not made of trace blocks, so it has no Mooncake form (generators that have one: conversations, tool-agents)`);
+    }
+    blockSize ??= trace.blockSize;
+    if (trace.blockSize !== blockSize) throw new RangeError(`${workload.name}: request "${r.id}" uses ${trace.blockSize}-token trace blocks, earlier ones ${blockSize}`);
+    const line: Record<string, unknown> = 'atMs' in r.arrival ? { timestamp: r.arrival.atMs } : { delay: r.arrival.delayMs };
+    if (r.sessionId !== null) line.session_id = r.sessionId;
+    line.input_length = r.inputLength;
+    line.output_length = r.outputLength;
+    line.hash_ids = trace.hashIds.slice(0, Math.ceil(r.inputLength / trace.blockSize));
+    if (r.tag !== undefined) line.tag = r.tag;
+    return JSON.stringify(line);
+  });
+  return lines.join('\n') + '\n';
 }

@@ -80,6 +80,7 @@ export interface RouterEventCounts {
 
 export interface SimulationResult {
   label: string;
+  arrivalSpeedup: number;
   workerIds: string[];
   /** In workload order; every request has one. */
   records: RequestRecord[];
@@ -255,5 +256,5 @@ export function simulate(workload: Workload, options: SimulateOptions): Simulati
   for (const e of engines) e.close();
   route.close();
   if (finished !== total) throw new Error(`replay stalled: ${total - finished} of ${total} requests never finished`);
-  return { label: options.label, workerIds, records, engines: stats, routerEvents, wallMs: performance.now() - started };
+  return { label: options.label, arrivalSpeedup: options.arrivalSpeedup, workerIds, records, engines: stats, routerEvents, wallMs: performance.now() - started };
 }

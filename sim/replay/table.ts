@@ -1,7 +1,9 @@
-// The comparison table `kvrouter replay` prints for people: one row per
-// policy, the figures that tell routing policies apart. The HTML report's
-// table uses the same columns.
+// The tables `kvrouter replay` prints for people: the comparison (one row
+// per policy, the figures that tell routing policies apart; the HTML
+// report's table uses the same columns), and for a load sweep one row per
+// policy and load, then each policy's capacity at the SLO.
 import type { PolicyReport } from './report.js';
+import type { Capacity, SweepResult } from './sweep.js';
 
 export interface Column {
   head: string;
@@ -47,4 +49,50 @@ export function formatRows(head: readonly string[], rows: readonly (readonly str
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
   const line = (cells: readonly string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
   return [line(head), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line), ...(notes.length > 0 ? ['', ...notes] : [])].join('\n');
+}
+
+/** A speed-up as people read it: 4 significant digits and an x. */
+export function speedup(value: number): string {
+  return `${Number(value.toPrecision(4))}x`;
+}
+
+const SWEEP_COLUMNS: readonly Column[] = [
+  { head: 'policy', cell: (r) => r.policy },
+  { head: 'load', cell: (r) => speedup(r.arrival_speedup) },
+  { head: 'done', cell: (r) => (r.rejected + r.failed > 0 ? `${r.completed}/${r.requests}` : String(r.completed)) },
+  { head: 'reuse', cell: (r) => r.prefix_cache_reused_ratio.toFixed(3) },
+  { head: 'ttft mean', cell: (r) => ms(r.ttft_ms.mean) },
+  { head: 'ttft p50', cell: (r) => ms(r.ttft_ms.p50) },
+  { head: 'ttft p90', cell: (r) => ms(r.ttft_ms.p90) },
+  { head: 'ttft p99', cell: (r) => ms(r.ttft_ms.p99) },
+  { head: 'itl mean', cell: (r) => ms(r.itl_ms.mean) },
+  { head: 'itl p99', cell: (r) => ms(r.itl_ms.p99) },
+  { head: 'e2e mean', cell: (r) => ms(r.e2e_ms.mean) },
+  { head: 'wall s', cell: (r) => (r.wall_ms / 1000).toFixed(1) },
+];
+
+/** The capacity cell: the speed-up, or what the search could say about it. */
+export function capacityText(c: Capacity): string {
+  if (c.status === 'below') return `< ${speedup(c.bracket[1]!)}`;
+  if (c.status === 'above') return `>= ${speedup(c.capacity!)}`;
+  return speedup(c.capacity!);
+}
+
+export function formatSweep(result: SweepResult): string {
+  const rows = result.runs.flatMap((p) => p.loads.map((run) => SWEEP_COLUMNS.map((c) => c.cell(run.report))));
+  const notes = ['latencies in ms (virtual time); load = arrival speed-up; reuse = reused prompt tokens / prompt tokens'];
+  const parts = [formatRows(SWEEP_COLUMNS.map((c) => c.head), rows, notes)];
+  const first = result.capacities[0];
+  if (first) {
+    const head = ['policy', 'capacity', 'bracket', 'runs'];
+    const capacityRows = result.capacities.map((c) => [
+      c.policy,
+      capacityText(c),
+      c.bracket.map((b) => (b === null ? '-' : speedup(b))).join(' .. '),
+      String(c.probes.length),
+    ]);
+    const note = `capacity: the highest arrival speed-up with TTFT p90 <= ${first.slo_ttft_p90_ms} ms, bisected until the bracket is within ${Number((first.precision * 100).toPrecision(3))}%`;
+    parts.push(formatRows(head, capacityRows, [note]));
+  }
+  return parts.join('\n\n');
 }

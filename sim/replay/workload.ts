@@ -11,6 +11,7 @@
  * same prefix, so the ids alone say which prompts share what.
  */
 export interface TraceBlocks {
+  /** At least ceil(inputLength / blockSize) ids; any past those are not part of the prompt. */
   readonly hashIds: readonly number[];
   readonly blockSize: number;
   readonly namespace: number;

@@ -105,6 +105,7 @@ describe('reuse ratios', () => {
 describe('the per-policy summary', () => {
   const run: SimulationResult = {
     label: 'kv',
+    arrivalSpeedup: 2,
     workerIds: ['w0', 'w1'],
     records: [
       record({ id: 'a', worker: 0, arrivalMs: 1000, firstTokenMs: 1100, endMs: 1300, promptTokens: 200, cachedTokens: 100, outputTokens: 3 }),
@@ -136,7 +137,8 @@ describe('the per-policy summary', () => {
   });
 
   it('has every field the --json contract names', () => {
-    for (const key of ['policy', 'requests', 'completed', 'duration_ms', 'wall_ms', 'prefix_cache_reused_ratio', 'ideal_prefix_reuse_ratio', 'ttft_ms', 'itl_ms', 'e2e_ms', 'output_tokens_per_s', 'preemptions', 'recomputed_tokens', 'per_worker']) {
+    expect(report.arrival_speedup).toBe(2);
+    for (const key of ['policy', 'arrival_speedup', 'requests', 'completed', 'duration_ms', 'wall_ms', 'prefix_cache_reused_ratio', 'ideal_prefix_reuse_ratio', 'ttft_ms', 'itl_ms', 'e2e_ms', 'output_tokens_per_s', 'preemptions', 'recomputed_tokens', 'per_worker']) {
       expect(report).toHaveProperty(key);
     }
     for (const key of ['ttft_ms', 'itl_ms', 'e2e_ms'] as const) expect(Object.keys(report[key])).toEqual(['mean', 'p50', 'p90', 'p99']);
