@@ -155,3 +155,32 @@ export function writeMooncakeTrace(workload: Workload): string {
   });
   return lines.join('\n') + '\n';
 }
+
+/**
+ * The first `count` requests of the trace repeated back to back: each copy
+ * starts `gapMs` after the previous copy's last arrival and names its blocks
+ * with ids of its own (so copies share nothing), and its sessions too. A
+ * longer input with the trace's own mix of lengths, sharing and load.
+ */
+export function tileTrace(workload: Workload, count: number, gapMs = 1000): Workload {
+  if (!Number.isInteger(count) || count < 1) throw new RangeError(`count must be an integer >= 1, got ${count}`);
+  let span = 0;
+  let idSpan = 0;
+  for (const r of workload.requests) {
+    if (!r.trace) throw new RangeError(`${workload.name}: request "${r.id}" is not made of trace blocks`);
+    if ('atMs' in r.arrival) span = Math.max(span, r.arrival.atMs);
+    for (const id of r.trace.hashIds) idSpan = Math.max(idSpan, id + 1);
+  }
+  const requests: ReplayRequest[] = [];
+  for (let copy = 0; requests.length < count; copy++) {
+    for (const r of workload.requests) {
+      if (requests.length === count) break;
+      const trace = r.trace!;
+      const arrival = 'atMs' in r.arrival ? { atMs: r.arrival.atMs + copy * (span + gapMs) } : r.arrival;
+      const { trace: _trace, writeTokens: _write, ...rest } = r;
+      const fields = { ...rest, id: `${r.id}.${copy}`, sessionId: r.sessionId === null ? null : `${r.sessionId}.${copy}`, arrival };
+      requests.push(traceRequest(fields, { ...trace, hashIds: trace.hashIds.map((id) => id + copy * idSpan) }));
+    }
+  }
+  return { name: `${workload.name} (tiled to ${count})`, requests };
+}

@@ -19,17 +19,30 @@ function spread(report: PolicyReport): string {
   return `${Math.min(...counts)}-${Math.max(...counts)}`;
 }
 
+/** The columns the tables share, by what they show. */
+const COLUMN = {
+  policy: { head: 'policy', cell: (r) => r.policy },
+  done: { head: 'done', cell: (r) => (r.rejected + r.failed > 0 ? `${r.completed}/${r.requests}` : String(r.completed)) },
+  reuse: { head: 'reuse', cell: (r) => r.prefix_cache_reused_ratio.toFixed(3) },
+  ttftMean: { head: 'ttft mean', cell: (r) => ms(r.ttft_ms.mean) },
+  ttftP50: { head: 'ttft p50', cell: (r) => ms(r.ttft_ms.p50) },
+  ttftP90: { head: 'ttft p90', cell: (r) => ms(r.ttft_ms.p90) },
+  ttftP99: { head: 'ttft p99', cell: (r) => ms(r.ttft_ms.p99) },
+  itlMean: { head: 'itl mean', cell: (r) => ms(r.itl_ms.mean) },
+  e2eMean: { head: 'e2e mean', cell: (r) => ms(r.e2e_ms.mean) },
+} satisfies Record<string, Column>;
+
 export const COMPARISON_COLUMNS: readonly Column[] = [
-  { head: 'policy', cell: (r) => r.policy },
-  { head: 'done', cell: (r) => (r.rejected + r.failed > 0 ? `${r.completed}/${r.requests}` : String(r.completed)) },
-  { head: 'reuse', cell: (r) => r.prefix_cache_reused_ratio.toFixed(3) },
+  COLUMN.policy,
+  COLUMN.done,
+  COLUMN.reuse,
   { head: 'ideal', cell: (r) => r.ideal_prefix_reuse_ratio.toFixed(3) },
-  { head: 'ttft mean', cell: (r) => ms(r.ttft_ms.mean) },
-  { head: 'ttft p50', cell: (r) => ms(r.ttft_ms.p50) },
-  { head: 'ttft p90', cell: (r) => ms(r.ttft_ms.p90) },
-  { head: 'ttft p99', cell: (r) => ms(r.ttft_ms.p99) },
-  { head: 'itl mean', cell: (r) => ms(r.itl_ms.mean) },
-  { head: 'e2e mean', cell: (r) => ms(r.e2e_ms.mean) },
+  COLUMN.ttftMean,
+  COLUMN.ttftP50,
+  COLUMN.ttftP90,
+  COLUMN.ttftP99,
+  COLUMN.itlMean,
+  COLUMN.e2eMean,
   { head: 'e2e p99', cell: (r) => ms(r.e2e_ms.p99) },
   { head: 'out tok/s', cell: (r) => r.output_tokens_per_s.toFixed(1) },
   { head: 'preempt', cell: (r) => String(r.preemptions) },
@@ -57,17 +70,17 @@ export function speedup(value: number): string {
 }
 
 const SWEEP_COLUMNS: readonly Column[] = [
-  { head: 'policy', cell: (r) => r.policy },
+  COLUMN.policy,
   { head: 'load', cell: (r) => speedup(r.arrival_speedup) },
-  { head: 'done', cell: (r) => (r.rejected + r.failed > 0 ? `${r.completed}/${r.requests}` : String(r.completed)) },
-  { head: 'reuse', cell: (r) => r.prefix_cache_reused_ratio.toFixed(3) },
-  { head: 'ttft mean', cell: (r) => ms(r.ttft_ms.mean) },
-  { head: 'ttft p50', cell: (r) => ms(r.ttft_ms.p50) },
-  { head: 'ttft p90', cell: (r) => ms(r.ttft_ms.p90) },
-  { head: 'ttft p99', cell: (r) => ms(r.ttft_ms.p99) },
-  { head: 'itl mean', cell: (r) => ms(r.itl_ms.mean) },
+  COLUMN.done,
+  COLUMN.reuse,
+  COLUMN.ttftMean,
+  COLUMN.ttftP50,
+  COLUMN.ttftP90,
+  COLUMN.ttftP99,
+  COLUMN.itlMean,
   { head: 'itl p99', cell: (r) => ms(r.itl_ms.p99) },
-  { head: 'e2e mean', cell: (r) => ms(r.e2e_ms.mean) },
+  COLUMN.e2eMean,
   { head: 'wall s', cell: (r) => (r.wall_ms / 1000).toFixed(1) },
 ];
 

@@ -9,20 +9,13 @@
 // ideal-reuse pass over a long trace then reads a few hundred thousand ids
 // instead of a few hundred million tokens.
 import { U64Map } from '../mocker/u64-map.js';
+import { mix32 as fmix } from './random.js';
 import type { TraceBlocks } from './workload.js';
 
 const TWO_32 = 4294967296;
 
 function rotl(x: number, r: number): number {
   return (x << r) | (x >>> (32 - r));
-}
-
-function fmix(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  return (h ^ (h >>> 16)) >>> 0;
 }
 
 // The chain hash runs two independent 32-bit lanes, each absorbing 32-bit words murmur-style.
