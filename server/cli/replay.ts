@@ -163,8 +163,9 @@ async function replayPolicies(o: ReplayCommandOptions, explicit: Explicit): Prom
   const ideal = idealReuse(workload, engine);
   const progress = new ProgressBar(process.stderr);
   const onProgress = (label: string, done: number, total: number) => progress.update(label, done, total);
-  const runs = policies.length * loads.length;
-  const pool = o.jobs > 1 && (runs > 1 || slo) ? new RunPool(o.jobs, { source, settings, ideal }, onProgress) : null;
+  // Worker threads pay off only when there is more than one run.
+  const several = policies.length * loads.length > 1 || slo !== null;
+  const pool = o.jobs > 1 && several ? new RunPool(o.jobs, { source, settings, ideal }, onProgress) : null;
   let result;
   try {
     result = await sweep(policies.map((p) => ({ label: p.label, policy: p.label })), loads, slo, pool?.run ?? serialRunner(workload, settings, ideal, onProgress));
@@ -173,7 +174,7 @@ async function replayPolicies(o: ReplayCommandOptions, explicit: Explicit): Prom
   }
   progress.clear();
   const all = result.runs.flatMap((p) => p.loads);
-  const sweeping = loads.length > 1 || slo !== null;
+  const sweeping = slo !== null;
   if (o.json) {
     const lines = [...all.map((r) => ({ kind: 'run', ...r.report })), ...result.capacities.map((c) => ({ kind: 'capacity', ...c }))];
     process.stdout.write(lines.map((l) => JSON.stringify(l) + '\n').join(''));
@@ -248,7 +249,7 @@ export function registerReplay(program: Command): void {
   const d = ENGINE_DEFAULTS;
   program
     .command('replay')
-    .description('replay a Mooncake trace in virtual time through the router and simulated engines, once per --policy, and compare')
+    .description('replay a Mooncake trace in virtual time through the router and simulated engines, once per --policy and arrival speed-up, and compare')
     .option('--trace <file>', 'Mooncake JSONL trace (timestamp or delay, input_length, output_length, hash_ids, session_id)')
     .option('--workload <specs>', `a generated workload instead of a trace: ${Object.keys(GENERATORS).join(', ')}; options as name${PARAM_SEPARATOR}key=value${PARAM_SEPARATOR}..., several joined with +`)
     .option('--scenario <name>', `a named scenario instead (its own workload, runs and engine shape): ${Object.keys(SCENARIOS).join(', ')}`)

@@ -92,10 +92,10 @@ export class MockEngine {
         `request ${id}: ${tokens.length} prompt tokens + maxTokens ${maxTokens} need ${blocks} KV blocks, the cache has ${this.shape.numBlocks}`,
       );
     }
-    const hashes = this.hashBlocks(tokens, this.shape.blockSize);
+    const hashes = request.blockHashes ?? this.hashBlocks(tokens, this.shape.blockSize);
     const fullBlocks = Math.floor(tokens.length / this.shape.blockSize);
     if (hashes.length !== fullBlocks) {
-      throw new RangeError(`hashBlocks returned ${hashes.length} hashes for ${fullBlocks} full blocks`);
+      throw new RangeError(`${request.blockHashes ? 'blockHashes has' : 'hashBlocks returned'} ${hashes.length} hashes for ${fullBlocks} full blocks`);
     }
     const seq = new Sequence(request, hashes, this.clock.now());
     this.requests.set(id, seq);

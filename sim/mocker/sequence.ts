@@ -37,6 +37,12 @@ export interface EngineRequest {
   tokens: Uint32Array;
   /** Tokens to generate (the mock never stops early); at least one. */
   maxTokens: number;
+  /**
+   * The chained hashes of the prompt's full blocks, when the caller already
+   * has them (a replay derives them from trace ids); otherwise the engine
+   * hashes the tokens. One per full block, equal exactly for equal prefixes.
+   */
+  blockHashes?: BigUint64Array;
   /** The first generated token arrived (end of the step that finished prefill). */
   onFirstToken?(atMs: number): void;
   /** Generated token `index` (0-based) arrived at `atMs`. */

@@ -27,6 +27,47 @@ function absorb2(h: number, word: number): number {
   return Math.imul(rotl(h ^ Math.imul(word, 0x1b873593), 13), 0x27d4eb2f) + 0x165667b1;
 }
 
+/**
+ * Walks a trace prompt's engine blocks in order, holding the chain hash
+ * (lo, hi) of the namespace, the trace block size and the ids of every trace
+ * block up to the one that holds the current engine block's last token.
+ */
+class TraceChain {
+  lo: number;
+  hi: number;
+  /** The trace block the chain ends at. */
+  group = -1;
+  private readonly ids: readonly number[];
+  private readonly traceBlock: number;
+
+  constructor(
+    trace: TraceBlocks,
+    private readonly blockSize: number,
+  ) {
+    this.ids = trace.hashIds;
+    this.traceBlock = trace.blockSize;
+    // The same ids cut at another trace block size are other tokens.
+    this.lo = fmix(trace.namespace ^ 0x74726163 ^ Math.imul(this.traceBlock, 0x9e3779b1));
+    this.hi = fmix(trace.namespace ^ 0x626c6b73 ^ Math.imul(this.traceBlock, 0x85ebca6b));
+  }
+
+  /** Moves to engine block j (called with j ascending); true when the chain moved on to a later trace block. */
+  advance(j: number): boolean {
+    const last = Math.floor(((j + 1) * this.blockSize - 1) / this.traceBlock);
+    if (last === this.group) return false;
+    while (this.group < last) {
+      const id = this.ids[++this.group]!;
+      const idLo = id >>> 0;
+      const idHi = Math.floor(id / TWO_32) >>> 0;
+      const a = absorb1(absorb1(this.lo, idLo), idHi);
+      const c = absorb2(absorb2(this.hi, idLo), idHi);
+      this.lo = fmix(a ^ rotl(c, 11));
+      this.hi = fmix(c ^ Math.imul(this.group + 1, 0x9e3779b1));
+    }
+    return true;
+  }
+}
+
 export class TracePrefixes {
   /** Chain of (namespace, trace block size, ids 0..b) -> the highest engine block computed whose last token is in block b. */
   private readonly highest = new U64Map(1 << 14);
@@ -39,40 +80,44 @@ export class TracePrefixes {
    * engine block of the prompt as computed.
    */
   take(trace: TraceBlocks, length: number, limit: number): number {
-    const { hashIds, namespace } = trace;
-    const traceBlock = trace.blockSize;
-    const bs = this.blockSize;
-    const blocks = Math.floor(length / bs);
-    // The same ids cut at another trace block size are other tokens.
-    let lo = fmix(namespace ^ 0x74726163 ^ Math.imul(traceBlock, 0x9e3779b1));
-    let hi = fmix(namespace ^ 0x626c6b73 ^ Math.imul(traceBlock, 0x85ebca6b));
+    const blocks = Math.floor(length / this.blockSize);
+    const chain = new TraceChain(trace, this.blockSize);
     let hits = 0;
     let matching = true;
-    let group = -1; // the trace block whose chain (lo, hi) is
-    let known = -1; // the highest engine block an earlier prompt computed under that chain
+    let known = -1; // the highest engine block an earlier prompt computed under the chain
     for (let j = 0; j < blocks; j++) {
-      const last = Math.floor(((j + 1) * bs - 1) / traceBlock);
-      if (last !== group) {
-        if (group >= 0) this.record(lo, hi, j - 1);
-        for (; group < last; ) {
-          const id = hashIds[++group]!;
-          const idLo = id >>> 0;
-          const idHi = Math.floor(id / TWO_32) >>> 0;
-          const a = absorb1(absorb1(lo, idLo), idHi);
-          const c = absorb2(absorb2(hi, idLo), idHi);
-          lo = fmix(a ^ rotl(c, 11));
-          hi = fmix(c ^ Math.imul(group + 1, 0x9e3779b1));
-        }
-        known = this.highest.get(lo, hi);
+      const { lo, hi } = chain;
+      if (chain.advance(j)) {
+        if (j > 0) this.record(lo, hi, j - 1);
+        known = this.highest.get(chain.lo, chain.hi);
       }
       if (matching && j < limit && j <= known) hits++;
       else matching = false;
     }
-    if (group >= 0) this.record(lo, hi, blocks - 1);
+    if (blocks > 0) this.record(chain.lo, chain.hi, blocks - 1);
     return hits;
   }
 
   private record(lo: number, hi: number, block: number): void {
     if (this.highest.get(lo, hi) < block) this.highest.set(lo, hi, block);
   }
+}
+
+/**
+ * Chained hashes of the prompt's full engine blocks, from its ids: block j's
+ * hash names j and the chain its last token falls in, so equal hashes mean
+ * equal prefixes, as the engine needs. The engine would otherwise write out
+ * and hash every prompt token.
+ */
+export function traceBlockHashes(trace: TraceBlocks, length: number, blockSize: number): BigUint64Array {
+  const blocks = Math.floor(length / blockSize);
+  const out = new BigUint64Array(blocks);
+  const halves = new Uint32Array(out.buffer);
+  const chain = new TraceChain(trace, blockSize);
+  for (let j = 0; j < blocks; j++) {
+    chain.advance(j);
+    halves[2 * j] = fmix(absorb1(chain.lo, j) ^ blockSize);
+    halves[2 * j + 1] = fmix(absorb2(chain.hi, j) ^ Math.imul(blockSize, 0x85ebca6b));
+  }
+  return out;
 }
