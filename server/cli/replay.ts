@@ -7,7 +7,7 @@
 // instead: its own workload, runs (policy and classifier each) and engine
 // shape, with its key figures.
 import { writeFileSync } from 'node:fs';
-import { InvalidArgumentError, type Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import { PluginConfigError } from '../../router/plugins/params.js';
 import { SELECTION_POLICIES } from '../../router/plugins/selection/index.js';
 import { ENGINE_DEFAULTS, resolveEngineShape, type EngineShape } from '../../sim/mocker/engine-options.js';
@@ -261,7 +261,11 @@ export function registerReplay(program: Command): void {
     .option('--policy <specs>', `selection policy, repeatable or comma-separated (${Object.keys(SELECTION_POLICIES).join(', ')}, all); parameters as name${PARAM_SEPARATOR}key=value${PARAM_SEPARATOR}key=value`, collect, [])
     .option('--block-size <n>', 'KV block size of the engines and the router', count, d.blockSize)
     .option('--trace-block-size <n>', 'tokens each trace hash id stands for', count, MOONCAKE_BLOCK_SIZE)
-    .option('--arrival-speedup <x>', 'divide arrival times and session pauses by x; a comma-separated list sweeps the loads and finds each policy\'s capacity', speedups, [1])
+    .addOption(
+      new Option('--arrival-speedup <x>', "divide arrival times and session pauses by x; a comma-separated list sweeps the loads and finds each policy's capacity")
+        .argParser(speedups)
+        .default([1], '1'),
+    )
     .option('--slo-ttft-ms <ms>', 'the TTFT p90 target the capacity is found at', factor, DEFAULT_SLO_TTFT_MS)
     .option('--capacity-precision <r>', 'bisect the capacity until the bracket is within this fraction', ratio, DEFAULT_CAPACITY_PRECISION)
     .option('--jobs <n>', 'replay up to n runs at once, on worker threads', count, defaultJobs())

@@ -27,7 +27,7 @@ export type FromWorker =
   | { type: 'progress'; label: string; finished: number; total: number }
   | { type: 'failed'; id: number; message: string };
 
-/** Parallel replays that pay: no more workers than cores or than jobs. */
+/** One worker per core: more would only contend (a pool never starts more workers than it has jobs). */
 export function defaultJobs(): number {
   return Math.max(1, availableParallelism());
 }

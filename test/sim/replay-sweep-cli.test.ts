@@ -12,7 +12,9 @@ const scratch = mkdtempSync(join(tmpdir(), 'kvrouter-cli-sweep-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 const kvrouter = (...args: string[]) => cli('replay', ...args);
-const SLOW = 180_000;
+// Each test spawns node + tsx (and worker threads); on a shared machine under load that can take minutes.
+const SLOW = 300_000;
+const PROCESS_TIMEOUT = { timeout: SLOW };
 
 function file(name: string, content: string): string {
   const path = join(scratch, name);
@@ -33,7 +35,7 @@ const withoutWall = (stdout: string) => stdout.replace(/"wall_ms":[0-9.e+-]+/g, 
 const synthetic = ['--trace', 'sim/traces/synthetic_trace.jsonl', '--limit', '120', '--workers', '4'];
 const SLO = 1500;
 
-describe.concurrent('a load sweep', () => {
+describe.concurrent('a load sweep', PROCESS_TIMEOUT, () => {
   it(
     '--json prints a run per policy and load, then each policy capacity, bisected between a load that meets the SLO and one that misses it',
     async () => {
@@ -125,7 +127,7 @@ describe.concurrent('a load sweep', () => {
 // Shared documents under load: the kv cost's weights move its decisions here.
 const documents = file('documents.jsonl', jsonl(sharedDocumentTrace({ requests: 120, documents: 6, docBlocks: 8, blockSize: 512, gapMs: 40, output: 16 })));
 
-describe.concurrent('policy parameters', () => {
+describe.concurrent('policy parameters', PROCESS_TIMEOUT, () => {
   it(
     'two parameters after colons both reach the policy, and runs of one policy with different parameters stay apart',
     async () => {
@@ -173,7 +175,7 @@ describe.concurrent('policy parameters', () => {
   });
 });
 
-describe.concurrent('generated workloads', () => {
+describe.concurrent('generated workloads', PROCESS_TIMEOUT, () => {
   const conversations = 'conversations:sessions=16:rate=2:turns=4:pause_ms=2000';
 
   it(
