@@ -28,8 +28,8 @@ const NOTHING: readonly BlockId[] = [];
 const NO_PARENT = -1;
 
 export class BlockCache {
-  /** Cached blocks by hash halves. */
-  private readonly bySlotKey: U64Map;
+  /** The slot of each cached block, by its hash halves. */
+  private readonly byHash: U64Map;
   // Per slot, for the block cached there:
   private readonly hash: bigint[];
   private readonly lo: Uint32Array;
@@ -64,7 +64,7 @@ export class BlockCache {
     private readonly recordEvents: boolean,
   ) {
     // The cache never holds more cached blocks than it has blocks: nothing here ever grows.
-    this.bySlotKey = new U64Map(numBlocks);
+    this.byHash = new U64Map(numBlocks);
     this.hash = new Array<bigint>(numBlocks).fill(0n);
     this.lo = new Uint32Array(numBlocks);
     this.hi = new Uint32Array(numBlocks);
@@ -102,7 +102,7 @@ export class BlockCache {
 
   /** The cached block whose hash has these halves; -1 when none is. */
   get(lo: number, hi: number): BlockId {
-    return this.bySlotKey.get(lo, hi);
+    return this.byHash.get(lo, hi);
   }
 
   /** The cached blocks matching the leading hashes (as (lo, hi) halves), at most `limit` of them. */
@@ -110,7 +110,7 @@ export class BlockCache {
     const hits: BlockId[] = [];
     const end = Math.min(limit, halves.length >> 1);
     for (let i = 0; i < end; i++) {
-      const block = this.bySlotKey.get(halves[2 * i]!, halves[2 * i + 1]!);
+      const block = this.byHash.get(halves[2 * i]!, halves[2 * i + 1]!);
       if (block < 0) break;
       hits.push(block);
     }
@@ -163,7 +163,7 @@ export class BlockCache {
    */
   store(hash: bigint, parent: BlockId | null, tokens: Uint32Array, start: number): BlockId {
     const [lo, hi] = halvesOf(hash);
-    if (this.bySlotKey.has(lo, hi)) throw new Error(`block ${hash} is already cached`);
+    if (this.byHash.has(lo, hi)) throw new Error(`block ${hash} is already cached`);
     if (this.freeBlocks <= 0) throw new Error('no free block to store into');
     const block = this.free[--this.freeCount]!;
     this.hash[block] = hash;
@@ -172,7 +172,7 @@ export class BlockCache {
     this.parent[block] = parent ?? NO_PARENT;
     this.refs[block] = 1;
     this.children[block] = 0;
-    this.bySlotKey.set(lo, hi, block);
+    this.byHash.set(lo, hi, block);
     this.cached++;
     // A parent gaining a child is no longer a leaf.
     if (parent !== null && this.children[parent]!++ === 0) this.leaves.remove(parent);
@@ -192,7 +192,7 @@ export class BlockCache {
   /** Drops every cached block, as vLLM's prefix-cache reset does; refused while any block is held. */
   clear(): boolean {
     if (this.activeBlocks > 0) return false;
-    this.bySlotKey.clear();
+    this.byHash.clear();
     for (let block = this.leaves.pop(); block >= 0; block = this.leaves.pop());
     this.free.forEach((_, i, free) => (free[i] = this.numBlocks - 1 - i));
     this.freeCount = this.numBlocks;
@@ -204,7 +204,7 @@ export class BlockCache {
 
   /** Hashes of every cached block (active or inactive). */
   *hashes(): IterableIterator<bigint> {
-    for (const block of this.bySlotKey.valuesInSlots()) yield this.hash[block]!;
+    for (const block of this.byHash.valuesInSlots()) yield this.hash[block]!;
   }
 
   /** Whether any event was recorded since the last takeEvents. */
@@ -222,7 +222,7 @@ export class BlockCache {
   }
 
   private evict(block: BlockId): void {
-    this.bySlotKey.delete(this.lo[block]!, this.hi[block]!);
+    this.byHash.delete(this.lo[block]!, this.hi[block]!);
     this.free[this.freeCount++] = block;
     this.cached--;
     this.inactive--;

@@ -8,7 +8,7 @@ import { ttfts } from './metrics.js';
 import type { PolicyRun } from './replay.js';
 import type { SweepResult } from './sweep.js';
 import { barChart, escapeHtml, lineChart, type LineSeries } from './svg-chart.js';
-import { capacityText, COMPARISON_COLUMNS, speedup } from './table.js';
+import { bracketText, capacityCaption, capacityText, COMPARISON_COLUMNS, speedup } from './table.js';
 
 export interface HtmlReportInput {
   title: string;
@@ -113,11 +113,10 @@ function capacityTable(sweep: SweepResult): string {
   if (!first) return '';
   const rows = sweep.capacities.map((c, i) => {
     const swatch = `<span class="swatch" style="background:${policyColor(i)}"></span>`;
-    const bracket = c.bracket.map((b) => (b === null ? '-' : speedup(b))).join(' .. ');
-    return `<tr><td>${swatch}${escapeHtml(c.policy)}</td><td data-capacity="${escapeHtml(c.policy)}">${escapeHtml(capacityText(c))}</td><td>${escapeHtml(bracket)}</td><td>${c.probes.length}</td></tr>`;
+    return `<tr><td>${swatch}${escapeHtml(c.policy)}</td><td data-capacity="${escapeHtml(c.policy)}">${escapeHtml(capacityText(c))}</td><td>${escapeHtml(bracketText(c))}</td><td>${c.probes.length}</td></tr>`;
   });
-  const caption = `Capacity: the highest arrival speed-up with TTFT p90 &lt;= ${first.slo_ttft_p90_ms} ms, bisected to within ${Number((first.precision * 100).toPrecision(3))}%`;
-  return `<h2>${caption}</h2>${scrolling(`<table><thead><tr><th>policy</th><th>capacity</th><th>bracket</th><th>runs</th></tr></thead><tbody>${rows.join('')}</tbody></table>`)}`;
+  const caption = capacityCaption(first);
+  return `<h2>${escapeHtml(caption[0]!.toUpperCase() + caption.slice(1))}</h2>${scrolling(`<table><thead><tr><th>policy</th><th>capacity</th><th>bracket</th><th>runs</th></tr></thead><tbody>${rows.join('')}</tbody></table>`)}`;
 }
 
 function sweepSections(sweep: SweepResult): string[] {

@@ -91,6 +91,15 @@ export function capacityText(c: Capacity): string {
   return speedup(c.capacity!);
 }
 
+export function bracketText(c: Capacity): string {
+  return c.bracket.map((b) => (b === null ? '-' : speedup(b))).join(' .. ');
+}
+
+/** What the capacity column means, for the capacities of one search. */
+export function capacityCaption(c: Capacity): string {
+  return `capacity: the highest arrival speed-up with TTFT p90 <= ${c.slo_ttft_p90_ms} ms, bisected until the bracket is within ${Number((c.precision * 100).toPrecision(3))}%`;
+}
+
 export function formatSweep(result: SweepResult): string {
   const rows = result.runs.flatMap((p) => p.loads.map((run) => SWEEP_COLUMNS.map((c) => c.cell(run.report))));
   const notes = ['latencies in ms (virtual time); load = arrival speed-up; reuse = reused prompt tokens / prompt tokens'];
@@ -98,14 +107,8 @@ export function formatSweep(result: SweepResult): string {
   const first = result.capacities[0];
   if (first) {
     const head = ['policy', 'capacity', 'bracket', 'runs'];
-    const capacityRows = result.capacities.map((c) => [
-      c.policy,
-      capacityText(c),
-      c.bracket.map((b) => (b === null ? '-' : speedup(b))).join(' .. '),
-      String(c.probes.length),
-    ]);
-    const note = `capacity: the highest arrival speed-up with TTFT p90 <= ${first.slo_ttft_p90_ms} ms, bisected until the bracket is within ${Number((first.precision * 100).toPrecision(3))}%`;
-    parts.push(formatRows(head, capacityRows, [note]));
+    const capacityRows = result.capacities.map((c) => [c.policy, capacityText(c), bracketText(c), String(c.probes.length)]);
+    parts.push(formatRows(head, capacityRows, [capacityCaption(first)]));
   }
   return parts.join('\n\n');
 }
