@@ -2,7 +2,7 @@
 // Each kernel lives in its own file; this entry only re-exports them.
 // The ABI (exports, layouts, ownership) is documented in docs/core-abi.md.
 export { abiVersion } from './abi';
-export { liveBytes } from './alloc';
+export { liveBytes, coreFailAllocation } from './alloc';
 export {
   lanesCreateHeap,
   lanesDestroyHeap,
@@ -63,6 +63,8 @@ export { hrwReserve, hrwOutPtr, hrwTopK } from './rendezvous';
 export {
   indexInput,
   indexConfigure,
+  indexConfigureShard,
+  indexSetMemoryBound,
   indexStored,
   indexRemoved,
   indexCleared,
@@ -71,11 +73,23 @@ export {
   indexOutDepths,
   indexInsertRouted,
   indexExpire,
+  indexRoutedTop,
+  indexRoutedTopPtr,
+  indexRoutedPop,
   indexNodes,
   indexBlocks,
   indexRoutedBlocks,
   indexUnknownParents,
   indexUnknownRemovals,
+  indexEvictedBlocks,
+  indexSlotEvicted,
+  indexHeldBytes,
+  indexUsedBytes,
+  indexEvictionLog,
+  indexEvictionLogPtr,
+  indexEvictionLogCount,
+  indexEvictionLogClear,
+  indexReset,
   indexDumpNodes,
   indexDumpSlot,
   indexDumpBuffer,
