@@ -48,14 +48,15 @@ export interface PrefixIndexStats {
 
 /**
  * An update the index could not complete: the core had no memory for it, or
- * trapped in the middle of it. The index is consistent again, and the
- * workers named here hold nothing in it (they were cleared), so their event
- * streams must be treated as stale.
+ * trapped in the middle of it, or its worker is no longer registered. The
+ * index is consistent again, and the workers named here hold nothing in it
+ * (they were cleared, or are gone), so their event streams must be treated
+ * as stale.
  */
 export class IndexFailure extends Error {
   override name = 'IndexFailure';
   constructor(
-    readonly kind: 'no-memory' | 'trap',
+    readonly kind: 'no-memory' | 'trap' | 'unknown-worker',
     readonly workers: readonly WorkerKey[],
     detail: string,
   ) {

@@ -5,8 +5,8 @@
 import { BlockHasher } from '../bindings/block-hasher.js';
 import { Core } from '../bindings/core.js';
 import { LoadTable } from '../bindings/load-table.js';
-import type { PrefixIndexApi } from '../bindings/prefix-index-api.js';
-import { PrefixIndex } from '../bindings/prefix-index.js';
+import { IndexFailure, type PrefixIndexApi } from '../bindings/prefix-index-api.js';
+import { ShardedPrefixIndex } from '../bindings/prefix-index-sharded.js';
 import { BlockHasher as ReferenceBlockHasher } from '../bindings/reference/block-hasher.js';
 import { seedFor } from '../bindings/reference/hash-inputs.js';
 import { ReferenceLoadTable } from '../bindings/reference/load-table.js';
@@ -74,6 +74,8 @@ export interface PartitionOptions {
   routedTtlMs?: number;
   /** Approximate mode: most routed blocks kept before pruning (default 2^20). */
   maxRoutedBlocks?: number;
+  /** Most bytes the prefix index may hold before it evicts the coldest blocks (default: no bound). */
+  indexMemoryBytes?: number;
   /** Requests older than this are dropped from the ledger by sweep() (default 300 s). */
   sweepAgeMs?: number;
   /** 'reference' runs the same decisions on the pure-TS twins (the benchmarks' baseline). */
@@ -163,7 +165,7 @@ export class Partition implements Placement<RoutedRequest> {
   private readonly clock: Clock;
   private readonly hasher: Hasher;
   private readonly hash: (tokens: ArrayLike<number>, seed: bigint) => PromptHashes;
-  private readonly index: PrefixIndexApi;
+  readonly index: PrefixIndexApi;
   private readonly ledger: LoadLedger;
   private readonly selector: WorkerSelector;
   private readonly meta = new Map<string, WorkerMeta>();
@@ -210,7 +212,7 @@ export class Partition implements Placement<RoutedRequest> {
       const hasher = new BlockHasher({ core });
       this.hasher = hasher;
       this.hash = (tokens, seed) => coreHashes(hasher, tokens, this.blockSize, seed);
-      this.index = new PrefixIndex({ core, ...indexOptions });
+      this.index = new ShardedPrefixIndex({ core, ...indexOptions, memoryBoundBytes: options.indexMemoryBytes });
       const ledger = new LoadTable({ core, workers: this.workers });
       this.ledger = ledger;
       this.selector = new Selector({ ledger, seed: options.seed ?? 0 });
@@ -456,11 +458,25 @@ export class Partition implements Placement<RoutedRequest> {
 
   // ---- KV events ----
 
-  /** Applies one batch of a worker's KV events to the prefix index. */
-  applyEvents(worker: WorkerKey, batch: KvEventBatch): void {
-    const meta = this.requireWorker(worker.id);
+  /**
+   * Applies one batch of a worker's KV events to the prefix index. Returns the
+   * IndexFailure when the index could not (the worker is gone, or its entries
+   * were cleared): the worker's stream is stale from there.
+   */
+  applyEvents(worker: WorkerKey, batch: KvEventBatch): IndexFailure | null {
+    const meta = this.meta.get(worker.id);
+    if (!meta) return new IndexFailure('unknown-worker', [worker], `worker ${workerLabel(worker)} is not registered for model ${this.model}`);
     this.indexVersion++;
-    const counts = meta.events;
+    try {
+      this.applyToIndex(worker, batch, meta.events);
+    } catch (error) {
+      if (error instanceof IndexFailure) return error;
+      throw error;
+    }
+    return null;
+  }
+
+  private applyToIndex(worker: WorkerKey, batch: KvEventBatch, counts: EventCounts): void {
     for (const event of batch.events) {
       if (event.type === 'cleared') {
         this.index.applyCleared(worker);
@@ -491,11 +507,13 @@ export class Partition implements Placement<RoutedRequest> {
     }
   }
 
-  /** The worker's event stream lost messages that cannot be replayed: forget what it holds. */
+  /** The worker's event stream lost messages that cannot be replayed: forget what it holds (nothing, once it is removed). */
   markStale(worker: WorkerKey): void {
+    const meta = this.meta.get(worker.id);
+    if (!meta) return;
     this.index.applyCleared(worker);
     this.indexVersion++;
-    this.requireWorker(worker.id).events.stale++;
+    meta.events.stale++;
   }
 
   eventCounts(id: string): EventCounts | undefined {
