@@ -2,8 +2,12 @@
 // without dispatching or booking it. Per worker: cached-prefix overlap, the
 // prefill and decode load the request would add to, its cost, and why a
 // filtered worker was left out. The first thing to look at when cache hits
-// do not show up.
+// do not show up. A worker whose blocks the index evicted at its memory bound
+// (since the worker was last cleared) says so: its overlap may be more than
+// the index still knows.
 import type { FastifyInstance } from 'fastify';
+import { workerLabel } from '../../bindings/workers.js';
+import type { Partition } from '../../router/partition.js';
 import { parseJsonBody, requestFields } from '../request/fields.js';
 import { promptTokens, type PromptKind } from '../request/prompt.js';
 import type { RouterRuntime } from '../runtime.js';
@@ -17,6 +21,7 @@ export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): v
     const kind: PromptKind = body.messages !== undefined ? 'chat' : 'completion';
     const tokens = promptTokens(model.tokenizer, body, kind);
     const x = model.route.explain(requestFields(rt.nextRequestId(), request.headers), tokens);
+    const evicted = evictedByLabel(model.route.partition);
     return {
       model: x.model,
       kind,
@@ -27,11 +32,14 @@ export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): v
       prompt_blocks: x.promptBlocks,
       chosen: x.chosen,
       error: x.error,
+      index_evicted_blocks: model.route.partition.indexStats().evictedBlocks,
       workers: x.workers.map((w) => ({
         worker: w.worker,
         eligible: w.eligible,
         filtered: w.filtered,
         overlap_blocks: w.overlapBlocks,
+        evicted_blocks: evicted.get(w.worker) ?? 0,
+        overlap_may_be_underestimated: (evicted.get(w.worker) ?? 0) > 0,
         cached_tokens: w.cachedTokens,
         prefill_tokens: w.prefillTokens,
         decode_blocks: w.decodeBlocks,
@@ -40,4 +48,14 @@ export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): v
       })),
     };
   });
+}
+
+/** Per worker label, the ids the index evicted since the worker was last cleared (workers with none left out). */
+function evictedByLabel(partition: Partition): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const [, key] of partition.workers.entries()) {
+    const n = partition.index.evictedBlocks(key);
+    if (n > 0) out.set(workerLabel(key), n);
+  }
+  return out;
 }
