@@ -97,7 +97,7 @@ describe('PrefixIndex at its memory bound', () => {
     const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
     const third = Math.floor(held.length / 3);
     expect(mean(held.slice(2 * third))).toBeLessThanOrEqual(1.02 * mean(held.slice(third, 2 * third)));
-  });
+  }, 120_000);
 
   it('forgets the least recently stored or matched blocks first', () => {
     const f = fleet();

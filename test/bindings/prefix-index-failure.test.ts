@@ -108,21 +108,21 @@ describe('PrefixIndex when the core cannot complete an update', () => {
       const index = new PrefixIndex({ ttlMs: 1e9 });
       return { index, cores: [index.core] };
     }, false);
-  });
+  }, 120_000);
 
   it('a trap in the middle of an update abandons the core index and clears all its workers, leaving no divergence', () => {
     failingStream(() => {
       const index = new PrefixIndex({ ttlMs: 1e9 });
       return { index, cores: [index.core] };
     }, true);
-  });
+  }, 120_000);
 
   it('in a sharded index a failure reaches only the workers of the core it happened in', () => {
     failingStream(() => {
       const index = new ShardedPrefixIndex({ ttlMs: 1e9, shards: 3 });
       return { index, cores: index.shards.map((s) => s.core) };
     }, true);
-  });
+  }, 120_000);
 
   it('names the worker and says what happened', () => {
     const index = new PrefixIndex();
