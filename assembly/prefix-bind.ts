@@ -1,4 +1,4 @@
-import { EXTRA_REFS, ID_EMPTY, NODE_BITS, ROUTED, idsCapacity, idsDelete, idsEntry, idsFind, idsInsert, idsRelease, idsReserve, idsShrink, idsSize } from './prefix-ids';
+import { EXTRA_REFS, ID_EMPTY, NODE_BITS, ROUTED, idsCapacity, idsDelete, idsEntry, idsFind, idsInsertMissed, idsRelease, idsReserve, idsShrink, idsSize } from './prefix-ids';
 import { ROOT, PARENT, isTracked, memberCount, memberDrop, memberHas, memberJoin, memberLeave, nodeAt, orphanEnd, setHoldRetrack } from './prefix-nodes';
 import { TABLE_HEADER_BYTES, tableDelete, tableFind, tableFindNext, tableInsert, tableReserve } from './prefix-table';
 import { META_EVICTED, META_EXTRAS, setSlotOrphans, slotCapacity, slotIds, slotMeta } from './prefix-slots';
@@ -121,10 +121,12 @@ function dropSideData(slot: u32, id: u64, word: u32): void {
  */
 export function bindStored(slot: u32, id: u64, n: u32, parentHeld: i32): bool {
   const h = slotIds(slot);
+  // Room for a new id first: the lookup then leaves where to put it.
+  if (!idsReserve(h, 1)) return false;
   const e = idsFind(h, id);
   if (e == 0) {
-    if (!idsReserve(h, 1) || !holdNode(n, slot, parentHeld)) return false;
-    idsInsert(h, id, n);
+    if (!holdNode(n, slot, parentHeld)) return false;
+    idsInsertMissed(h, id, n);
     return true;
   }
   const word = load<u32>(e, 8);
@@ -157,10 +159,11 @@ export function bindStored(slot: u32, id: u64, n: u32, parentHeld: i32): bool {
  */
 export function bindRouted(slot: u32, id: u64, n: u32, depth: u32, expiry: f64, parentHeld: i32): bool {
   const h = slotIds(slot);
+  if (!idsReserve(h, 1)) return false;
   const e = idsFind(h, id);
   if (e == 0) {
-    if (!idsReserve(h, 1) || !holdNode(n, slot, parentHeld)) return false;
-    idsInsert(h, id, ROUTED | routedAlloc(slot, id, depth, expiry, n));
+    if (!holdNode(n, slot, parentHeld)) return false;
+    idsInsertMissed(h, id, ROUTED | routedAlloc(slot, id, depth, expiry, n));
     return true;
   }
   const word = load<u32>(e, 8);

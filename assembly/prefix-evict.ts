@@ -12,10 +12,11 @@ import { META_EVICTED, META_OLDEST, globalSlot, slotCapacity, slotIds, slotMeta 
 // epoch of the last event that stored it or lookup that walked it. The epoch
 // advances every 1/64 of the index's (worker, block) pairs stored (at least
 // 64 blocks), so ages mean "how many 64ths of the index came in since". A
-// stamp is set on a path from the root down, or walked up until an ancestor
-// already has the epoch, so a parent is never older than its child and the
-// blocks older than any age form whole subtrees: evicting them orphans
-// nothing that stays.
+// lookup stamps its path from the root down and a store stamps its chain's
+// parent and a few ancestors, so a parent is rarely older than its child and
+// the blocks older than an age mostly form whole subtrees (a block evicted
+// under one its worker keeps only makes that one an orphan, which the index
+// handles like a removal in the middle of a chain).
 //
 // Before a store that could take the index past its bound, eviction estimates
 // from a sample of nodes the age beyond which the excess lies, then walks the
@@ -60,15 +61,22 @@ export function stampNode(n: u32): void {
   store<u16>(stampAt(n), <u16>epoch);
 }
 
-/** Stamps n and its ancestors up to the first one already stamped this epoch. */
+/**
+ * Stamps n and its ancestors up to the first one already stamped this epoch,
+ * at most TOUCH_DEPTH of them: a store continues a chain whose prefix the
+ * lookup that routed it has just stamped from the root, and a chain grown by
+ * events alone must not be walked to the root at every epoch.
+ */
 export function touchUp(n: u32): void {
-  while (n != ROOT) {
+  for (let k: u32 = 0; k < TOUCH_DEPTH && n != ROOT; k++) {
     const s = stampAt(n);
     if (<u32>load<u16>(s) == epoch) return;
     store<u16>(s, <u16>epoch);
     n = load<u32>(nodeAt(n), PARENT);
   }
 }
+
+const TOUCH_DEPTH: u32 = 32;
 
 /** Counts stored blocks toward the next epoch. */
 export function tickBlocks(count: u32): void {

@@ -61,6 +61,11 @@ export function idsTouch(h: usize, id: u64): u64 {
   return capacity == 0 ? 0 : load<u64>(<usize>load<u32>(h) + <usize>home(id, capacity) * ID_ENTRY);
 }
 
+// Where the last idsFind that missed stopped, and how far from its id's home:
+// the place idsInsertMissed puts the id, without probing again.
+let stopSlot: u32 = 0;
+let stopDistance: u32 = 0;
+
 /** The entry of `id`, or 0. */
 export function idsFind(h: usize, id: u64): usize {
   const capacity = load<u32>(h, 4);
@@ -69,11 +74,17 @@ export function idsFind(h: usize, id: u64): usize {
   let slot = home(id, capacity);
   for (let d: u32 = 0; ; d++) {
     const e = entries + <usize>slot * ID_ENTRY;
-    if (load<u32>(e, 8) == ID_EMPTY) return 0;
-    const key = load<u64>(e);
-    if (key == id) return e;
-    if (distance(slot, home(key, capacity), capacity) < d) return 0;
-    slot = slot + 1 == capacity ? 0 : slot + 1;
+    if (load<u32>(e, 8) != ID_EMPTY) {
+      const key = load<u64>(e);
+      if (key == id) return e;
+      if (distance(slot, home(key, capacity), capacity) >= d) {
+        slot = slot + 1 == capacity ? 0 : slot + 1;
+        continue;
+      }
+    }
+    stopSlot = slot;
+    stopDistance = d;
+    return 0;
   }
   return 0;
 }
@@ -102,13 +113,25 @@ export function idsShrink(h: usize): void {
 
 /** Adds `id` (absent, room reserved) and returns its entry. */
 export function idsInsert(h: usize, id: u64, word: u32): usize {
+  return place(h, id, word, home(id, load<u32>(h, 4)), 0);
+}
+
+/**
+ * Adds the id the last idsFind on this table missed, where that search
+ * stopped; room was reserved before it, and nothing changed the table since.
+ */
+export function idsInsertMissed(h: usize, id: u64, word: u32): usize {
+  return place(h, id, word, stopSlot, stopDistance);
+}
+
+function place(h: usize, id: u64, word: u32, from: u32, fromDistance: u32): usize {
   const entries = <usize>load<u32>(h);
   const capacity = load<u32>(h, 4);
   store<u32>(h, load<u32>(h, 8) + 1, 8);
-  let slot = home(id, capacity);
+  let slot = from;
   let key = id;
   let value = word;
-  let d: u32 = 0;
+  let d = fromDistance;
   let placed: usize = 0;
   while (true) {
     const e = entries + <usize>slot * ID_ENTRY;

@@ -1,5 +1,5 @@
 import { FIRST, LOCAL, NEXT, ORPHANS, ROOT, UNTRACKED, INFO, childFind, isWide, memberCount, memberHas, nodeAt, stampAt, treeStarted } from './prefix-nodes';
-import { isBitmap, memberBlock, memberCopy, memberMark } from './prefix-members';
+import { NO_SLOT, isBitmap, memberBlock, memberCopy, memberMark, memberNext, memberRank } from './prefix-members';
 import { blockCap } from './prefix-memory';
 import { currentEpoch } from './prefix-evict';
 import { activeList, globalSlot, nextStamp, outDepthsPtr, outSlotsPtr, slotMark, slotOffset, slotStride } from './prefix-slots';
@@ -34,6 +34,11 @@ import { activeList, globalSlot, nextStamp, outDepthsPtr, outSlotsPtr, slotMark,
 // An explicit list much shorter than the child's members is intersected by
 // looking each slot up rather than by marking all the child's members.
 const LOOKUP_RATIO: u32 = 8;
+// A drop-out leaving at most this many survivors copies every member out and
+// takes the survivors back, instead of checking each member; and under a node
+// that does not track orphans, a child this small is checked member by
+// member for being a subset of the current set.
+const FEW_SURVIVORS: u32 = 32;
 
 let out: u32 = 0; // pairs written so far
 
@@ -84,6 +89,29 @@ function emitDropped(curAt: usize, childAt: usize, depth: u32): void {
     }
     return;
   }
+  const survivors = memberCount(childAt);
+  if (survivors <= FEW_SURVIVORS) {
+    // Copy all, then swap each survivor out, highest position first, so the
+    // entry pulled in from the end is never a survivor still to be removed.
+    const start = out;
+    emitMembers(curAt, depth);
+    const positions = activeList();
+    for (let s = memberNext(childAt, 0, survivors), i: u32 = 0; s != NO_SLOT; s = memberNext(childAt, s + 1, survivors), i++) {
+      const at = memberRank(curAt, s);
+      let j = i;
+      for (; j > 0 && load<u32>(positions + (<usize>(j - 1) << 2)) < at; j--) {
+        store<u32>(positions + (<usize>j << 2), load<u32>(positions + (<usize>(j - 1) << 2)));
+      }
+      store<u32>(positions + (<usize>j << 2), at);
+    }
+    const slotsOut = outSlotsPtr();
+    for (let i: u32 = 0; i < survivors; i++) {
+      out--;
+      const at = start + load<u32>(positions + (<usize>i << 2));
+      store<u32>(slotsOut + (<usize>at << 2), load<u32>(slotsOut + (<usize>out << 2)));
+    }
+    return;
+  }
   const stamp = nextStamp();
   memberMark(childAt, stamp);
   // Copy cur's members out, then emit the unmarked ones.
@@ -93,6 +121,13 @@ function emitDropped(curAt: usize, childAt: usize, depth: u32): void {
     const slot = load<u32>(list + (<usize>k << 2));
     if (slotMark(slot) != stamp) emit(slot, depth);
   }
+}
+
+/** Whether every member of the node at cp is a member of the node at pp. */
+function within(cp: usize, pp: usize): bool {
+  const count = memberCount(cp);
+  for (let s = memberNext(cp, 0, count); s != NO_SLOT; s = memberNext(cp, s + 1, count)) if (!memberHas(pp, s)) return false;
+  return true;
 }
 
 /** Walks the hashes at ptr (count u64 local hashes); returns the number of (slot, depth) pairs. */
@@ -128,7 +163,8 @@ export function findMatches(ptr: usize, count: u32, earlyExit: bool): u32 {
     if (childCount == 0) break;
     stampWalked(child);
     if (listed == 0) {
-      if ((load<u32>(curAt, INFO) & UNTRACKED) == 0 && load<u32>(cp, ORPHANS) == 0) {
+      const tracked = (load<u32>(curAt, INFO) & UNTRACKED) == 0;
+      if (tracked ? load<u32>(cp, ORPHANS) == 0 : childCount <= FEW_SURVIVORS && within(cp, curAt)) {
         if (childCount != curCount) emitDropped(curAt, cp, depth);
         cur = child;
         curAt = cp;

@@ -230,6 +230,18 @@ export function memberNext(p: usize, from: u32, count: u32): u32 {
   return at < count ? load<u32>(b + 4 + (<usize>at << 2)) : NO_SLOT;
 }
 
+/** The position of a member slot among the node's members in ascending order (memberCopy's order). */
+export function memberRank(p: usize, slot: u32): u32 {
+  const count = memberCount(p);
+  if (count <= 1) return 0;
+  const b = block(p);
+  if (!isBitmap(b)) return lowerBound(b, count, slot);
+  let rank: u32 = 0;
+  const word = slot >> 5;
+  for (let w: u32 = 0; w < word; w++) rank += popcnt(load<u32>(b + 4 + (<usize>w << 2)));
+  return rank + popcnt(load<u32>(b + 4 + (<usize>word << 2)) & ((1 << (slot & 31)) - 1));
+}
+
 /**
  * Writes the members to `out` (u32 each) as `slot * stride + offset`;
  * returns how many.
