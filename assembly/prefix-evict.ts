@@ -8,7 +8,7 @@ import { META_EVICTED, META_OLDEST, globalSlot, slotCapacity, slotIds, slotMeta 
 // What the index forgets first when it reaches its memory bound: the blocks
 // least recently stored or matched.
 //
-// Every node has a u16 stamp (after the records of its pool chunk): the
+// Every node has a u16 stamp (in its record): the
 // epoch of the last event that stored it or lookup that walked it. The epoch
 // advances every 1/64 of the index's (worker, block) pairs stored (at least
 // 64 blocks), so ages mean "how many 64ths of the index came in since". A

@@ -15,11 +15,12 @@ import { give, take } from './prefix-memory';
 //
 // Robin Hood open addressing: an entry sits at most as far from its home
 // (multiply-shift of the mixed id onto the capacity) as the entries it passed
-// sit from theirs, so a lookup of an absent id stops after a couple of probes
-// even at 7/8 load. Deletion shifts the following entries back (no
-// tombstones). The table grows past 7/8 full to 10/7 of the need (so its load
-// averages about 4/5) and may shrink under 7/20; an emptied table frees its
-// entries. Any insert, delete or resize may move entries.
+// sit from theirs, so a lookup of an absent id stops after a couple of probes.
+// Deletion shifts the following entries back (no tombstones). The table grows
+// past 4/5 full, a step of 5/4 (load 0.65 to 0.8: at 7/8 the runs an
+// insert or delete moves cost ingest a fifth more) and may shrink under 7/20;
+// an emptied table frees its entries. Any insert, delete or resize may move
+// entries.
 
 export const ID_EMPTY: u32 = 0xffffffff;
 export const NODE_BITS: u32 = 0x3fffffff;
@@ -96,8 +97,20 @@ export function idsFind(h: usize, id: u64): usize {
 export function idsReserve(h: usize, extra: u32): bool {
   const need = <u64>load<u32>(h, 8) + <u64>extra;
   const capacity = <u64>load<u32>(h, 4);
-  if (need * 8 <= capacity * 7) return true;
-  return rehash(h, <u32>max<u64>(MIN_CAPACITY, (need * 10 + 6) / 7));
+  if (need * 5 <= capacity * 4) return true;
+  const next = capacityFor(need);
+  return next != 0 && rehash(h, next);
+}
+
+// Capacities come from one ladder (8, then x5/4, rounded), so a table that
+// holds at most n ids ends at the same size however its churn went.
+function capacityFor(need: u64): u32 {
+  let capacity: u64 = MIN_CAPACITY;
+  while (need * 20 > capacity * 13) {
+    capacity = (capacity * 5 + 3) >> 2;
+    if (capacity > 0xfffffff) return 0;
+  }
+  return <u32>capacity;
 }
 
 /** Shrinks a sparse table when memory allows (no change otherwise). */
@@ -107,7 +120,7 @@ export function idsShrink(h: usize): void {
   if (size == 0) {
     idsRelease(h);
   } else if (capacity > MIN_CAPACITY && <u64>size * 20 < <u64>capacity * 7) {
-    rehash(h, max<u32>(MIN_CAPACITY, <u32>((<u64>size * 10 + 6) / 7)));
+    rehash(h, capacityFor(size));
   }
 }
 

@@ -25,13 +25,12 @@
 //
 // A (worker, block) pair costs, once its block is shared by many workers,
 // the worker's 12-byte id entry (about 15 B at the tables' load) and its
-// member bit or slot; a block held by one worker adds its 34-byte node.
+// member bit or slot; a block held by one worker adds its 32-byte node.
 //
-// Node pool: 32-byte records in chunks of 8,192 (256 KiB, then the chunk's
-// 8,192 u16 stamps), listed in a small chunk table (per chunk: 32-byte
-// aligned start u32, allocated address u32), indexed by node id
-// (chunk = id >> 13); id 0 is the root. Records never move; freed ones form a
-// list through `next` and are reused first.
+// Node pool: 32-byte records in chunks of 8,192 (256 KiB), listed in a small
+// chunk table (per chunk: 32-byte aligned start u32, allocated address u32),
+// indexed by node id (chunk = id >> 13); id 0 is the root. Records never
+// move; freed ones form a list through `next` and are reused first.
 //   +0  local    u64  the block's local hash
 //   +8  parent   u32  parent node id (0 = root)
 //   +12 first    u32  list regime: first child (0 = none); wide: the child array
@@ -39,8 +38,10 @@
 //                     array; the next free record while free
 //   +20 info     u32  bits 0-23 members; 24 wide, 25 untracked, 26 free,
 //                     27-29 children in the list regime
-//   +24 orphans  u32  members that do not hold the parent (parents that
-//                     track orphans; else 0)
+//   +24 orphans  u16  members that do not hold the parent (parents that
+//                     track orphans; else 0; a parent stops tracking rather
+//                     than let a child pass 65,535)
+//   +26 stamp    u16  epoch of the last store or lookup through it (prefix-evict.ts)
 //   +28 members  u32  the single member's slot, or the member block's address
 // Member block (prefix-members.ts, from 64 KiB slabs by size class):
 //   header u32 (capacity, top bit: bitmap), then a sorted u32 slot array or

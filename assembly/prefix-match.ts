@@ -164,7 +164,7 @@ export function findMatches(ptr: usize, count: u32, earlyExit: bool): u32 {
     stampWalked(child);
     if (listed == 0) {
       const tracked = (load<u32>(curAt, INFO) & UNTRACKED) == 0;
-      if (tracked ? load<u32>(cp, ORPHANS) == 0 : childCount <= FEW_SURVIVORS && within(cp, curAt)) {
+      if (tracked ? load<u16>(cp, ORPHANS) == 0 : childCount <= FEW_SURVIVORS && within(cp, curAt)) {
         if (childCount != curCount) emitDropped(curAt, cp, depth);
         cur = child;
         curAt = cp;

@@ -254,13 +254,14 @@ export function memberCopy(p: usize, out: usize, stride: u32, offset: u32): u32 
   }
   const b = block(p);
   if (isBitmap(b)) {
-    let k: usize = 0;
+    let at = out;
     const words = blockCap(b);
     for (let w: u32 = 0; w < words; w++) {
       let word = load<u32>(b + 4 + (<usize>w << 2));
+      const base = (w << 5) * stride + offset;
       while (word != 0) {
-        store<u32>(out + (k << 2), ((w << 5) | ctz(word)) * stride + offset);
-        k++;
+        store<u32>(at, base + ctz(word) * stride);
+        at += 4;
         word &= word - 1;
       }
     }

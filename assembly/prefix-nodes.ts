@@ -38,13 +38,16 @@ export const LOCAL: usize = 0;
 export const PARENT: usize = 8;
 export const FIRST: usize = 12;
 export const NEXT: usize = 16;
-export const ORPHANS: usize = 24;
+export const ORPHANS: usize = 24; // u16
+export const STAMP: usize = 26; // u16
+/** Orphans a node can count; one more and its parent stops tracking them. */
+const ORPHANS_MAX: u32 = 0xffff;
 export { INFO, MEMBERS };
 
 // Flags in the top byte of the info word (the member count has the low 24 bits).
 export const WIDE: u32 = 1 << 24;
 export const UNTRACKED: u32 = 1 << 25;
-const FREE: u32 = 1 << 26;
+export const FREE: u32 = 1 << 26;
 const LIST_SHIFT: u32 = 27; // bits 27-29: children in the list regime
 const LIST_BITS: u32 = 7 << LIST_SHIFT;
 
@@ -58,16 +61,14 @@ export const orphanTable: usize = memory.data(<i32>TABLE_HEADER_BYTES, 16);
 
 // The pool is a list of fixed chunks, so records never move: growing adds a
 // chunk and copies nothing, and a record's address stays valid while it lives.
-// A chunk holds 8,192 records of 32 bytes and, after them, their u16 stamps
-// (prefix-evict.ts), so stamping the path of a lookup dirties few lines.
-const NODE_SHIFT: usize = 5;
+// A chunk holds 8,192 records of 32 bytes.
+export const NODE_SHIFT: usize = 5;
 const CHUNK_BITS: u32 = 13;
 const CHUNK_NODES: u32 = 1 << CHUNK_BITS;
-const CHUNK_MASK: u32 = CHUNK_NODES - 1;
-const RECORDS_BYTES: usize = (<usize>CHUNK_NODES) << NODE_SHIFT;
-const CHUNK_BYTES: usize = RECORDS_BYTES + ((<usize>CHUNK_NODES) << 1);
-/** Bytes a node costs in the pool: its record and its stamp. */
-export const NODE_BYTES: usize = 34;
+export const CHUNK_MASK: u32 = CHUNK_NODES - 1;
+const CHUNK_BYTES: usize = (<usize>CHUNK_NODES) << NODE_SHIFT;
+/** Bytes a node costs in the pool. */
+export const NODE_BYTES: usize = 32;
 /** Node ids fit the 30 bits an external-id entry has for them. */
 const NODE_LIMIT: u32 = 0x3fffff00;
 
@@ -87,9 +88,10 @@ export function nodeAt(n: u32): usize {
   return <usize>load<u32>(chunks + (<usize>(n >> CHUNK_BITS) << 3)) + (<usize>(n & CHUNK_MASK) << NODE_SHIFT);
 }
 
+/** The address of a node's u16 stamp (prefix-evict.ts). */
 @inline
 export function stampAt(n: u32): usize {
-  return <usize>load<u32>(chunks + (<usize>(n >> CHUNK_BITS) << 3)) + RECORDS_BYTES + (<usize>(n & CHUNK_MASK) << 1);
+  return nodeAt(n) + STAMP;
 }
 
 export function nodeCount(): u32 {
@@ -459,7 +461,7 @@ export function untrack(n: u32): void {
   for (let k: u32 = 0; k < count; k++) {
     if (wide) c = wideChild(p, k);
     const cp = nodeAt(c);
-    if (load<u32>(cp, ORPHANS) != 0) {
+    if (load<u16>(cp, ORPHANS) != 0) {
       const members = memberCount(cp);
       for (let s = memberNext(cp, 0, members); s != NO_SLOT; s = memberNext(cp, s + 1, members)) {
         if (!memberHas(p, s)) orphanEnd(c, n, s);
@@ -475,7 +477,11 @@ function retrack(n: u32): void {
   const p = nodeAt(n);
   if (isWide(p)) return;
   let need: u32 = 0;
-  for (let c = load<u32>(p, FIRST); c != 0; c = load<u32>(nodeAt(c), NEXT)) need += countOrphans(nodeAt(c), p);
+  for (let c = load<u32>(p, FIRST); c != 0; c = load<u32>(nodeAt(c), NEXT)) {
+    const orphans = countOrphans(nodeAt(c), p);
+    if (orphans > ORPHANS_MAX) return;
+    need += orphans;
+  }
   if (!tableReserve(orphanTable, need)) return;
   for (let c = load<u32>(p, FIRST); c != 0; c = load<u32>(nodeAt(c), NEXT)) {
     const cp = nodeAt(c);
@@ -497,10 +503,11 @@ export function countOrphans(cp: usize, pp: usize): u32 {
   return orphans;
 }
 
-// Registers the orphan membership (slot, c) under parent; room reserved.
+// Registers the orphan membership (slot, c) under parent; room reserved, and
+// c's count below ORPHANS_MAX (a parent whose child would pass it stops tracking).
 function orphanAdd(c: u32, parent: u32, slot: u32): void {
   const p = nodeAt(c);
-  store<u32>(p, load<u32>(p, ORPHANS) + 1, ORPHANS);
+  store<u16>(p, <u16>(load<u16>(p, ORPHANS) + 1), ORPHANS);
   addSlotOrphans(slot, 1);
   tableInsert(orphanTable, orphanKey(parent, slot), c, 0);
 }
@@ -508,7 +515,7 @@ function orphanAdd(c: u32, parent: u32, slot: u32): void {
 /** Ends the orphan membership (slot, c), c's parent being `parent`. */
 export function orphanEnd(c: u32, parent: u32, slot: u32): void {
   const p = nodeAt(c);
-  store<u32>(p, load<u32>(p, ORPHANS) - 1, ORPHANS);
+  store<u16>(p, <u16>(load<u16>(p, ORPHANS) - 1), ORPHANS);
   addSlotOrphans(slot, -1);
   const key = orphanKey(parent, slot);
   let e = tableFind(orphanTable, key);
@@ -532,8 +539,8 @@ export function memberJoin(n: u32, slot: u32, parentHeld: i32): bool {
   if (parent != ROOT && isTracked(parent)) {
     const held = parentHeld >= 0 ? parentHeld != 0 : memberHas(nodeAt(parent), slot);
     if (!held) {
-      // Without room to register the orphan, the parent stops tracking.
-      if (tableReserve(orphanTable, 1)) orphanAdd(n, parent, slot);
+      // Without room to register the orphan (or to count it), the parent stops tracking.
+      if (load<u16>(p, ORPHANS) < ORPHANS_MAX && tableReserve(orphanTable, 1)) orphanAdd(n, parent, slot);
       else untrack(parent);
     }
   }
@@ -544,7 +551,7 @@ export function memberJoin(n: u32, slot: u32, parentHeld: i32): bool {
       const c = load<u32>(e, 8);
       tableDelete(orphanTable, e);
       const cp = nodeAt(c);
-      store<u32>(cp, load<u32>(cp, ORPHANS) - 1, ORPHANS);
+      store<u16>(cp, <u16>(load<u16>(cp, ORPHANS) - 1), ORPHANS);
       addSlotOrphans(slot, -1);
     }
   }
@@ -563,7 +570,7 @@ export function memberLeave(n: u32, slot: u32): void {
   if (!isWide(p) && isTracked(n)) {
     for (let c = load<u32>(p, FIRST); c != 0; c = load<u32>(nodeAt(c), NEXT)) {
       if (!memberHas(nodeAt(c), slot)) continue;
-      if (!tableReserve(orphanTable, 1)) {
+      if (load<u16>(nodeAt(c), ORPHANS) == ORPHANS_MAX || !tableReserve(orphanTable, 1)) {
         untrack(n);
         break;
       }

@@ -77,7 +77,7 @@ function verifyNode(n: u32): u32 {
       if (e == 0) return 3; // a wide node's child is in the children table
     }
     // Children under a node that does not track orphans have none counted.
-    const orphans = load<u32>(nodeAt(c), ORPHANS);
+    const orphans = <u32>load<u16>(nodeAt(c), ORPHANS);
     if (n == ROOT || !isTracked(n) ? orphans != 0 : orphans != countMissing(nodeAt(c), p)) return 10;
     if (!wide) c = load<u32>(nodeAt(c), NEXT);
   }

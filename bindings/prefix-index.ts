@@ -151,7 +151,12 @@ export class PrefixIndex implements PrefixIndexApi {
     stage(external, view, 1, 'external');
     stage(local, view, 1 + n, 'local');
     const slot = this.workers.ensure(worker.id, worker.rank);
-    const status = this.update(slot, () => this.k.indexStored(this.local(slot), parent === null ? 0 : 1, n));
+    let status: number;
+    try {
+      status = this.k.indexStored(this.local(slot), parent === null ? 0 : 1, n);
+    } catch (error) {
+      return this.trapped(error, slot);
+    }
     if (status === NO_MEMORY) this.noMemory(slot, 'storing');
     return status === STORED;
   }
@@ -162,7 +167,11 @@ export class PrefixIndex implements PrefixIndexApi {
     const n = blockCount(external, 'external');
     const slot = this.workers.slotOf(worker.id, worker.rank);
     stage(external, this.stagingFor(worker, n), 0, 'external');
-    this.update(slot, () => this.k.indexRemoved(slot === undefined ? NO_SLOT : this.local(slot), n));
+    try {
+      this.k.indexRemoved(slot === undefined ? NO_SLOT : this.local(slot), n);
+    } catch (error) {
+      this.trapped(error, slot);
+    }
   }
 
   applyCleared(worker: WorkerKey): void {
@@ -186,7 +195,11 @@ export class PrefixIndex implements PrefixIndexApi {
 
   /** Clears one worker slot of this core. Never fails: clearing allocates nothing. */
   clearSlot(slot: number): void {
-    this.update(slot, () => this.k.indexCleared(this.local(slot)));
+    try {
+      this.k.indexCleared(this.local(slot));
+    } catch (error) {
+      this.trapped(error, slot);
+    }
   }
 
   findMatches(local: ArrayLike<bigint>, earlyExit = false): MatchResult {
@@ -216,12 +229,22 @@ export class PrefixIndex implements PrefixIndexApi {
     if (n === 0) return;
     stage(local, this.stagingFor(worker, n), 0, 'local');
     const slot = this.workers.ensure(worker.id, worker.rank);
-    if (this.update(slot, () => this.k.indexInsertRouted(this.local(slot), n, nowMs)) === NO_MEMORY) this.noMemory(slot, 'recording routed blocks for');
+    let status: number;
+    try {
+      status = this.k.indexInsertRouted(this.local(slot), n, nowMs);
+    } catch (error) {
+      return this.trapped(error, slot);
+    }
+    if (status === NO_MEMORY) this.noMemory(slot, 'recording routed blocks for');
   }
 
   expire(nowMs: number): number {
     checkTime(nowMs);
-    return this.update(undefined, () => this.k.indexExpire(nowMs)) >>> 0;
+    try {
+      return this.k.indexExpire(nowMs) >>> 0;
+    } catch (error) {
+      return this.trapped(error, undefined);
+    }
   }
 
   /** The routed block the next prune drops first, or null. */
@@ -234,7 +257,11 @@ export class PrefixIndex implements PrefixIndexApi {
 
   /** Drops the routed block routedTop() returned. */
   popRouted(): void {
-    this.update(undefined, () => this.k.indexRoutedPop());
+    try {
+      this.k.indexRoutedPop();
+    } catch (error) {
+      this.trapped(error, undefined);
+    }
   }
 
   dump(): IndexEvent[] {
@@ -310,18 +337,14 @@ export class PrefixIndex implements PrefixIndexApi {
     return Math.floor(slot / this.shardCount);
   }
 
-  // Runs an update; a trap in it abandons the core's index (see the header).
-  private update<T>(slot: number | undefined, call: () => T): T {
-    try {
-      return call();
-    } catch (error) {
-      if (!(error instanceof WebAssembly.RuntimeError || error instanceof CoreAbort)) throw error;
-      const workers = [...this.workers.entries()].filter(([s]) => this.holds(s)).map(([, key]) => key);
-      this.k.indexReset();
-      this.failures++;
-      const during = slot === undefined ? '' : ` while updating worker ${workerLabel(this.workers.keyOf(slot))}`;
-      throw new IndexFailure('trap', workers, `the prefix index core trapped${during} (${(error as Error).message}); its ${workers.length} workers were cleared`);
-    }
+  // An update threw: a trap abandons the core's index (see the header); anything else is rethrown.
+  private trapped(error: unknown, slot: number | undefined): never {
+    if (!(error instanceof WebAssembly.RuntimeError || error instanceof CoreAbort)) throw error;
+    const workers = [...this.workers.entries()].filter(([s]) => this.holds(s)).map(([, key]) => key);
+    this.k.indexReset();
+    this.failures++;
+    const during = slot === undefined ? '' : ` while updating worker ${workerLabel(this.workers.keyOf(slot))}`;
+    throw new IndexFailure('trap', workers, `the prefix index core trapped${during} (${(error as Error).message}); its ${workers.length} workers were cleared`);
   }
 
   private noMemory(slot: number, doing: string): never {
