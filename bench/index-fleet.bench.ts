@@ -95,11 +95,18 @@ function loadFleet(shape: FleetShape): LoadedFleet {
   const index = partition.index as ShardedPrefixIndex;
   const workers = keys(shape.workers);
   for (const w of workers) partition.addWorker({ id: w.id, totalBlocks: FULL_BLOCKS_PER_WORKER, maxBatchedTokens: 8192 });
+  return { fleet, partition, index, workers, ...fill(fleet, index, workers) };
+}
+
+/**
+ * Stores the fleet into an index: every worker's system prompts (blocks
+ * shared by many workers), then its sessions, round robin a turn at a time,
+ * until each holds its share. Returns the bytes and pairs of each part.
+ */
+function fill(fleet: Fleet, index: ShardedPrefixIndex, workers: WorkerKey[]): Omit<LoadedFleet, 'fleet' | 'partition' | 'index' | 'workers'> {
   const encoder = new BlockEncoder();
   let peakRss = process.memoryUsage().rss;
   const ids = new Float64Array(256);
-
-  // The system prompts, every worker its own: blocks shared by many workers.
   const empty = indexBytes(index);
   for (const [w, worker] of workers.entries()) {
     for (const p of fleet.caches[w]!.prompts) {
@@ -110,8 +117,6 @@ function loadFleet(shape: FleetShape): LoadedFleet {
     }
   }
   const shared = { pairs: index.stats().blocks, bytes: indexBytes(index) - empty };
-
-  // The sessions, round robin over the workers a turn at a time, until each holds its share.
   const progress: (Progress | null)[] = workers.map(() => null);
   const held = workers.map((_, w) => fleet.promptBlocks(w));
   const parentIds = new BigUint64Array(1);
@@ -121,7 +126,7 @@ function loadFleet(shape: FleetShape): LoadedFleet {
   for (let busy = true; busy; ) {
     busy = false;
     for (const [w, worker] of workers.entries()) {
-      const left = shape.blocksPerWorker - held[w]!;
+      const left = fleet.shape.blocksPerWorker - held[w]!;
       let p = progress[w];
       if (!p || p.next === p.session.turns.length) {
         if (left <= 0) continue;
@@ -144,15 +149,49 @@ function loadFleet(shape: FleetShape): LoadedFleet {
   }
   const total = { pairs: index.stats().blocks, bytes: indexBytes(index) - empty };
   return {
-    fleet,
-    partition,
-    index,
-    workers,
     shared,
     unique: { pairs: total.pairs - shared.pairs, bytes: total.bytes - shared.bytes },
     storeRate: stored / (storeMs / 1000),
     peakRss,
   };
+}
+
+/**
+ * What splitting by worker costs a lookup: one fleet, small enough for one
+ * core, in one core and in four; the same prompts asked of both in turns.
+ */
+function shardCost(quick: boolean): Figure[] {
+  const shape: FleetShape = { workers: quick ? 2000 : 10_000, blocksPerWorker: quick ? 300 : 600, systemPrompts: 300, promptsPerWorker: 2, seed: 4 };
+  const workers = keys(shape.workers);
+  const indexes = [1, 4].map((shards) => {
+    const fleet = new Fleet(shape);
+    const index = new ShardedPrefixIndex({ shards });
+    fill(fleet, index, workers);
+    return { fleet, index };
+  });
+  const loaded = { fleet: indexes[0]!.fleet } as LoadedFleet;
+  const rnd = new Random(7);
+  const fresh = { next: 2 ** 27 };
+  const hasher = new BlockHasher();
+  const queries = Array.from({ length: quick ? 200 : 800 }, () => hasher.localHashes(tokensFor(promptFor(loaded, rnd, fresh)), BLOCK_SIZE));
+  const times = indexes.map(() => new Float64Array(queries.length));
+  for (const q of queries.slice(0, 50)) for (const { index } of indexes) index.findMatches(q);
+  for (const [i, q] of queries.entries()) {
+    for (const [k, { index }] of indexes.entries()) {
+      const t0 = process.hrtime.bigint();
+      index.findMatches(q);
+      times[k]![i] = Number(process.hrtime.bigint() - t0) / 1000;
+    }
+  }
+  const [one, four] = times.map((t) => percentile(t.sort(), 50));
+  return [
+    {
+      key: 'find_matches_four_cores_vs_one',
+      value: round(four! / one!, 2),
+      unit: 'x',
+      note: `p50 ${round(four!, 2)} us over 4 cores, ${round(one!, 2)} us in one: ${shape.workers.toLocaleString('en')} workers x ${shape.blocksPerWorker} blocks, the same ${queries.length} prompts asked of both in turns`,
+    },
+  ];
 }
 
 function lastBlock(session: Session, turn: number): number {
@@ -421,6 +460,6 @@ function requestsFor(partition: Partition, rnd: Random, workers: number): Routed
 export const indexFleetSuite: BenchSuite = {
   name: 'index-fleet',
   async run({ quick }: BenchOptions): Promise<Figure[]> {
-    return [...(await ingestFigures(quick)), ...(await fleetFigures(quick))];
+    return [...(await ingestFigures(quick)), ...shardCost(quick), ...(await fleetFigures(quick))];
   },
 };
