@@ -52,7 +52,7 @@ export function currentEpoch(): u32 {
 }
 
 @inline
-export function ageOf(n: u32): u32 {
+function ageOf(n: u32): u32 {
   return (epoch - <u32>load<u16>(stampAt(n))) & 0xffff;
 }
 

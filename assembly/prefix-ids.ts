@@ -26,7 +26,7 @@ export const ID_EMPTY: u32 = 0xffffffff;
 export const NODE_BITS: u32 = 0x3fffffff;
 export const EXTRA_REFS: u32 = 0x40000000;
 export const ROUTED: u32 = 0x80000000;
-export const ID_ENTRY: usize = 12;
+const ID_ENTRY: usize = 12;
 const MIN_CAPACITY: u32 = 8;
 
 @inline
@@ -125,7 +125,7 @@ export function idsShrink(h: usize): void {
 }
 
 /** Adds `id` (absent, room reserved) and returns its entry. */
-export function idsInsert(h: usize, id: u64, word: u32): usize {
+function idsInsert(h: usize, id: u64, word: u32): usize {
   return place(h, id, word, home(id, load<u32>(h, 4)), 0);
 }
 

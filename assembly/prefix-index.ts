@@ -140,9 +140,9 @@ import {
 import { findMatches } from './prefix-match';
 import { verifyIndex } from './prefix-verify';
 
-export const STORED: u32 = 1;
-export const UNKNOWN_PARENT: u32 = 0;
-export const NO_MEMORY: u32 = 2;
+const STORED: u32 = 1;
+const UNKNOWN_PARENT: u32 = 0;
+const NO_MEMORY: u32 = 2;
 
 /** Bytes an event may add per block, for the memory bound: node, id entry, member and table share. */
 const BYTES_PER_BLOCK: usize = 64;

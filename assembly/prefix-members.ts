@@ -297,7 +297,7 @@ export function memberMark(p: usize, stamp: u32): void {
   for (let i: u32 = 0; i < count; i++) markSlot(load<u32>(b + 4 + (<usize>i << 2)), stamp);
 }
 
-/** Frees the member block of a node left with one member or none (clear and verify use it). */
+/** The node's member block, or 0 with fewer than two members. */
 export function memberBlock(p: usize): usize {
   return memberCount(p) >= 2 ? block(p) : 0;
 }

@@ -54,7 +54,7 @@ export function pooledChange(bytes: isize): void {
 const CLASSES: u32 = 19;
 const CLASS_CAPS: usize = memory.data<u32>([2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024]);
 /** Largest capacity served from slabs. */
-export const SLAB_MAX_CAP: u32 = 1024;
+const SLAB_MAX_CAP: u32 = 1024;
 const SLAB_BYTES: usize = 65536;
 const CAP_MASK: u32 = 0x7fffffff;
 

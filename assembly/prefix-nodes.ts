@@ -1,5 +1,5 @@
 import { give, pooledChange, take } from './prefix-memory';
-import { COUNT_MASK, INFO, MEMBERS, NO_SLOT, memberAdd, memberCount, memberHas, memberNext, memberRemove } from './prefix-members';
+import { INFO, MEMBERS, NO_SLOT, memberAdd, memberCount, memberHas, memberNext, memberRemove } from './prefix-members';
 import { TABLE_HEADER_BYTES, tableDelete, tableFind, tableFindNext, tableInsert, tableRelease, tableReserve } from './prefix-table';
 import { addSlotOrphans, slotOrphans } from './prefix-slots';
 
@@ -39,15 +39,15 @@ export const PARENT: usize = 8;
 export const FIRST: usize = 12;
 export const NEXT: usize = 16;
 export const ORPHANS: usize = 24; // u16
-export const STAMP: usize = 26; // u16
+const STAMP: usize = 26; // u16
 /** Orphans a node can count; one more and its parent stops tracking them. */
 const ORPHANS_MAX: u32 = 0xffff;
 export { INFO, MEMBERS };
 
 // Flags in the top byte of the info word (the member count has the low 24 bits).
-export const WIDE: u32 = 1 << 24;
+const WIDE: u32 = 1 << 24;
 export const UNTRACKED: u32 = 1 << 25;
-export const FREE: u32 = 1 << 26;
+const FREE: u32 = 1 << 26;
 const LIST_SHIFT: u32 = 27; // bits 27-29: children in the list regime
 const LIST_BITS: u32 = 7 << LIST_SHIFT;
 
@@ -62,13 +62,13 @@ export const orphanTable: usize = memory.data(<i32>TABLE_HEADER_BYTES, 16);
 // The pool is a list of fixed chunks, so records never move: growing adds a
 // chunk and copies nothing, and a record's address stays valid while it lives.
 // A chunk holds 8,192 records of 32 bytes.
-export const NODE_SHIFT: usize = 5;
+const NODE_SHIFT: usize = 5;
 const CHUNK_BITS: u32 = 13;
 const CHUNK_NODES: u32 = 1 << CHUNK_BITS;
-export const CHUNK_MASK: u32 = CHUNK_NODES - 1;
+const CHUNK_MASK: u32 = CHUNK_NODES - 1;
 const CHUNK_BYTES: usize = (<usize>CHUNK_NODES) << NODE_SHIFT;
 /** Bytes a node costs in the pool. */
-export const NODE_BYTES: usize = 32;
+const NODE_BYTES: usize = 32;
 /** Node ids fit the 30 bits an external-id entry has for them. */
 const NODE_LIMIT: u32 = 0x3fffff00;
 
@@ -102,11 +102,6 @@ export function membershipCount(): u32 {
   return memberships;
 }
 
-@inline
-export function countMembership(delta: i32): void {
-  memberships += <u32>delta;
-}
-
 export function treeStarted(): bool {
   return chunks != 0;
 }
@@ -118,11 +113,6 @@ export function nodeTop(): u32 {
 
 export function nodeIsLive(n: u32): bool {
   return n != ROOT && n < poolTop && (load<u32>(nodeAt(n), INFO) & FREE) == 0;
-}
-
-@inline
-export function nodeFlags(p: usize): u32 {
-  return load<u32>(p, INFO) & ~COUNT_MASK;
 }
 
 @inline
@@ -424,7 +414,7 @@ function unindexChild(parent: u32, c: u32, local: u64): void {
 }
 
 /** Frees n and then each ancestor left with neither members nor children. */
-export function pruneUp(n: u32): void {
+function pruneUp(n: u32): void {
   while (n != ROOT) {
     const p = nodeAt(n);
     if (memberCount(p) != 0 || childCount(p) != 0) return;
@@ -451,7 +441,7 @@ export function setHoldRetrack(hold: bool): void {
 }
 
 /** Stops tracking orphans of n's children: their registry entries go. Never allocates. */
-export function untrack(n: u32): void {
+function untrack(n: u32): void {
   const p = nodeAt(n);
   if (load<u32>(p, INFO) & UNTRACKED) return;
   store<u32>(p, load<u32>(p, INFO) | UNTRACKED, INFO);
@@ -494,7 +484,7 @@ function retrack(n: u32): void {
 }
 
 /** Members of the child at cp that the node at pp does not have. */
-export function countOrphans(cp: usize, pp: usize): u32 {
+function countOrphans(cp: usize, pp: usize): u32 {
   let orphans: u32 = 0;
   const members = memberCount(cp);
   for (let s = memberNext(cp, 0, members); s != NO_SLOT; s = memberNext(cp, s + 1, members)) {

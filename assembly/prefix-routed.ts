@@ -52,11 +52,6 @@ export function routedNode(r: u32): u32 {
   return load<u32>(rec(r), 24);
 }
 
-@inline
-export function setRoutedNode(r: u32, node: u32): void {
-  store<u32>(rec(r), node, 24);
-}
-
 /** Makes room for `count` more routed blocks or refreshes; false (nothing changed) when there is no memory. */
 export function routedReserve(count: u32): bool {
   const freeRecords = recCapacity - recTop + (live < recTop ? recTop - live : 0);

@@ -52,17 +52,6 @@ export function tableEntry(h: usize, slot: u32): usize {
   return <usize>load<u32>(h) + (<usize>slot << 4);
 }
 
-/**
- * Reads the home slot of a key and returns what is there. Reading the home
- * slots of many keys in a row, before working on them one by one, lets the
- * processor fetch those cache lines in parallel (wasm has no prefetch).
- */
-@inline
-export function tableTouch(h: usize, key: u64): u64 {
-  const entries = <usize>load<u32>(h);
-  return entries == 0 ? 0 : load<u64>(entries + (<usize>home(key, load<u32>(h, 4)) << 4));
-}
-
 /** The first entry with this key, or 0. */
 export function tableFind(h: usize, key: u64): usize {
   const entries = <usize>load<u32>(h);

@@ -112,18 +112,12 @@ export interface SequencedBatch {
 
 export type ReplayOutcome = 'complete' | 'failed';
 
+export function zeroSequencerCounters(): SequencerCounters {
+  return Object.fromEntries(SEQUENCER_COUNTERS.map((key) => [key, 0])) as unknown as SequencerCounters;
+}
+
 export class WorkerSequencer {
-  readonly counters: SequencerCounters = {
-    gaps: 0,
-    restarts: 0,
-    staleReports: 0,
-    replayRequests: 0,
-    replayedBatches: 0,
-    heldDropped: 0,
-    indexFailures: 0,
-    resyncs: 0,
-    retiredDropped: 0,
-  };
+  readonly counters: SequencerCounters = zeroSequencerCounters();
   private last: number | null = null;
   private retired = false;
   /** Set while a replay's answer is applied (no resync starts in the middle of it). */

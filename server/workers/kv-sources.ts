@@ -8,7 +8,7 @@ import type { WorkerKey } from '../../bindings/workers.js';
 import type { KvEventBatch } from '../../router/kv-events.js';
 import type { ModelRoute } from '../../router/model-route.js';
 import { offsetEndpoint } from '../cli/mock.js';
-import { SEQUENCER_COUNTERS, WorkerSequencer, describeStale, type SequencerCounters } from '../kv-events/sequencer.js';
+import { SEQUENCER_COUNTERS, WorkerSequencer, describeStale, zeroSequencerCounters, type SequencerCounters } from '../kv-events/sequencer.js';
 import { ZmqKvListener } from '../kv-events/zmq-listener.js';
 import type { WorkerConfig } from '../config/schema.js';
 
@@ -32,20 +32,7 @@ export interface KvSource {
 export type Logger = (message: string) => void;
 
 export function zeroCounters(): KvSourceCounters {
-  return {
-    gaps: 0,
-    restarts: 0,
-    staleReports: 0,
-    replayRequests: 0,
-    replayedBatches: 0,
-    heldDropped: 0,
-    indexFailures: 0,
-    resyncs: 0,
-    retiredDropped: 0,
-    decodeErrors: 0,
-    skippedMessages: 0,
-    replayFailures: 0,
-  };
+  return { ...zeroSequencerCounters(), decodeErrors: 0, skippedMessages: 0, replayFailures: 0 };
 }
 
 export class ZmqKvSource implements KvSource {

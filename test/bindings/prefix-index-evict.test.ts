@@ -5,19 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { PrefixIndex } from '../../bindings/prefix-index.js';
 import { ReferencePrefixIndex } from '../../bindings/reference/prefix-index.js';
 import { Core } from '../../bindings/core.js';
-import { chainId, locals, matchesOf } from './prefix-index.fixtures.js';
-
-/** Small deterministic generator (mulberry32). */
-function random(seed: number): (n: number) => number {
-  let s = seed >>> 0;
-  return (n) => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return Math.floor((((t ^ (t >>> 14)) >>> 0) / 2 ** 32) * n);
-  };
-}
+import { chainId, locals, matchesOf, random } from './prefix-index.fixtures.js';
 
 const WORKERS = Array.from({ length: 24 }, (_, i) => ({ id: `w${i}`, rank: 0 }));
 const BOUND = 1_200_000;

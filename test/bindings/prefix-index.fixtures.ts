@@ -40,6 +40,18 @@ export function brokenRule(index: PrefixIndexApi): number {
 
 const M64 = (1n << 64n) - 1n;
 
+/** Small deterministic generator (mulberry32): an integer in [0, n) per call, so a failing seed replays. */
+export function random(seed: number): (n: number) => number {
+  let s = seed >>> 0;
+  return (n) => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return Math.floor((((t ^ (t >>> 14)) >>> 0) / 2 ** 32) * n);
+  };
+}
+
 /** The local hash of block value v: spread over the whole u64 range, top bit included. */
 export function blockHash(v: number): bigint {
   return (BigInt(v + 1) * 0x9e3779b97f4a7c15n) & M64;
