@@ -39,7 +39,7 @@ const PROMPT_BLOCKS = 512; // 8k tokens
 function fleetShape(quick: boolean): FleetShape {
   return quick
     ? { workers: 2000, blocksPerWorker: 1350, systemPrompts: 300, promptsPerWorker: 4, seed: 1 }
-    : { workers: 10_000, blocksPerWorker: 12_000, systemPrompts: 300, promptsPerWorker: 12, seed: 1 };
+    : { workers: 10_000, blocksPerWorker: 18_000, systemPrompts: 300, promptsPerWorker: 12, seed: 1 };
 }
 
 const keys = (n: number): WorkerKey[] => Array.from({ length: n }, (_, i) => ({ id: `w${i}`, rank: 0 }));
