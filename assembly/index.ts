@@ -2,7 +2,7 @@
 // Each kernel lives in its own file; this entry only re-exports them.
 // The ABI (exports, layouts, ownership) is documented in docs/core-abi.md.
 export { abiVersion } from './abi';
-export { liveBytes, coreFailAllocation } from './alloc';
+export { liveBytes, coreFailAllocation, coreHeapHasRoom } from './alloc';
 export {
   lanesCreateHeap,
   lanesDestroyHeap,

@@ -24,7 +24,7 @@
 // holds what a fresh one does.
 //
 // A (worker, block) pair costs, once its block is shared by many workers,
-// the worker's 12-byte id entry (about 15 B at the tables' load) and its
+// the worker's 12-byte id entry (about 17 B at the tables' load) and its
 // member bit or slot; a block held by one worker adds its 32-byte node.
 //
 // Node pool: 32-byte records in chunks of 8,192 (256 KiB), listed in a small
@@ -50,7 +50,7 @@
 //
 // Worker id tables (prefix-ids.ts): one per slot, header in the slot column;
 //   12-byte entries: id u64, word u32 (node | EXTRA_REFS | ROUTED). Robin
-//   Hood open addressing at 7/10 to 7/8 load; freed with the last id.
+//   Hood open addressing at 0.65 to 0.8 load; freed with the last id.
 //
 // Shared tables (prefix-table.ts; 16-byte entries key u64, a u32, b u32;
 // headers in static data):

@@ -11,7 +11,7 @@ import type { PrefixIndexApi } from '../../bindings/prefix-index-api.js';
 import { ReferencePrefixIndex } from '../../bindings/reference/prefix-index.js';
 import type { Core } from '../../bindings/core.js';
 import type { WorkerKey } from '../../bindings/workers.js';
-import { chainId, locals, matchesOf } from './prefix-index.fixtures.js';
+import { chainId, locals, matchesOf, random } from './prefix-index.fixtures.js';
 
 interface TestCore {
   coreFailAllocation(after: number, trap: boolean): void;
@@ -144,5 +144,39 @@ describe('PrefixIndex when the core cannot complete an update', () => {
     expect(matchesOf(index, [1])).toEqual(['a:1']);
     expect(matchesOf(index, [7])).toEqual([]);
     expect(index.stats()).toMatchObject({ nodes: 1, blocks: 1, allocationFailures: 1 });
+  });
+});
+
+describe('the fallible allocator', () => {
+  // The eviction log is allocated and freed by the core's heap: a probe of any size.
+  interface HeapProbe {
+    coreHeapHasRoom(bytes: number): boolean;
+    indexEvictionLog(capacity: number): void;
+  }
+
+  it('knows when the heap would serve a block without growing memory, so a full 4 GiB core can still allocate', () => {
+    const index = new PrefixIndex();
+    const probe = index.core.kernel<HeapProbe>();
+    const rnd = random(3);
+    let grew = 0;
+    let served = 0;
+    for (let i = 0; i < 400; i++) {
+      // Index updates between probes leave free blocks of all sizes behind (tables that grew, shrank or went).
+      const w = { id: `w${rnd(20)}`, rank: 0 };
+      const n = 1 + rnd(400);
+      if (rnd(3) === 0) index.applyCleared(w);
+      else index.applyStored(w, null, Array.from({ length: n }, (_, j) => BigInt(i * 1000 + j + 1)), locals(Array.from({ length: n }, (_, j) => i * 1000 + j)));
+      probe.indexEvictionLog(0);
+      const bytes = 16 << rnd(19);
+      const room = probe.coreHeapHasRoom(bytes);
+      const before = index.core.memoryBytes;
+      probe.indexEvictionLog(bytes / 16);
+      expect(index.core.memoryBytes > before, `${bytes} bytes, room ${room}`).toBe(!room);
+      if (room) served++;
+      else grew++;
+    }
+    expect(served).toBeGreaterThan(50);
+    // The heap doubles memory when it grows, so a few growths cover the run.
+    expect(grew).toBeGreaterThanOrEqual(2);
   });
 });
