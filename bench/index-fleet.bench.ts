@@ -279,7 +279,7 @@ async function fleetFigures(quick: boolean): Promise<Figure[]> {
       key: 'index_pairs_loaded',
       value: stats.blocks,
       unit: 'pairs',
-      note: `${scale}; ${stats.nodes.toLocaleString('en')} nodes; wasm memory ${gib(wasmBytes(cores))}; peak RSS ${gib(loaded.peakRss)}; loaded in ${round(loadSeconds, 1)} s`,
+      note: `${scale}; ${stats.nodes.toLocaleString('en')} nodes; wasm memories ${gib(wasmBytes(cores))} (the heap doubles a memory as it grows; untouched pages take no RAM); peak RSS ${gib(loaded.peakRss)}; loaded in ${round(loadSeconds, 1)} s`,
     },
     { key: 'index_fleet_fraction', value: round(stats.blocks / (10_000 * FULL_BLOCKS_PER_WORKER), 4), unit: 'of 270M pairs', note: '1.0 = 10,000 workers x 27,000 blocks' },
     {
