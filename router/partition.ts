@@ -403,8 +403,13 @@ export class Partition implements Placement<RoutedRequest> {
     const now = this.clock.now();
     this.ledger.add(request.id, slot, request.seqHashes, Math.max(0, request.promptTokens - cachedTokens), now);
     if (this.approximate.has(slot)) {
-      this.index.insertRouted(worker, request.localHashes, now);
       this.indexVersion++;
+      try {
+        this.index.insertRouted(worker, request.localHashes, now);
+      } catch (error) {
+        // The index had no memory for them: it cleared the worker and counted it; the request goes on.
+        if (!(error instanceof IndexFailure)) throw error;
+      }
     }
   }
 
