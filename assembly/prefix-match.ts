@@ -1,5 +1,5 @@
 import { FIRST, LOCAL, NEXT, ORPHANS, ROOT, UNTRACKED, INFO, childFind, isWide, memberCount, memberHas, nodeAt, stampAt, treeStarted } from './prefix-nodes';
-import { NO_SLOT, isBitmap, memberBlock, memberCopy, memberMark, memberNext, memberRank } from './prefix-members';
+import { NO_SLOT, isBitmap, memberBlock, memberCopy, memberMark, memberNext, memberRank, writeWord } from './prefix-members';
 import { blockCap } from './prefix-memory';
 import { currentEpoch } from './prefix-evict';
 import { activeList, globalSlot, nextStamp, outDepthsPtr, outSlotsPtr, slotMark, slotOffset, slotStride } from './prefix-slots';
@@ -76,17 +76,19 @@ function emitDropped(curAt: usize, childAt: usize, depth: u32): void {
   const curBlock = memberBlock(curAt);
   const childBlock = memberBlock(childAt);
   if (curBlock != 0 && childBlock != 0 && isBitmap(curBlock) && isBitmap(childBlock)) {
-    // Word by word: the bits of cur that child lacks.
+    // Word by word: the bits of cur that child lacks, written as slots, the depths after.
     const words = blockCap(curBlock);
     const childWords = blockCap(childBlock);
+    const dense = memberCount(curAt) - memberCount(childAt) >= words << 3;
+    const start = out;
+    let at = outSlotsPtr() + (<usize>out << 2);
     for (let w: u32 = 0; w < words; w++) {
       let word = load<u32>(curBlock + 4 + (<usize>w << 2));
       if (w < childWords) word &= ~load<u32>(childBlock + 4 + (<usize>w << 2));
-      while (word != 0) {
-        emit((w << 5) | ctz(word), depth);
-        word &= word - 1;
-      }
+      at = writeWord(at, word, w << 5, slotStride(), slotOffset(), dense);
     }
+    out = <u32>((at - outSlotsPtr()) >> 2);
+    fillDepths(start, out, depth);
     return;
   }
   const survivors = memberCount(childAt);

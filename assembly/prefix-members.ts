@@ -21,6 +21,8 @@ export const MEMBERS: usize = 28;
 export const COUNT_MASK: u32 = 0xffffff;
 const BITMAP: u32 = 0x80000000;
 export const NO_SLOT: u32 = 0xffffffff;
+/** Entries memberCopy may write past the members it copies. */
+export const COPY_SLACK: u32 = 8;
 
 @inline
 export function memberCount(p: usize): u32 {
@@ -243,7 +245,8 @@ export function memberRank(p: usize, slot: u32): u32 {
 }
 
 /**
- * Writes the members to `out` (u32 each) as `slot * stride + offset`;
+ * Writes the members to `out` (u32 each) as `slot * stride + offset`, and
+ * may write up to COPY_SLACK entries past them;
  * returns how many.
  */
 export function memberCopy(p: usize, out: usize, stride: u32, offset: u32): u32 {
@@ -254,17 +257,10 @@ export function memberCopy(p: usize, out: usize, stride: u32, offset: u32): u32 
   }
   const b = block(p);
   if (isBitmap(b)) {
-    let at = out;
     const words = blockCap(b);
-    for (let w: u32 = 0; w < words; w++) {
-      let word = load<u32>(b + 4 + (<usize>w << 2));
-      const base = (w << 5) * stride + offset;
-      while (word != 0) {
-        store<u32>(at, base + ctz(word) * stride);
-        at += 4;
-        word &= word - 1;
-      }
-    }
+    const dense = count >= words << 3;
+    let at = out;
+    for (let w: u32 = 0; w < words; w++) at = writeWord(at, load<u32>(b + 4 + (<usize>w << 2)), w << 5, stride, offset, dense);
     return count;
   }
   if (stride == 1 && offset == 0) {
@@ -273,6 +269,53 @@ export function memberCopy(p: usize, out: usize, stride: u32, offset: u32): u32 
     for (let i: u32 = 0; i < count; i++) store<u32>(out + (<usize>i << 2), load<u32>(b + 4 + (<usize>i << 2)) * stride + offset);
   }
   return count;
+}
+
+/**
+ * Writes the set bits of a bitmap word as slots (first + bit) * stride +
+ * offset at `at`; returns the address after them. `dense` words go a byte at
+ * a time (up to COPY_SLACK entries past the end are written), sparse ones a
+ * bit at a time.
+ */
+@inline
+export function writeWord(at: usize, word: u32, first: u32, stride: u32, offset: u32, dense: bool): usize {
+  if (word == 0) return at;
+  if (dense) return writeBytes(at, word, first, stride, offset);
+  const base = first * stride + offset;
+  while (word != 0) {
+    store<u32>(at, base + ctz(word) * stride);
+    at += 4;
+    word &= word - 1;
+  }
+  return at;
+}
+
+// For each byte value, the positions of its set bits, ascending, in 8 bytes.
+const BIT_POSITIONS: usize = memory.data(256 * 8, 8);
+let bitPositionsReady = false;
+
+function fillBitPositions(): void {
+  for (let v: u32 = 0; v < 256; v++) {
+    let k: usize = 0;
+    for (let bit: u32 = 0; bit < 8; bit++) if ((v >> bit) & 1) store<u8>(BIT_POSITIONS + (<usize>v << 3) + k++, <u8>bit);
+  }
+  bitPositionsReady = true;
+}
+
+// A byte's bit positions widen to eight u32 lanes, stored whole, and the
+// output advances by the byte's bit count.
+function writeBytes(at: usize, word: u32, first: u32, stride: u32, offset: u32): usize {
+  if (!bitPositionsReady) fillBitPositions();
+  const scale = i32x4.splat(<i32>stride);
+  for (let j: u32 = 0; j < 32; j += 8) {
+    const byte = (word >> j) & 0xff;
+    const positions = i16x8.extend_low_i8x16_u(v128.load64_zero(BIT_POSITIONS + (<usize>byte << 3)));
+    const base = i32x4.splat(<i32>((first + j) * stride + offset));
+    v128.store(at, i32x4.add(i32x4.mul(i32x4.extend_low_i16x8_u(positions), scale), base));
+    v128.store(at, i32x4.add(i32x4.mul(i32x4.extend_high_i16x8_u(positions), scale), base), 16);
+    at += <usize>popcnt(byte) << 2;
+  }
+  return at;
 }
 
 /** Marks every member with `stamp` in the slot marks (prefix-slots.ts). */

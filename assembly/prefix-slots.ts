@@ -1,5 +1,6 @@
 import { grownCapacity } from './grow';
 import { give, take } from './prefix-memory';
+import { COPY_SLACK } from './prefix-members';
 
 // Per-worker-slot columns of the prefix index. All grow together, to a power
 // of two above the highest slot an event names, and only in ensureSlot (so
@@ -17,6 +18,8 @@ import { give, take } from './prefix-memory';
 //   active      4 B/slot  findMatches explicit list of still-matching slots
 //   outSlots    4 B/slot  findMatches output: worker slots
 //   outDepths   4 B/slot  findMatches output: matched blocks, same order
+// (active and outSlots have COPY_SLACK entries more, which member copies may
+// write past what they copy)
 // A slot at or past the capacity has never stored anything, so reads treat
 // it as empty rather than growing.
 //
@@ -66,38 +69,40 @@ export function ensureSlot(slot: u32): bool {
   const next = grownCapacity(capacity, slot + 1);
   const wide = <usize>next << 4;
   const narrow = <usize>next << 2;
+  const slack = narrow + (<usize>COPY_SLACK << 2);
   const newIds = take(wide);
   const newMeta: usize = newIds == 0 ? 0 : take(wide);
   const newMarks: usize = newMeta == 0 ? 0 : take(narrow);
-  const newActive: usize = newMarks == 0 ? 0 : take(narrow);
-  const newSlots: usize = newActive == 0 ? 0 : take(narrow);
+  const newActive: usize = newMarks == 0 ? 0 : take(slack);
+  const newSlots: usize = newActive == 0 ? 0 : take(slack);
   const newDepths: usize = newSlots == 0 ? 0 : take(narrow);
   if (newDepths == 0) {
-    if (newSlots != 0) give(newSlots, narrow);
-    if (newActive != 0) give(newActive, narrow);
+    if (newSlots != 0) give(newSlots, slack);
+    if (newActive != 0) give(newActive, slack);
     if (newMarks != 0) give(newMarks, narrow);
     if (newMeta != 0) give(newMeta, wide);
     if (newIds != 0) give(newIds, wide);
     return false;
   }
-  ids = moveColumn(ids, newIds, 16, next);
-  meta = moveColumn(meta, newMeta, 16, next);
-  marks = moveColumn(marks, newMarks, 4, next);
-  active = moveColumn(active, newActive, 4, next);
-  outSlots = moveColumn(outSlots, newSlots, 4, next);
-  outDepths = moveColumn(outDepths, newDepths, 4, next);
+  ids = moveColumn(ids, newIds, 16, next, 0);
+  meta = moveColumn(meta, newMeta, 16, next, 0);
+  marks = moveColumn(marks, newMarks, 4, next, 0);
+  active = moveColumn(active, newActive, 4, next, COPY_SLACK);
+  outSlots = moveColumn(outSlots, newSlots, 4, next, COPY_SLACK);
+  outDepths = moveColumn(outDepths, newDepths, 4, next, 0);
   capacity = next;
   return true;
 }
 
-// Copies a column into its grown replacement, zeroing the new part.
-function moveColumn(old: usize, grown: usize, width: usize, next: u32): usize {
+// Copies a column into its grown replacement, zeroing the new part
+// (`extra` entries of slack past the capacity included).
+function moveColumn(old: usize, grown: usize, width: usize, next: u32, extra: u32): usize {
   const oldBytes = <usize>capacity * width;
   if (old != 0) {
     memory.copy(grown, old, oldBytes);
-    give(old, oldBytes);
+    give(old, oldBytes + <usize>extra * width);
   }
-  memory.fill(grown + oldBytes, 0, <usize>next * width - oldBytes);
+  memory.fill(grown + oldBytes, 0, <usize>(next + extra) * width - oldBytes);
   return grown;
 }
 
@@ -107,8 +112,8 @@ export function releaseSlots(): void {
   give(ids, <usize>capacity << 4);
   give(meta, <usize>capacity << 4);
   give(marks, <usize>capacity << 2);
-  give(active, <usize>capacity << 2);
-  give(outSlots, <usize>capacity << 2);
+  give(active, <usize>(capacity + COPY_SLACK) << 2);
+  give(outSlots, <usize>(capacity + COPY_SLACK) << 2);
   give(outDepths, <usize>capacity << 2);
   forgetSlots();
 }

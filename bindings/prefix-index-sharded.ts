@@ -128,8 +128,9 @@ export class ShardedPrefixIndex implements PrefixIndexApi {
       const r = shard.findMatches(hashes);
       if (r.count === 0) continue;
       this.reserveMerged(count + r.count);
-      this.mergedSlots.set(r.slots.subarray(0, r.count), count);
-      this.mergedDepths.set(r.depths.subarray(0, r.count), count);
+      // A shard's views are exactly its count long.
+      this.mergedSlots.set(r.slots, count);
+      this.mergedDepths.set(r.depths, count);
       count += r.count;
     }
     const slots = this.mergedSlots.subarray(0, count);
