@@ -2,6 +2,7 @@
 import type { BenchSuite } from './figures.js';
 import { decisionSuite } from './decision.bench.js';
 import { hashSuite } from './hash.bench.js';
+import { indexFleetSuite } from './index-fleet.bench.js';
 import { prefixIndexSuite } from './prefix-index.bench.js';
 import { replaySuite } from './replay.bench.js';
 import { replicasSuite } from './replicas.bench.js';
@@ -13,6 +14,7 @@ import { tokenizeSuite } from './tokenize.bench.js';
 export const suites: BenchSuite[] = [
   hashSuite,
   prefixIndexSuite,
+  indexFleetSuite,
   selectKernelsSuite,
   decisionSuite,
   schedulerSuite,

@@ -9,6 +9,8 @@ import { createSelectionPolicy } from '../../router/plugins/selection/index.js';
 import type { BusyThresholds, PolicyClass } from '../../router/scheduler/contracts.js';
 import { TIKTOKEN_ENCODINGS } from '../../router/tokenize/index.js';
 import { createClassifier } from '../../router/plugins/classifiers.js';
+import { totalmem } from 'node:os';
+import { SHARD_BOUND_BYTES } from '../../bindings/prefix-index-sharded.js';
 import { ConfigError, describe, Fields, join } from './fields.js';
 
 export type KvEventsConfig =
@@ -49,6 +51,12 @@ export interface ModelConfig {
   approximate: { ttlMs: number; maxBlocks: number };
   /** Session affinity for requests with x-session-id; null when off. */
   sessionAffinity: SessionAffinityConfig | null;
+  /**
+   * Most bytes the model's prefix index may hold; past it the least recently
+   * stored or matched blocks are forgotten. Over 3 GiB the index is split
+   * over several wasm cores. 0: no bound.
+   */
+  indexMemoryBytes: number;
 }
 
 export interface SessionAffinityConfig {
@@ -169,6 +177,8 @@ export const DEFAULTS = {
     maxEjectionPercent: 50,
   } satisfies OutlierEjectionConfig,
   approximate: { ttlMs: 120_000, maxBlocks: 1 << 20 },
+  /** A quarter of the machine's memory, at most one core's worth (3 GiB). */
+  indexMemoryBytes: Math.min(Math.floor(totalmem() / 4), SHARD_BOUND_BYTES),
   sessionAffinity: { ttlMs: 600_000, maxSessions: 1_000_000 },
   nats: { subjectPrefix: 'kvrouter', syncIntervalMs: 1000, peerTimeoutMs: 5000, kvStream: { maxAgeMs: 3_600_000, maxBytes: 1 << 30 } },
 } as const;
@@ -183,7 +193,11 @@ interface ModelDefaults {
   requestClassifier: PluginRef | null;
   approximate: { ttlMs: number; maxBlocks: number };
   sessionAffinity: SessionAffinityConfig | null;
+  indexMemoryBytes: number;
 }
+
+/** The smallest memory bound an index may be given (besides 0, none). */
+const MIN_INDEX_MEMORY_BYTES = 1 << 20;
 
 export function validateConfig(raw: unknown): RouterConfig {
   const root = new Fields(raw ?? {}, '');
@@ -207,6 +221,7 @@ export function validateConfig(raw: unknown): RouterConfig {
     requestClassifier: null,
     approximate: { ...DEFAULTS.approximate },
     sessionAffinity: null,
+    indexMemoryBytes: DEFAULTS.indexMemoryBytes,
   });
   const declared = root.list('models', (value, path) => {
     const f = new Fields(value, path);
@@ -327,7 +342,16 @@ function readModelDefaults(f: Fields, inherited: ModelDefaults): ModelDefaults {
         }))
       : inherited.approximate,
     sessionAffinity: f.has('session_affinity') ? f.object('session_affinity', readSessionAffinity) : inherited.sessionAffinity,
+    indexMemoryBytes: readIndexMemory(f, inherited.indexMemoryBytes),
   };
+}
+
+function readIndexMemory(f: Fields, inherited: number): number {
+  const bytes = f.number('index_memory_bytes', inherited, { integer: true, min: 0 });
+  if (bytes !== 0 && bytes < MIN_INDEX_MEMORY_BYTES) {
+    throw new ConfigError(f.at('index_memory_bytes'), `must be 0 (no bound) or at least ${MIN_INDEX_MEMORY_BYTES} (1 MiB), got ${bytes}`);
+  }
+  return bytes;
 }
 
 /** `ttl_ms: 0` turns affinity off (e.g. for one model when the top level turns it on). */
