@@ -82,3 +82,4 @@ export {
   indexDumpRelease,
   indexVerify,
 } from './prefix-index';
+export { bpeVocabInput, bpeVocabBuild, bpeTextInput, bpePieceInput, bpeOutPtr, bpeEncode, bpeTune, bpeStats } from './bpe';
