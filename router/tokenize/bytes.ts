@@ -7,12 +7,16 @@
 // practice.
 
 const utf8 = new TextEncoder();
+/** Whether this platform stores a u32 little-endian: then the bytes are the packed ids already. */
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 
 export function packBytes(text: string): Uint32Array {
-  // encodeInto needs room for up to 3 bytes per UTF-16 unit.
-  const bytes = new Uint8Array(text.length * 3 + 4);
+  // encodeInto needs room for up to 3 bytes per UTF-16 unit; whole u32s, zero-filled, pad the tail.
+  const bytes = new Uint8Array((text.length * 3 + 4) & ~3);
   const length = utf8.encodeInto(text, bytes).written;
-  const out = new Uint32Array(Math.ceil(length / 4));
+  const count = Math.ceil(length / 4);
+  if (LITTLE_ENDIAN) return new Uint32Array(bytes.buffer, 0, count).slice();
+  const out = new Uint32Array(count);
   for (let i = 0, w = 0; i < length; i += 4, w++) {
     out[w] = (bytes[i]! | (bytes[i + 1]! << 8) | (bytes[i + 2]! << 16) | (bytes[i + 3]! << 24)) >>> 0;
   }

@@ -49,6 +49,15 @@ export interface ModelConfig {
   approximate: { ttlMs: number; maxBlocks: number };
   /** Session affinity for requests with x-session-id; null when off. */
   sessionAffinity: SessionAffinityConfig | null;
+  /** How much prompt text one request may have tokenized, and what happens past it. */
+  tokenizeLimit: TokenizeLimitConfig;
+}
+
+export interface TokenizeLimitConfig {
+  /** Most UTF-16 code units of prompt text one request may have tokenized; text found in the tokenizer's caches is free. */
+  maxChars: number;
+  /** Past the limit: `bytes` routes the request on its prompt's bytes (as the bytes tokenizer does), `reject` answers 400. */
+  over: 'bytes' | 'reject';
 }
 
 export interface SessionAffinityConfig {
@@ -125,6 +134,9 @@ export const DEFAULTS = {
   } satisfies LimitsConfig,
   approximate: { ttlMs: 120_000, maxBlocks: 1 << 20 },
   sessionAffinity: { ttlMs: 600_000, maxSessions: 1_000_000 },
+  // Worst cases measured (bench tokenize-hostile): the wasm BPE stays above 10 MB/s, @huggingface/tokenizers
+  // falls to about 0.15 MB/s on one long CJK or whitespace run; both limits cost about a second at worst.
+  tokenizeLimit: { tiktokenChars: 4 * 1024 * 1024, hfChars: 256 * 1024, over: 'bytes' as const },
   nats: { subjectPrefix: 'kvrouter', syncIntervalMs: 1000, peerTimeoutMs: 5000, kvStream: { maxAgeMs: 3_600_000, maxBytes: 1 << 30 } },
 } as const;
 
@@ -138,6 +150,8 @@ interface ModelDefaults {
   requestClassifier: PluginRef | null;
   approximate: { ttlMs: number; maxBlocks: number };
   sessionAffinity: SessionAffinityConfig | null;
+  /** maxChars null: the default for the model's tokenizer. */
+  tokenizeLimit: { maxChars: number | null; over: 'bytes' | 'reject' };
 }
 
 export function validateConfig(raw: unknown): RouterConfig {
@@ -161,6 +175,7 @@ export function validateConfig(raw: unknown): RouterConfig {
     requestClassifier: null,
     approximate: { ...DEFAULTS.approximate },
     sessionAffinity: null,
+    tokenizeLimit: { maxChars: null, over: DEFAULTS.tokenizeLimit.over },
   });
   const declared = root.list('models', (value, path) => {
     const f = new Fields(value, path);
@@ -234,6 +249,12 @@ function readModelDefaults(f: Fields, inherited: ModelDefaults): ModelDefaults {
         }))
       : inherited.approximate,
     sessionAffinity: f.has('session_affinity') ? f.object('session_affinity', readSessionAffinity) : inherited.sessionAffinity,
+    tokenizeLimit: f.has('tokenize_limit')
+      ? f.object('tokenize_limit', (t) => ({
+          maxChars: t.has('max_chars') ? t.number('max_chars', 0, { integer: true, min: 0 }) : null,
+          over: t.oneOf('over', ['bytes', 'reject'] as const, 'bytes'),
+        }))
+      : inherited.tokenizeLimit,
   };
 }
 
@@ -294,7 +315,9 @@ function finishModel(name: string, d: ModelDefaults, path: string): ModelConfig 
     const { type, params } = d.requestClassifier;
     plugin(where('request_classifier'), () => createClassifier(type, params));
   }
-  return { name, ...d, defaultClass };
+  const limit = DEFAULTS.tokenizeLimit;
+  const maxChars = d.tokenizeLimit.maxChars ?? (d.tokenizer.startsWith('hf:') ? limit.hfChars : limit.tiktokenChars);
+  return { name, ...d, defaultClass, tokenizeLimit: { maxChars, over: d.tokenizeLimit.over } };
 }
 
 function plugin(path: string, build: () => unknown): void {
