@@ -9,7 +9,7 @@ import o200k from 'js-tiktoken/ranks/o200k_base';
 import p50k from 'js-tiktoken/ranks/p50k_base';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { IM_END, IM_START } from '../../router/tokenize/chatml.js';
-import { createTokenizer, type PromptTokenizer } from '../../router/tokenize/index.js';
+import { createTokenizer, packBytes, type PromptTokenizer } from '../../router/tokenize/index.js';
 import { memoryIO } from './tokenize-arbitraries.js';
 
 const ENCODINGS: [string, TiktokenBPE][] = [
@@ -50,5 +50,26 @@ describe.each(ENCODINGS.map(([name]) => name))('tiktoken:%s', (name) => {
       }),
       { numRuns: 150 },
     );
+  });
+});
+
+describe('packBytes', () => {
+  /** The UTF-8 bytes, 4 per id little-endian, the last id zero-padded, written out plainly. */
+  const packed = (text: string) => {
+    const bytes = new TextEncoder().encode(text);
+    const ids: number[] = [];
+    for (let i = 0; i < bytes.length; i += 4) ids.push(((bytes[i] ?? 0) | ((bytes[i + 1] ?? 0) << 8) | ((bytes[i + 2] ?? 0) << 16) | ((bytes[i + 3] ?? 0) << 24)) >>> 0);
+    return ids;
+  };
+
+  it('packs long texts whose surrogate pairs, lone surrogates and multi-byte characters fall on any boundary', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 65_530, max: 65_540 }), fc.constantFrom('😀', '\ud800', '\udc00', 'é', '中', 'a'), fc.string({ unit: 'binary', maxLength: 20 }), (at, unit, tail) => {
+        const text = 'a'.repeat(at) + unit.repeat(3) + tail + '中'.repeat(30_000);
+        expect([...packBytes(text)]).toEqual(packed(text));
+      }),
+      { numRuns: 40 },
+    );
+    expect([...packBytes('')]).toEqual([]);
   });
 });
