@@ -134,8 +134,9 @@ export const DEFAULTS = {
   } satisfies LimitsConfig,
   approximate: { ttlMs: 120_000, maxBlocks: 1 << 20 },
   sessionAffinity: { ttlMs: 600_000, maxSessions: 1_000_000 },
-  // Worst cases measured (bench tokenize-hostile): the wasm BPE stays above 10 MB/s, @huggingface/tokenizers
-  // falls to about 0.15 MB/s on one long CJK or whitespace run; both limits cost about a second at worst.
+  // Worst cases measured (bench tokenize-hostile): the wasm BPE stays above 8 MB/s, @huggingface/tokenizers
+  // falls to about 0.1 MB/s on one long whitespace or CJK run; either limit is a few seconds of a tokenizer
+  // thread at worst, and about a second of ordinary text.
   tokenizeLimit: { tiktokenChars: 4 * 1024 * 1024, hfChars: 256 * 1024, over: 'bytes' as const },
   nats: { subjectPrefix: 'kvrouter', syncIntervalMs: 1000, peerTimeoutMs: 5000, kvStream: { maxAgeMs: 3_600_000, maxBytes: 1 << 30 } },
 } as const;
