@@ -30,6 +30,8 @@
 //          u32 end of the part the merge made, positions within the piece
 //   pairCache  4096 x 16 bytes: (token, token) -> rank of the two together
 import { alloc, release } from './alloc';
+import { setU32, setU64, u32At, u64At } from './bpe-columns';
+import { grownCapacity } from './grow';
 import { queueAdd, queuePeek, queuePop, queueReset, queueSeal, NO_KEY } from './bpe-queue';
 import { NO_RANK, rankOf, vocabHighestRank } from './bpe-vocab';
 
@@ -61,26 +63,6 @@ let logLength: u32 = 0;
 let leftKeys: usize = 0;
 let leftEnds: usize = 0;
 let leftLength: u32 = 0;
-
-@inline
-function u32At(base: usize, i: u32): u32 {
-  return load<u32>(base + (<usize>i << 2));
-}
-
-@inline
-function setU32(base: usize, i: u32, value: u32): void {
-  store<u32>(base + (<usize>i << 2), value);
-}
-
-@inline
-function u64At(base: usize, i: u32): u64 {
-  return load<u64>(base + (<usize>i << 3));
-}
-
-@inline
-function setU64(base: usize, i: u32, value: u64): void {
-  store<u64>(base + (<usize>i << 3), value);
-}
 
 @inline
 function emit(out: usize, count: u32, rank: u32): u32 {
@@ -149,8 +131,7 @@ function reserveList(n: u32): void {
     release(dirty, listCapacity << 2);
     release(marks, listCapacity);
   }
-  let cap: usize = 1024;
-  while (cap < need) cap <<= 1;
+  const cap = <usize>grownCapacity(1024, <u32>need);
   listCapacity = cap;
   next = alloc(cap << 2);
   prev = alloc(cap << 2);

@@ -11,6 +11,8 @@
 //   cursor, end  u32 per run: its next key and its end, as indices into keys
 //   heapKey u64, heapRun u32: the heap of runs
 import { alloc, release } from './alloc';
+import { setU32, setU64, u32At, u64At } from './bpe-columns';
+import { grownCapacity } from './grow';
 
 export const NO_KEY: u64 = 0xffffffffffffffff;
 
@@ -33,31 +35,6 @@ let counts: usize = 0;
 /** Radix digits are at most this wide. */
 const DIGIT_MAX: u32 = 11;
 
-@inline
-function keyAt(base: usize, i: u32): u64 {
-  return load<u64>(base + (<usize>i << 3));
-}
-
-@inline
-function setKey(base: usize, i: u32, key: u64): void {
-  store<u64>(base + (<usize>i << 3), key);
-}
-
-@inline
-function u32At(base: usize, i: u32): u32 {
-  return load<u32>(base + (<usize>i << 2));
-}
-
-@inline
-function setU32(base: usize, i: u32, value: u32): void {
-  store<u32>(base + (<usize>i << 2), value);
-}
-
-function capacityFor(need: u32): u32 {
-  let cap: u32 = 1024;
-  while (cap < need) cap <<= 1;
-  return cap;
-}
 
 /**
  * Empties the queue and makes room for merging `n` bytes: n - 1 first pairs,
@@ -70,7 +47,7 @@ export function queueReset(n: u32): void {
       release(keys, <usize>keyCapacity << 3);
       release(sorting, <usize>keyCapacity << 3);
     }
-    keyCapacity = capacityFor(needKeys);
+    keyCapacity = grownCapacity(1024, needKeys);
     keys = alloc(<usize>keyCapacity << 3);
     sorting = alloc(<usize>keyCapacity << 3);
   }
@@ -82,7 +59,7 @@ export function queueReset(n: u32): void {
       release(heapKey, <usize>runCapacity << 3);
       release(heapRun, <usize>runCapacity << 2);
     }
-    runCapacity = capacityFor(needRuns);
+    runCapacity = grownCapacity(1024, needRuns);
     cursor = alloc(<usize>runCapacity << 2);
     end = alloc(<usize>runCapacity << 2);
     heapKey = alloc(<usize>runCapacity << 3);
@@ -95,7 +72,7 @@ export function queueReset(n: u32): void {
 /** Adds a key to the batch being gathered. */
 @inline
 export function queueAdd(key: u64): void {
-  setKey(keys, keyCount++, key);
+  setU64(keys, keyCount++, key);
 }
 
 /** Stably sorts `count` keys by the `width` bits at `shift`, from `from` into `to`. */
@@ -104,7 +81,7 @@ function radixPass(from: usize, to: usize, count: u32, shift: u64, width: u32): 
   const mask: u32 = buckets - 1;
   memory.fill(counts, 0, <usize>buckets << 2);
   for (let i: u32 = 0; i < count; i++) {
-    const d = <u32>(keyAt(from, i) >> shift) & mask;
+    const d = <u32>(u64At(from, i) >> shift) & mask;
     setU32(counts, d, u32At(counts, d) + 1);
   }
   let sum: u32 = 0;
@@ -114,11 +91,11 @@ function radixPass(from: usize, to: usize, count: u32, shift: u64, width: u32): 
     sum += c;
   }
   for (let i: u32 = 0; i < count; i++) {
-    const key = keyAt(from, i);
+    const key = u64At(from, i);
     const d = <u32>(key >> shift) & mask;
     const at = u32At(counts, d);
     setU32(counts, d, at + 1);
-    setKey(to, at, key);
+    setU64(to, at, key);
   }
 }
 
@@ -140,7 +117,7 @@ export function queueSeal(rankOnly: bool, maxRank: u32, maxStart: u32): void {
   const base = keys + (<usize>start << 3);
   let sorted = true;
   for (let i: u32 = 1; i < count; i++) {
-    if (keyAt(base, i) < keyAt(base, i - 1)) {
+    if (u64At(base, i) < u64At(base, i - 1)) {
       sorted = false;
       break;
     }
@@ -148,13 +125,13 @@ export function queueSeal(rankOnly: bool, maxRank: u32, maxStart: u32): void {
   if (!sorted) {
     if (count <= INSERTION_MAX) {
       for (let i: u32 = 1; i < count; i++) {
-        const key = keyAt(base, i);
+        const key = u64At(base, i);
         let j = i;
-        while (j > 0 && keyAt(base, j - 1) > key) {
-          setKey(base, j, keyAt(base, j - 1));
+        while (j > 0 && u64At(base, j - 1) > key) {
+          setU64(base, j, u64At(base, j - 1));
           j--;
         }
-        setKey(base, j, key);
+        setU64(base, j, key);
       }
     } else {
       // LSD passes over the bits that vary: the start's, then the rank's.
@@ -178,20 +155,20 @@ export function queueSeal(rankOnly: bool, maxRank: u32, maxStart: u32): void {
   const run = runCount++;
   setU32(cursor, run, start);
   setU32(end, run, start + count);
-  heapInsert(keyAt(base, 0), run);
+  heapInsert(u64At(base, 0), run);
 }
 
 function heapInsert(key: u64, run: u32): void {
   let i = heapSize++;
   while (i > 0) {
     const parent = (i - 1) >> 1;
-    const up = keyAt(heapKey, parent);
+    const up = u64At(heapKey, parent);
     if (up <= key) break;
-    setKey(heapKey, i, up);
+    setU64(heapKey, i, up);
     setU32(heapRun, i, u32At(heapRun, parent));
     i = parent;
   }
-  setKey(heapKey, i, key);
+  setU64(heapKey, i, key);
   setU32(heapRun, i, run);
 }
 
@@ -203,27 +180,27 @@ function heapSiftRoot(key: u64, run: u32): void {
   while (true) {
     let child: u32 = 2 * i + 1;
     if (child >= size) break;
-    let c = keyAt(heapKey, child);
+    let c = u64At(heapKey, child);
     if (child + 1 < size) {
-      const d = keyAt(heapKey, child + 1);
+      const d = u64At(heapKey, child + 1);
       if (d < c) {
         c = d;
         child++;
       }
     }
     if (c >= key) break;
-    setKey(heapKey, i, c);
+    setU64(heapKey, i, c);
     setU32(heapRun, i, u32At(heapRun, child));
     i = child;
   }
-  setKey(heapKey, i, key);
+  setU64(heapKey, i, key);
   setU32(heapRun, i, run);
 }
 
 /** The smallest key, or NO_KEY when the queue is empty. */
 @inline
 export function queuePeek(): u64 {
-  return heapSize > 0 ? keyAt(heapKey, 0) : NO_KEY;
+  return heapSize > 0 ? u64At(heapKey, 0) : NO_KEY;
 }
 
 /** Removes the smallest key (the queue must not be empty). */
@@ -232,9 +209,9 @@ export function queuePop(): void {
   const at = u32At(cursor, run) + 1;
   if (at < u32At(end, run)) {
     setU32(cursor, run, at);
-    heapSiftRoot(keyAt(keys, at), run);
+    heapSiftRoot(u64At(keys, at), run);
     return;
   }
   heapSize--;
-  if (heapSize > 0) heapSiftRoot(keyAt(heapKey, heapSize), u32At(heapRun, heapSize));
+  if (heapSize > 0) heapSiftRoot(u64At(heapKey, heapSize), u32At(heapRun, heapSize));
 }

@@ -26,6 +26,7 @@
 // A token of up to 8 bytes is found by comparing one word, a longer one by
 // the word and then its tail in the blob.
 import { alloc, release } from './alloc';
+import { grownCapacity } from './grow';
 
 /** The rank of "no such token". */
 export const NO_RANK: u32 = 0xffffffff;
@@ -268,9 +269,7 @@ export function vocabBuild(count: u32, bytes: u32): u32 {
 
 /** A power-of-two table size at least twice `count` (and at least 16). */
 function halfFull(count: u32): u32 {
-  let capacity: u32 = 16;
-  while (capacity < count * 2) capacity <<= 1;
-  return capacity;
+  return grownCapacity(16, count * 2);
 }
 
 function fail(): u32 {

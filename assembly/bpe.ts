@@ -16,6 +16,7 @@
 // A piece that is a token by itself is that token (as tiktoken does, even
 // where merging would split it differently); otherwise it is merged.
 import { alloc, release } from './alloc';
+import { grownCapacity } from './grow';
 import { mergeLong, mergeShort, mergeStats, mergeTune, SHORT_MAX } from './bpe-merge';
 import { NO_RANK, rankOf, vocabBuild, vocabInput, vocabReady } from './bpe-vocab';
 
@@ -27,12 +28,6 @@ let ends: usize = 0;
 let endsCapacity: usize = 0;
 let out: usize = 0;
 let outCapacity: usize = 0;
-
-function capacityFor(need: usize, floor: usize): usize {
-  let cap = floor;
-  while (cap < need) cap <<= 1;
-  return cap;
-}
 
 /** The vocabulary load buffer for `count` tokens of `bytes` bytes (layout in bpe-vocab.ts). Allocates. */
 export function bpeVocabInput(count: u32, bytes: u32): usize {
@@ -48,7 +43,7 @@ export function bpeVocabBuild(count: u32, bytes: u32): u32 {
 export function bpeTextInput(bytes: u32): usize {
   if (<usize>bytes > textCapacity) {
     if (text) release(text, textCapacity + 8);
-    textCapacity = capacityFor(bytes, 4096);
+    textCapacity = <usize>grownCapacity(4096, bytes);
     text = alloc(textCapacity + 8);
     store<u64>(text + textCapacity, 0);
   }
@@ -59,7 +54,7 @@ export function bpeTextInput(bytes: u32): usize {
 export function bpePieceInput(count: u32): usize {
   if (<usize>count > endsCapacity) {
     if (ends) release(ends, endsCapacity << 2);
-    endsCapacity = capacityFor(count, 1024);
+    endsCapacity = <usize>grownCapacity(1024, count);
     ends = alloc(endsCapacity << 2);
   }
   return ends;
@@ -85,7 +80,7 @@ export function bpeEncode(bytes: u32, pieces: u32): u32 {
   const length = min(<usize>bytes, textCapacity);
   if (length > outCapacity) {
     if (out) release(out, outCapacity << 2);
-    outCapacity = capacityFor(length, 4096);
+    outCapacity = <usize>grownCapacity(4096, <u32>length);
     out = alloc(outCapacity << 2);
   }
   const count = min(<usize>pieces, endsCapacity);

@@ -57,6 +57,11 @@ class Pending {
     }
     return -1 - i;
   }
+
+  /** A plan over the gathered texts; `assemble` gets their ids in order. */
+  plan(assemble: (ids: readonly Uint32Array[]) => Uint32Array): EncodePlan {
+    return { texts: this.texts, whole: false, chars: this.chars, finish: (encoded) => assemble(encoded.map(asIds)) };
+  }
 }
 
 function idsOf(slot: Slot, encoded: readonly Uint32Array[]): Uint32Array | number {
@@ -143,22 +148,16 @@ export class PromptEncoder {
     const pending = new Pending();
     // Per part: its cached ids, or its segments to assemble (and cache) once encoded.
     const slots: (Uint32Array | Slot[])[] = parts.map((part) => this.cache.get(part) ?? this.segmentSlots(part, pending, false));
-    return {
-      texts: pending.texts,
-      whole: false,
-      chars: pending.chars,
-      finish: (encoded) => {
-        const ids = encoded.map(asIds);
-        return joinIds(
-          slots.map((slot, i) => {
-            if (slot instanceof Uint32Array) return slot;
-            const partIds = joinIds(slot.map((s) => idsOf(s, ids)));
-            this.cache.set(parts[i]!, partIds);
-            return partIds;
-          }),
-        );
-      },
-    };
+    return pending.plan((ids) =>
+      joinIds(
+        slots.map((slot, i) => {
+          if (slot instanceof Uint32Array) return slot;
+          const partIds = joinIds(slot.map((s) => idsOf(s, ids)));
+          this.cache.set(parts[i]!, partIds);
+          return partIds;
+        }),
+      ),
+    );
   }
 
   private planText(text: string, mode: TokenizeMode): EncodePlan {
@@ -168,16 +167,10 @@ export class PromptEncoder {
     }
     const pending = new Pending();
     const slots = this.segmentSlots(text, pending, true);
-    return {
-      texts: pending.texts,
-      whole: false,
-      chars: pending.chars,
-      finish: (encoded) => {
-        const ids = encoded.map(asIds);
-        for (let i = 0; i < pending.texts.length; i++) this.cache.set(pending.texts[i]!, ids[i]!);
-        return joinIds(slots.map((s) => idsOf(s, ids)));
-      },
-    };
+    return pending.plan((ids) => {
+      for (let i = 0; i < pending.texts.length; i++) this.cache.set(pending.texts[i]!, ids[i]!);
+      return joinIds(slots.map((s) => idsOf(s, ids)));
+    });
   }
 
   /** Splits text at special tokens; each text piece is a cached id list or a pending text. */
