@@ -73,3 +73,20 @@ describe('packBytes', () => {
     expect([...packBytes('')]).toEqual([]);
   });
 });
+
+describe('a message too long for the render cache', () => {
+  it('is rendered whole (no segment is rendered or cached for it), with the same ids', async () => {
+    // With caches this small the bound is its floor: a message over 1,048,576 characters renders whole.
+    const tok = await createTokenizer('tiktoken:o200k_base', memoryIO({}), { renderCacheChars: 800 });
+    const content = 'word '.repeat(220_000);
+    const { oracle } = cases.get('o200k_base')!;
+    const short = [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'hello' }];
+    tok.encodeChat(short);
+    const misses = tok.stats().segmentMisses;
+    expect(misses).toBeGreaterThan(0);
+    const long = [...short, { role: 'assistant', content }, { role: 'user', content: 'and now?' }];
+    expect([...tok.encodeChat(long)]).toEqual(oracle.encode(tok.renderChat(long), 'all'));
+    expect(tok.stats().segmentMisses).toBe(misses);
+    expect(tok.renderChat(long)).toContain(`<|im_start|>assistant\n${content}<|im_end|>`);
+  });
+});
