@@ -41,7 +41,7 @@ export interface PromptOptions {
 /**
  * Remainders up to this many characters are encoded on the event loop: a new
  * chat turn is usually shorter, and the thread round trip would cost more
- * than the encoding. Worst case about a millisecond.
+ * than the encoding. At worst (8 MB/s on 3-byte characters) about 3 ms.
  */
 export const INLINE_CHARS = 8192;
 
