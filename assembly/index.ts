@@ -97,3 +97,4 @@ export {
   indexDumpRelease,
   indexVerify,
 } from './prefix-index';
+export { bpeVocabInput, bpeVocabBuild, bpeTextInput, bpePieceInput, bpeOutPtr, bpeEncode, bpeTune, bpeStats } from './bpe';

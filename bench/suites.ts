@@ -9,6 +9,7 @@ import { replicasSuite } from './replicas.bench.js';
 import { schedulerSuite } from './scheduler.bench.js';
 import { selectKernelsSuite } from './select-kernels.bench.js';
 import { serverSuite } from './server.bench.js';
+import { tokenizeHostileSuite } from './tokenize-hostile.bench.js';
 import { tokenizeSuite } from './tokenize.bench.js';
 
 export const suites: BenchSuite[] = [
@@ -19,6 +20,7 @@ export const suites: BenchSuite[] = [
   decisionSuite,
   schedulerSuite,
   tokenizeSuite,
+  tokenizeHostileSuite,
   serverSuite,
   replaySuite,
   replicasSuite,

@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import { workerLabel } from '../../bindings/workers.js';
 import type { Partition } from '../../router/partition.js';
 import { parseJsonBody, requestFields } from '../request/fields.js';
-import { promptTokens, type PromptKind } from '../request/prompt.js';
+import { promptIds, type PromptKind } from '../request/prompt.js';
 import type { RouterRuntime } from '../runtime.js';
 import { describeEjection, ejectionBody } from '../workers/ejection-view.js';
 import type { WorkerHandle } from '../workers/registry.js';
@@ -21,14 +21,15 @@ export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): v
     const model = resolveModel(rt, body);
     // A body with messages is a chat request; otherwise a completion.
     const kind: PromptKind = body.messages !== undefined ? 'chat' : 'completion';
-    const tokens = promptTokens(model.tokenizer, body, kind);
-    const x = model.route.explain(requestFields(rt.nextRequestId(), request.headers), tokens);
+    const { ids, basis } = await promptIds(model.tokenizer, body, kind, { limit: model.config.tokenizeLimit });
+    const x = model.route.explain(requestFields(rt.nextRequestId(), request.headers), ids);
     const handles = handlesByLabel(rt, model.name);
     const evicted = evictedByLabel(model.route.partition);
     return {
       model: x.model,
       kind,
       tokenizer: model.tokenizer.spec,
+      prompt_basis: basis,
       block_size: model.config.blockSize,
       policy: x.policy,
       prompt_tokens: x.promptTokens,
