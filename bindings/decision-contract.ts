@@ -4,7 +4,14 @@
 // picks a worker under the request's constraints and books it. Constraints
 // arrive as slot sets and per-taint-group tables the caller keeps up to date
 // (router/partition/), never as per-worker arrays built per request.
+import type { MatchResult } from './prefix-index-api.js';
 import type { BusyThresholds, EligibilityCounts, SelectionPath } from './selection-contract.js';
+
+/** Finds a prompt's matches outside the decision's core; epoch() changes whenever they may have. */
+export interface HostMatcher {
+  find(local: BigUint64Array): MatchResult;
+  epoch(): number;
+}
 
 /** A prompt's local and chained sequence hashes. */
 export interface PromptHashes {
@@ -95,4 +102,9 @@ export interface DecisionKernel {
    * thresholds (a decision opens its own otherwise, O(rows) the first time).
    */
   openView(cost: DecisionCost, busy: BusyThresholds | null): void;
+  /**
+   * Finds matches with `matcher` instead of the index (null: the index again),
+   * e.g. over several storage tiers, whose matches carry credits.
+   */
+  useMatcher(matcher: HostMatcher | null): void;
 }

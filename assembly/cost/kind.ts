@@ -88,12 +88,12 @@ export function costKey(w: u32): f64 {
   }
 }
 
-/** The exact cost of worker w with key `key`, cached prefix depth `depth` and `held` prompt hashes active. */
+/** The exact cost of worker w with key `key`, a cached prefix credited `overlap` blocks and `held` prompt hashes active. */
 @inline
-export function costTouched(w: u32, key: f64, depth: u32, held: u32): f64 {
+export function costTouched(w: u32, key: f64, overlap: f64, held: u32): f64 {
   switch (kind) {
     default: {
-      const credited = credit * <f64>depth;
+      const credited = credit * overlap;
       // Only a credit beyond the prompt can clamp the prefill term: read P only then.
       if (credited > promptBlocks && kvClamped(prefillOf(w), blockSize, promptBlocks, credited)) {
         return kvClampedCost(decodeOf(w), seqCount, held, requestsOf(w), weight);
@@ -104,15 +104,15 @@ export function costTouched(w: u32, key: f64, depth: u32, held: u32): f64 {
 }
 
 /**
- * A lower bound on costTouched(w, key, depth, 0) over every member whose key
+ * A lower bound on costTouched(w, key, overlap, 0) over every member whose key
  * is at least minKey (computed with the same operations, so it holds in
- * floating point too), or -Infinity when the kind has none at this depth.
+ * floating point too), or -Infinity when the kind has none at this overlap.
  */
 @inline
-export function costBound(minKey: f64, depth: u32): f64 {
+export function costBound(minKey: f64, overlap: f64): f64 {
   switch (kind) {
     default: {
-      const credited = credit * <f64>depth;
+      const credited = credit * overlap;
       // A clamped prefill term is not bounded by the key.
       return credited > promptBlocks ? -Infinity : kvUnclamped(minKey, constant, credited, 0, scale);
     }

@@ -7,8 +7,10 @@ import type {
   DecisionConstraints,
   DecisionKernel,
   DecisionRequest,
+  HostMatcher,
   PromptHashes,
 } from '../decision-contract.js';
+import type { MatchResult } from '../prefix-index-api.js';
 import { checkCount, duplicateRequest, type EligibilityCounts } from '../selection-contract.js';
 import type { BlockHasher } from './block-hasher.js';
 import type { ReferenceLoadTable } from './load-table.js';
@@ -22,6 +24,7 @@ export class ReferenceDecider implements DecisionKernel {
   private readonly ledger: ReferenceLoadTable;
   private readonly selector: ReferenceSelector;
   private readonly routed = new Set<number>();
+  private matcher: HostMatcher | null = null;
 
   constructor(options: { hasher: BlockHasher; index: ReferencePrefixIndex; ledger: ReferenceLoadTable; selector: ReferenceSelector; blockSize: number }) {
     checkCount('blockSize', options.blockSize);
@@ -38,7 +41,7 @@ export class ReferenceDecider implements DecisionKernel {
   }
 
   bestDepth(prompt: PromptHashes, constraints: DecisionConstraints): number {
-    const matches = this.index.findMatches(prompt.local);
+    const matches = this.find(prompt.local);
     const ok = (slot: number) => (!constraints.slots || constraints.slots.includes(slot)) && this.groupAllowed(slot, constraints);
     let best = 0;
     for (let i = 0; i < matches.count; i++) if (ok(matches.slots[i]!)) best = Math.max(best, matches.depths[i]!);
@@ -52,7 +55,7 @@ export class ReferenceDecider implements DecisionKernel {
     const slot = this.pickEligible(request);
     let routed = false;
     if (slot >= 0 && book) {
-      const cached = Math.min(this.ledger.projection.overlapBlocks[slot]! * this.blockSize, request.promptTokens);
+      const cached = Math.min(this.ledger.projectedCredits[slot]! * this.blockSize, request.promptTokens);
       this.ledger.add(book.requestId, slot, request.prompt.sequence, request.promptTokens - cached, book.now);
       if (this.routed.has(slot) && request.prompt.local.length > 0) {
         this.index.insertRouted(this.ledger.workers.keyOf(slot), request.prompt.local, book.now);
@@ -70,8 +73,10 @@ export class ReferenceDecider implements DecisionKernel {
   }
 
   eligibility(request: DecisionRequest): EligibilityCounts {
-    const overlaps = this.index.findMatches(request.prompt.local);
-    this.ledger.project({ seqHashes: request.prompt.sequence, promptTokens: request.promptTokens, blockSize: this.blockSize, overlaps });
+    const overlaps = this.find(request.prompt.local);
+    const projection = { seqHashes: request.prompt.sequence, promptTokens: request.promptTokens, blockSize: this.blockSize, overlaps };
+    if (overlaps.credits) this.ledger.projectCredited(projection, overlaps.credits);
+    else this.ledger.project(projection);
     return this.selector.eligibility({ busy: request.busy ?? undefined, allowedSlots: this.allowedSlots(request.constraints) });
   }
 
@@ -90,6 +95,14 @@ export class ReferenceDecider implements DecisionKernel {
 
   /** The twin always scans: nothing to keep ready. */
   openView(): void {}
+
+  useMatcher(matcher: HostMatcher | null): void {
+    this.matcher = matcher;
+  }
+
+  private find(local: BigUint64Array): MatchResult {
+    return this.matcher ? this.matcher.find(local) : this.index.findMatches(local);
+  }
 
   /** The slots the constraints allow (undefined: every slot): listed, in an allowed group, not excluded. */
   private allowedSlots(constraints: DecisionConstraints): number[] | undefined {
