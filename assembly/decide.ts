@@ -55,6 +55,8 @@ import { scanDecide, scanEligibility, selectLastCost } from './select';
 //   +152 matchDepths      u32  in   where their depths are
 //   +156 matchCredits     u32  in   where their credited blocks are (f64 each; the host's, by
 //                                   decideUseMatches), 0 when each match is credited its depth
+//   +160 credited         f64  out  the blocks the pick's cached prefix is credited (its depth
+//                                   without credits)
 // The counts of the decision are at selectCountsPtr() (select.ts).
 
 export const FLAG_FIND: u32 = 1;
@@ -228,17 +230,20 @@ export function decideRun(): i32 {
   setU32(120, <u32>slot);
   if (slot < 0) {
     setU32(124, 0);
+    store<f64>(block + 160, 0);
     return slot;
   }
   setU32(124, depthOf(<u32>slot));
+  store<f64>(block + 160, overlapOf(<u32>slot));
   if (flags & FLAG_BOOK) book(<u32>slot, overlapOf(<u32>slot), promptTokens, blockSize, seqPtr, blocks);
   return slot;
 }
 
 // A prefix credited less than its depth (offloaded blocks) books the tokens
-// its credit leaves uncovered as prefill: the same share the cost charged.
+// its credit leaves uncovered as prefill, the same share the cost charged,
+// in whole tokens: a fraction of a token's credit saves none.
 function book(slot: u32, overlap: f64, promptTokens: u32, blockSize: u32, seqPtr: usize, blocks: u32): void {
-  const cached = min<f64>(overlap * <f64>blockSize, <f64>promptTokens);
+  const cached = Math.floor(min<f64>(overlap * <f64>blockSize, <f64>promptTokens));
   const now = f64At(24);
   setU32(128, ledgerAdd(slot, seqPtr, blocks, <u32>(<f64>promptTokens - cached), now));
   if (!isRouted(slot) || blocks == 0) return;

@@ -50,7 +50,7 @@ interface DecideExports {
 }
 
 // The decision block (assembly/decide.ts), as f64 and u32 indexes.
-const F = { promptTokens: 0, credit: 1, temperature: 2, now: 3, prefillTokens: 4, prefillFraction: 5, decodeFraction: 6, scale: 7, weight: 8, cost: 9 } as const;
+const F = { promptTokens: 0, credit: 1, temperature: 2, now: 3, prefillTokens: 4, prefillFraction: 5, decodeFraction: 6, scale: 7, weight: 8, cost: 9, credited: 20 } as const;
 const U = {
   blockSize: 20,
   kind: 21,
@@ -425,6 +425,7 @@ export class Decider implements DecisionKernel {
       slot,
       cost: f64[F.cost]!,
       overlapBlocks: slot >= 0 ? u32[U.overlap]! : 0,
+      creditedBlocks: slot >= 0 ? f64[F.credited]! : 0,
       counts: this.readCounts(),
       path: u32[U.path] === PATH_FAST ? 'fast' : 'scan',
       routed,
@@ -444,7 +445,7 @@ export class Decider implements DecisionKernel {
   private views(): BlockViews {
     if (this.blockViews.u32.length === 0) {
       this.blockViews = {
-        f64: this.core.f64(this.block, 18),
+        f64: this.core.f64(this.block, 21),
         u32: this.core.u32(this.block, 38),
         counts: this.core.u32(this.ex.selectCountsPtr() >>> 0, 5),
       };

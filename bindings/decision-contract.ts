@@ -74,6 +74,8 @@ export interface Decision {
   readonly cost: number;
   /** Its cached prefix depth, in blocks. */
   readonly overlapBlocks: number;
+  /** The blocks that prefix is credited (less than its depth where offloaded tiers hold some). */
+  readonly creditedBlocks: number;
   readonly counts: EligibilityCounts;
   readonly path: SelectionPath;
   /** The booking recorded the prompt in the index as routed there (a worker without KV events). */

@@ -55,7 +55,7 @@ export class ReferenceDecider implements DecisionKernel {
     const slot = this.pickEligible(request);
     let routed = false;
     if (slot >= 0 && book) {
-      const cached = Math.min(this.ledger.projectedCredits[slot]! * this.blockSize, request.promptTokens);
+      const cached = Math.floor(Math.min(this.ledger.projectedCredits[slot]! * this.blockSize, request.promptTokens));
       this.ledger.add(book.requestId, slot, request.prompt.sequence, request.promptTokens - cached, book.now);
       if (this.routed.has(slot) && request.prompt.local.length > 0) {
         this.index.insertRouted(this.ledger.workers.keyOf(slot), request.prompt.local, book.now);
@@ -66,6 +66,7 @@ export class ReferenceDecider implements DecisionKernel {
       slot,
       cost: slot >= 0 ? this.selector.columns.cost[slot]! : Infinity,
       overlapBlocks: slot >= 0 ? this.ledger.projection.overlapBlocks[slot]! : 0,
+      creditedBlocks: slot >= 0 ? this.ledger.projectedCredits[slot]! : 0,
       counts,
       path: 'scan',
       routed,

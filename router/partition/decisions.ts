@@ -23,6 +23,8 @@ import type { WorkerSet } from './worker-set.js';
 export interface Choice {
   readonly slot: number;
   readonly overlapBlocks: number;
+  /** The blocks its prefix is credited (the booking's cached share). */
+  readonly creditedBlocks: number;
   readonly counts: EligibilityCounts;
 }
 
@@ -65,7 +67,7 @@ export class Decisions {
   private readonly coreCost: DecisionCost | null;
   /** The cost passed to the pipeline's core pick (policies with filters). */
   private readonly pipelineCost: DecisionCost;
-  private readonly kept: Kept = { request: null, allowed: null, busy: null, ledger: -1, index: -1, workers: -1, choice: { slot: -1, overlapBlocks: 0, counts: noCounts() } };
+  private readonly kept: Kept = { request: null, allowed: null, busy: null, ledger: -1, index: -1, workers: -1, choice: { slot: -1, overlapBlocks: 0, creditedBlocks: 0, counts: noCounts() } };
 
   constructor(options: DecisionsOptions) {
     this.model = options.model;
@@ -109,7 +111,7 @@ export class Decisions {
     }
     const kept = this.keptFor(request, allowed, busy, exclude);
     if (kept) {
-      if (book) this.book(request, kept.slot, this.cachedOf(request, kept.overlapBlocks));
+      if (book) this.book(request, kept.slot, this.cachedOf(request, kept.creditedBlocks));
       this.kept.request = null;
       return kept;
     }
@@ -171,12 +173,14 @@ export class Decisions {
     }
     const { slot, counts } = this.pipeline.run(request, this.request(request, constraints, busy, false));
     const overlapBlocks = slot >= 0 ? this.ledger.projection.overlapBlocks[slot]! : 0;
+    // JS policies read depths: they credit a prefix its depth, in every tier.
     if (book && slot >= 0) this.book(request, slot, this.cachedOf(request, overlapBlocks));
-    return { slot, overlapBlocks, counts };
+    return { slot, overlapBlocks, creditedBlocks: overlapBlocks, counts };
   }
 
-  private cachedOf(request: RoutedRequest, overlapBlocks: number): number {
-    return Math.min(overlapBlocks * this.blockSize, request.promptTokens);
+  /** The whole tokens a prefix credited this many blocks saves. */
+  private cachedOf(request: RoutedRequest, creditedBlocks: number): number {
+    return Math.floor(Math.min(creditedBlocks * this.blockSize, request.promptTokens));
   }
 
   private prompt(request: RoutedRequest): { local: BigUint64Array; sequence: BigUint64Array } {

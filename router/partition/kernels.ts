@@ -21,6 +21,7 @@ import type { WorkerSlots } from '../../bindings/workers.js';
 /** What the partition needs of a block hasher for KV events: the wasm one and its twin both fit. */
 export interface EventHasher {
   localHashes(tokens: ArrayLike<number>, blockSize: number, seed?: bigint): BigUint64Array;
+  xxh3(bytes: Uint8Array, seed?: bigint): bigint;
 }
 
 export interface Kernels {
@@ -31,6 +32,8 @@ export interface Kernels {
   readonly ledger: LoadLedger;
   readonly selector: WorkerSelector;
   readonly decider: DecisionKernel;
+  /** A new, empty index like the model's, for an offloaded storage tier (on a core of its own). */
+  tierIndex(): PrefixIndexApi;
 }
 
 export interface KernelOptions {
@@ -53,7 +56,8 @@ export function createKernels(options: KernelOptions): Kernels {
     const index = new ReferencePrefixIndex(indexOptions);
     const ledger = new ReferenceLoadTable({ workers });
     const selector = new ReferenceSelector({ ledger, seed });
-    return { core: undefined, hasher, index, ledger, selector, decider: new ReferenceDecider({ hasher, index, ledger, selector, blockSize }) };
+    const decider = new ReferenceDecider({ hasher, index, ledger, selector, blockSize });
+    return { core: undefined, hasher, index, ledger, selector, decider, tierIndex: () => new ReferencePrefixIndex(indexOptions) };
   }
   const core = new Core();
   const hasher = new BlockHasher({ core });
@@ -63,5 +67,6 @@ export function createKernels(options: KernelOptions): Kernels {
   // An index over several cores is searched from here, its matches staged in
   // the decision's core; one in the decision's core is searched in the core.
   const matcher = index.shards.length > 1 ? { find: (local: BigUint64Array) => index.findMatches(local), epoch: () => index.matchesEpoch() } : undefined;
-  return { core, hasher, index, ledger, selector, decider: new Decider({ hasher, ledger, selector, blockSize, matcher }) };
+  const tierIndex = () => new ShardedPrefixIndex({ core: new Core(), ...indexOptions, memoryBoundBytes: options.indexMemoryBytes, shards: options.indexShards });
+  return { core, hasher, index, ledger, selector, decider: new Decider({ hasher, ledger, selector, blockSize, matcher }), tierIndex };
 }
