@@ -284,11 +284,16 @@ export function readStoredFields(f: Record<string, unknown>, path: string, readH
     // lora_id is deprecated upstream in favour of lora_name and is not read.
     loraName: readOptionalString(f.lora_name, `${path}.lora_name`),
     medium: readOptionalString(f.medium, `${path}.medium`),
-    media: readMedia(f.extra_keys, blockHashes.length, `${path}.extra_keys`),
-    groupIdx: readOptionalCount(f.group_idx, `${path}.group_idx`),
-    specKind: readOptionalString(f.kv_cache_spec_kind, `${path}.kv_cache_spec_kind`),
-    slidingWindow: readOptionalCount(f.kv_cache_spec_sliding_window, `${path}.kv_cache_spec_sliding_window`),
   };
+  // The newer fields are set only when the engine sent them: an event from an engine that predates them reads as before.
+  const media = readMedia(f.extra_keys, blockHashes.length, `${path}.extra_keys`);
+  if (media) stored.media = media;
+  const groupIdx = readOptionalCount(f.group_idx, `${path}.group_idx`);
+  if (groupIdx !== null) stored.groupIdx = groupIdx;
+  const specKind = readOptionalString(f.kv_cache_spec_kind, `${path}.kv_cache_spec_kind`);
+  if (specKind !== null) stored.specKind = specKind;
+  const slidingWindow = readOptionalCount(f.kv_cache_spec_sliding_window, `${path}.kv_cache_spec_sliding_window`);
+  if (slidingWindow !== null) stored.slidingWindow = slidingWindow;
   // A placeholder names blocks without their tokens.
   if (tokenIds.length === 0) return stored;
   // Stored events carry every block's tokens; a partial block is never published.
@@ -304,12 +309,14 @@ export function readStoredFields(f: Record<string, unknown>, path: string, readH
 
 /** A BlockRemoved from its named fields. */
 export function readRemovedFields(f: Record<string, unknown>, path: string, readHash: HashReader): BlockRemoved {
-  return {
+  const removed: BlockRemoved = {
     type: 'removed',
     blockHashes: readHashList(f.block_hashes, `${path}.block_hashes`, readHash),
     medium: readOptionalString(f.medium, `${path}.medium`),
-    groupIdx: readOptionalCount(f.group_idx, `${path}.group_idx`),
   };
+  const groupIdx = readOptionalCount(f.group_idx, `${path}.group_idx`);
+  if (groupIdx !== null) removed.groupIdx = groupIdx;
+  return removed;
 }
 
 function readHashList(value: unknown, field: string, readHash: HashReader): bigint[] {
