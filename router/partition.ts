@@ -78,7 +78,7 @@ export class Partition implements Placement<RoutedRequest> {
     this.core = this.kernels.core;
     this.index = this.kernels.index;
     const { decider, ledger, selector, index, hasher } = this.kernels;
-    this.prompts = new Prompts(this.model, this.set, decider);
+    this.prompts = new Prompts(this.model, this.set, decider, hasher);
     this.cache = new CacheIndex({
       index,
       hasher,

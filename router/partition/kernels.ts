@@ -21,6 +21,7 @@ import type { WorkerSlots } from '../../bindings/workers.js';
 /** What the partition needs of a block hasher for KV events: the wasm one and its twin both fit. */
 export interface EventHasher {
   localHashes(tokens: ArrayLike<number>, blockSize: number, seed?: bigint): BigUint64Array;
+  sequenceHashes(local: BigUint64Array, seed?: bigint): BigUint64Array;
   xxh3(bytes: Uint8Array, seed?: bigint): bigint;
 }
 

@@ -5,6 +5,7 @@ import type { BusyThresholds } from '../../bindings/selection-contract.js';
 import type { Clock } from '../clock.js';
 import type { SchedRequest } from '../scheduler/contracts.js';
 import type { SelectionPolicy } from '../selection/contracts.js';
+import type { MediaSpan } from '../media-keys.js';
 import type { Tier, TierDepths } from './tiers.js';
 
 export interface WorkerSpec {
@@ -37,6 +38,8 @@ export interface RoutedRequest extends SchedRequest {
 export interface RequestFields extends Omit<SchedRequest, 'promptTokens'> {
   loraName?: string | null;
   cacheSalt?: string | null;
+  /** The prompt's media items (images) and their placeholder runs, in prompt order: folded into the hashes of the blocks they overlap. */
+  media?: readonly MediaSpan[];
   requiredTaints?: readonly string[];
   preferredTaints?: readonly PreferredTaint[];
 }
