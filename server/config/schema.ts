@@ -12,6 +12,7 @@ import { createClassifier } from '../../router/plugins/classifiers.js';
 import { totalmem } from 'node:os';
 import { SHARD_BOUND_BYTES } from '../../bindings/prefix-index-sharded.js';
 import { ConfigError, describe, Fields, join } from './fields.js';
+import { DEFAULT_TIER_WEIGHTS, type Tier, type TierWeights } from '../../router/partition/tiers.js';
 
 export type KvEventsConfig =
   | { source: 'zmq'; endpoint: string; replayEndpoint: string | null; topic: string }
@@ -57,6 +58,8 @@ export interface ModelConfig {
    * over several wasm cores. 0: no bound.
    */
   indexMemoryBytes: number;
+  /** What a cached block in each storage tier is worth against a GPU-resident one. */
+  tierWeights: TierWeights;
   /** How much prompt text one request may have tokenized, and what happens past it. */
   tokenizeLimit: TokenizeLimitConfig;
 }
@@ -207,6 +210,7 @@ interface ModelDefaults {
   approximate: { ttlMs: number; maxBlocks: number };
   sessionAffinity: SessionAffinityConfig | null;
   indexMemoryBytes: number;
+  tierWeights: TierWeights;
   /** maxChars null: the default for the model's tokenizer. */
   tokenizeLimit: { maxChars: number | null; over: 'bytes' | 'reject' };
 }
@@ -237,6 +241,7 @@ export function validateConfig(raw: unknown): RouterConfig {
     approximate: { ...DEFAULTS.approximate },
     sessionAffinity: null,
     indexMemoryBytes: DEFAULTS.indexMemoryBytes,
+    tierWeights: DEFAULT_TIER_WEIGHTS,
     tokenizeLimit: { maxChars: null, over: DEFAULTS.tokenizeLimit.over },
   });
   const declared = root.list('models', (value, path) => {
@@ -359,6 +364,7 @@ function readModelDefaults(f: Fields, inherited: ModelDefaults): ModelDefaults {
       : inherited.approximate,
     sessionAffinity: f.has('session_affinity') ? f.object('session_affinity', readSessionAffinity) : inherited.sessionAffinity,
     indexMemoryBytes: readIndexMemory(f, inherited.indexMemoryBytes),
+    tierWeights: f.has('tier_weights') ? f.object('tier_weights', (t) => readTierWeights(t, inherited.tierWeights)) : inherited.tierWeights,
     tokenizeLimit: f.has('tokenize_limit')
       ? f.object('tokenize_limit', (t) => ({
           maxChars: t.has('max_chars') ? t.number('max_chars', 0, { integer: true, min: 0 }) : null,
@@ -366,6 +372,12 @@ function readModelDefaults(f: Fields, inherited: ModelDefaults): ModelDefaults {
         }))
       : inherited.tokenizeLimit,
   };
+}
+
+/** Weights in [0, 1]; the ones not given are inherited. */
+function readTierWeights(f: Fields, inherited: TierWeights): TierWeights {
+  const weight = (tier: Tier) => f.number(tier, inherited[tier], { min: 0, max: 1 });
+  return Object.freeze({ gpu: weight('gpu'), cpu: weight('cpu'), disk: weight('disk') });
 }
 
 function readIndexMemory(f: Fields, inherited: number): number {
