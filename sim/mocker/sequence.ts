@@ -5,6 +5,8 @@
 // step with one token left to compute; after a preemption the request
 // recomputes prompt and generated tokens alike.
 import type { BlockId } from './block-cache.js';
+import type { MediaKey } from '../../router/kv-events.js';
+import type { MediaSpan } from '../../router/media-keys.js';
 import { halvesView } from './u64-map.js';
 
 export type FinishReason = 'length' | 'abort';
@@ -43,6 +45,8 @@ export interface EngineRequest {
    * hashes the tokens. One per full block, equal exactly for equal prefixes.
    */
   blockHashes?: BigUint64Array;
+  /** The prompt's media items (images) and their placeholder runs, folded into the blocks they overlap as an engine does. */
+  media?: readonly MediaSpan[];
   /** The first generated token arrived (end of the step that finished prefill). */
   onFirstToken?(atMs: number): void;
   /** Generated token `index` (0-based) arrived at `atMs`. */
@@ -78,6 +82,8 @@ export class Sequence {
     /** Chained hashes of the full prompt blocks. */
     readonly hashes: BigUint64Array,
     readonly arrivalMs: number,
+    /** Per full prompt block, the media keys its hash folds in (null: none), or null without media. */
+    readonly media: readonly (readonly MediaKey[] | null)[] | null = null,
   ) {
     this.hashHalves = halvesView(hashes);
   }
