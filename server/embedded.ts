@@ -7,7 +7,7 @@ import { createTokenizer } from '../router/tokenize/index.js';
 import { ZmqKvPublisher } from '../sim/kv-publisher.js';
 import { startMockFleet, type MockFleet } from '../sim/mocker/http-server.js';
 import { DEFAULTS } from './config/schema.js';
-import { promptTokens } from './request/prompt.js';
+import { promptIds } from './request/prompt.js';
 import type { TokenizerCache } from './workers/model-runtime.js';
 
 export interface EmbeddedOptions {
@@ -61,7 +61,7 @@ export async function startEmbeddedFleet(options: EmbeddedOptions = EMBEDDED_DEF
       workers: options.workers,
       host: '127.0.0.1',
       modelName: options.model,
-      promptTokens: (body, kind) => promptTokens(tokenizer, body, kind),
+      promptTokens: (body, kind) => promptIds(tokenizer, body, kind),
       engine: { speedup: options.speedup, blockSize: options.blockSize, numBlocks: options.numBlocks, maxBatchedTokens: options.maxBatchedTokens },
       onEvents: (worker, batch) => void publishers[worker]!.publish(batch),
     });

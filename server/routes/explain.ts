@@ -21,8 +21,10 @@ export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): v
     const model = resolveModel(rt, body);
     // A body with messages is a chat request; otherwise a completion.
     const kind: PromptKind = body.messages !== undefined ? 'chat' : 'completion';
-    const { ids, basis } = await promptIds(model.tokenizer, body, kind, { limit: model.config.tokenizeLimit });
-    const x = model.route.explain(requestFields(rt.nextRequestId(), request.headers), ids);
+    const { ids, basis, media } = await promptIds(model.tokenizer, body, kind, { limit: model.config.tokenizeLimit });
+    const fields = requestFields(rt.nextRequestId(), request.headers);
+    if (media) fields.media = media;
+    const x = model.route.explain(fields, ids);
     const handles = handlesByLabel(rt, model.name);
     const evicted = evictedByLabel(model.route.partition);
     return {
@@ -34,6 +36,8 @@ export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): v
       policy: x.policy,
       prompt_tokens: x.promptTokens,
       prompt_blocks: x.promptBlocks,
+      media_items: media?.length ?? 0,
+      tier_weights: model.config.tierWeights,
       chosen: x.chosen,
       error: x.error,
       index_evicted_blocks: model.route.partition.indexStats().evictedBlocks,
@@ -48,6 +52,8 @@ export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): v
           filtered: ejection && !w.eligible && !handle!.draining ? describeEjection(ejection) : w.filtered,
           ejection: ejection && ejectionBody(ejection),
           overlap_blocks: w.overlapBlocks,
+          overlap_by_tier: w.overlapByTier,
+          credited_blocks: w.creditedBlocks,
           evicted_blocks: evictedBlocks,
           overlap_may_be_underestimated: evictedBlocks > 0,
           cached_tokens: w.cachedTokens,

@@ -32,7 +32,8 @@ export function registerOpenAiRoutes(app: FastifyInstance, rt: RouterRuntime): v
       model = resolveModel(rt, body);
       streamOf(body);
       const fields = requestFields(rt.nextRequestId(), request.headers);
-      const { ids: tokens } = await promptIds(model.tokenizer, body, kind, { limit: model.config.tokenizeLimit });
+      const { ids: tokens, media } = await promptIds(model.tokenizer, body, kind, { limit: model.config.tokenizeLimit });
+      if (media) fields.media = media;
       // A long prompt is tokenized on another thread; the client may have left meanwhile.
       if (reply.raw.destroyed) throw new RouterError('KVR_ERR_ABORTED');
       new Exchange(rt, model, request.raw, reply.raw, request.url, raw, arrivedAt, fields.id).start(fields, tokens);

@@ -17,7 +17,8 @@ import { MockEngine } from './engine.js';
 import { faultsOf } from './fault-injection.js';
 import { parseMockRequest, RequestError } from './openai-request.js';
 import { errorBody } from './openai-response.js';
-import { bytePromptTokens, toTokenIds, type PromptKind, type PromptTokens } from './prompt-tokens.js';
+import { bytePromptTokens, toTokenIds, type PromptKind, type PromptTokens, type PromptWithMedia } from './prompt-tokens.js';
+import type { MediaSpan } from '../../router/media-keys.js';
 import { sendJson, serveGeneration } from './serve-generation.js';
 
 export interface MockServerOptions {
@@ -126,9 +127,15 @@ class MockHandler {
     }
     const request = parseMockRequest(raw, kind, this.defaultMaxTokens);
     let prompt = request.promptIds;
+    let media: readonly MediaSpan[] | undefined;
     if (!prompt) {
       try {
-        prompt = toTokenIds(await this.promptTokens(request.body, kind));
+        const out = await this.promptTokens(request.body, kind);
+        if (out instanceof Uint32Array || Array.isArray(out)) prompt = toTokenIds(out as Uint32Array | readonly number[]);
+        else {
+          prompt = toTokenIds((out as PromptWithMedia).ids);
+          media = (out as PromptWithMedia).media;
+        }
       } catch (error) {
         throw new RequestError(`cannot tokenize the prompt: ${(error as Error).message}`, 400, 'tokenization_failed');
       }
@@ -141,7 +148,7 @@ class MockHandler {
       model: request.model ?? this.modelName,
     };
     try {
-      serveGeneration(res, { engine: this.engine, request, prompt, identity, faults });
+      serveGeneration(res, { engine: this.engine, request, prompt, media, identity, faults });
     } catch (error) {
       // The engine refused the request (too long for its cache, or closed).
       if (error instanceof RangeError) throw new RequestError(error.message, 400, 'context_length_exceeded');

@@ -7,12 +7,15 @@ import type { MockEngine } from './engine.js';
 import type { Faults } from './fault-injection.js';
 import type { MockRequest } from './openai-request.js';
 import { completionBody, SseWriter, SyntheticText, usageOf, type ResponseIdentity } from './openai-response.js';
+import type { MediaSpan } from '../../router/media-keys.js';
 import type { RequestResult } from './sequence.js';
 
 export interface Generation {
   engine: MockEngine;
   request: MockRequest;
   prompt: Uint32Array;
+  /** The prompt's images and their runs, folded into its blocks as an engine does. */
+  media?: readonly MediaSpan[];
   identity: ResponseIdentity;
   faults: Faults;
 }
@@ -26,6 +29,7 @@ export function sendJson(res: ServerResponse, status: number, body: object): voi
 /** Submits to the engine and answers as tokens come; throws (before any byte) if the engine refuses. */
 export function serveGeneration(res: ServerResponse, g: Generation): void {
   const { engine, request, prompt, identity, faults } = g;
+  const media = g.media;
   const id = identity.id;
   const words = new SyntheticText(prompt);
   let ended = false;
@@ -50,6 +54,7 @@ export function serveGeneration(res: ServerResponse, g: Generation): void {
       id,
       tokens: prompt,
       maxTokens: request.maxTokens,
+      media,
       onToken: (index) => {
         res.write(sse.token(index, words.token(index), index === request.maxTokens - 1));
         if (cutAfter !== null && index + 1 >= cutAfter) cut();
@@ -72,6 +77,7 @@ export function serveGeneration(res: ServerResponse, g: Generation): void {
     id,
     tokens: prompt,
     maxTokens: request.maxTokens,
+    media,
     onToken: (index) => {
       if (cutAfter !== null && index + 1 >= cutAfter) cut();
     },
