@@ -20,6 +20,8 @@ export interface EmbeddedOptions {
   /** KV cache blocks per worker. */
   numBlocks: number;
   maxBatchedTokens: number;
+  /** Blocks of each worker's host-memory offload tier (published with medium CPU); 0: none. */
+  offloadBlocks?: number;
 }
 
 export const EMBEDDED_DEFAULTS: EmbeddedOptions = {
@@ -62,7 +64,13 @@ export async function startEmbeddedFleet(options: EmbeddedOptions = EMBEDDED_DEF
       host: '127.0.0.1',
       modelName: options.model,
       promptTokens: (body, kind) => promptIds(tokenizer, body, kind),
-      engine: { speedup: options.speedup, blockSize: options.blockSize, numBlocks: options.numBlocks, maxBatchedTokens: options.maxBatchedTokens },
+      engine: {
+        speedup: options.speedup,
+        blockSize: options.blockSize,
+        numBlocks: options.numBlocks,
+        maxBatchedTokens: options.maxBatchedTokens,
+        offloadBlocks: options.offloadBlocks ?? 0,
+      },
       onEvents: (worker, batch) => void publishers[worker]!.publish(batch),
     });
   } catch (error) {
