@@ -16,6 +16,8 @@ export interface MockCommandOptions {
   blockSize: number;
   maxBatchedTokens: number;
   maxNumSeqs: number;
+  /** Blocks of each worker's host-memory offload tier (published with medium CPU); 0: none. */
+  offloadBlocks?: number;
   model: string;
   defaultMaxTokens: number;
   /** ZeroMQ PUB endpoint for worker 0's KV events; worker i binds port + i, like vLLM's dp ranks. */
@@ -65,6 +67,7 @@ function parsed(value: string, ok: (n: number) => boolean, want: string): number
 }
 const count = (value: string) => parsed(value, (n) => Number.isInteger(n) && n >= 1, 'an integer >= 1');
 const port = (value: string) => parsed(value, (n) => Number.isInteger(n) && n >= 0 && n <= 65535, 'a port in 0..65535');
+const natural = (value: string) => parsed(value, (n) => Number.isInteger(n) && n >= 0, 'an integer >= 0');
 const factor = (value: string) => parsed(value, (n) => Number.isFinite(n) && n > 0, 'a number > 0');
 
 /**
@@ -89,6 +92,7 @@ export async function startMockCommand(
       blockSize: o.blockSize,
       maxBatchedTokens: o.maxBatchedTokens,
       maxNumSeqs: o.maxNumSeqs,
+      offloadBlocks: o.offloadBlocks,
     },
   });
   const shape = fleet.engines[0]!.shape;
@@ -113,6 +117,7 @@ export function registerMock(program: Command): void {
     .option('--block-size <n>', 'tokens per KV block', count, d.blockSize)
     .option('--max-batched-tokens <n>', 'token budget of one engine step', count, d.maxBatchedTokens)
     .option('--max-num-seqs <n>', 'most requests running at once per worker', count, d.maxNumSeqs)
+    .option('--offload-blocks <n>', 'blocks of a host-memory offload tier per worker, published as medium CPU (0: none)', natural, d.offloadBlocks)
     .option('--model <name>', 'model name reported by /v1/models', 'mock-model')
     .option('--default-max-tokens <n>', 'output tokens when a request sets no max_tokens', count, 16)
     .option('--kv-events <endpoint>', "publish KV events over ZeroMQ in vLLM's wire format (worker i binds port + i), e.g. tcp://127.0.0.1:5557")

@@ -84,3 +84,22 @@ describe('mock engine media keys', () => {
     expect([same.cachedTokens, other.cachedTokens, none.cachedTokens]).toEqual([6, 2, 2]);
   });
 });
+
+describe('kvrouter mock --offload-blocks', () => {
+  it('gives every worker an offload tier of that many blocks, and rejects a negative count', async () => {
+    const { startMockCommand, registerMock } = await import('../../server/cli/mock.js');
+    const fleet = await startMockCommand(
+      { port: 0, host: '127.0.0.1', workers: 2, engineSpeedup: 5, numBlocks: 100, blockSize: 8, maxBatchedTokens: 256, maxNumSeqs: 4, offloadBlocks: 300, model: 'demo', defaultMaxTokens: 3, kvTopic: 'kv-events' },
+      () => {},
+    );
+    try {
+      expect(fleet.engines.map((e) => e.shape.offloadBlocks)).toEqual([300, 300]);
+    } finally {
+      await fleet.close();
+    }
+    const { Command } = await import('commander');
+    const program = new Command().exitOverride().configureOutput({ writeErr: () => {}, writeOut: () => {} });
+    registerMock(program);
+    expect(() => program.parse(['mock', '--offload-blocks', '-3'], { from: 'user' })).toThrow(/--offload-blocks.*expected an integer >= 0/);
+  });
+});
