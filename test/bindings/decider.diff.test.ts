@@ -72,7 +72,45 @@ function settle(kits: readonly Kit[], step: Extract<Step, { kind: 'first' | 'rel
   });
 }
 
-const comparable = (d: Decision) => ({ slot: d.slot, cost: d.cost, overlapBlocks: d.overlapBlocks, counts: d.counts, routed: d.routed });
+const comparable = (d: Decision) => ({ slot: d.slot, cost: d.cost, overlapBlocks: d.overlapBlocks, creditedBlocks: d.creditedBlocks, counts: d.counts, routed: d.routed });
+
+/**
+ * Runs the steps on a wasm kit and on its twin (each given `setup` first),
+ * checking that every decision, best depth and the ledger after every step
+ * agree exactly; returns the wasm kit's decisions.
+ */
+function decideAgainstTwin(steps: readonly Step[], seed: number, setup: (kit: Kit) => void = () => {}): Decision[] {
+  const wasm = wasmKit(seed);
+  const twin = twinKit(seed);
+  setup(wasm);
+  setup(twin);
+  const decisions: Decision[] = [];
+  const live: string[][] = [[], []];
+  let n = 0;
+  let now = 0;
+  for (const step of steps) {
+    now += 7;
+    if (step.kind === 'decide') {
+      const tokens = promptOf(step);
+      const prompts = [wasm.decider.prepare(tokens, DEFAULT_SEED), twin.decider.prepare(tokens, DEFAULT_SEED)] as const;
+      expect([...prompts[0].local, ...prompts[0].sequence]).toEqual([...prompts[1].local, ...prompts[1].sequence]);
+      const id = `r${n++}`;
+      const [a, b] = [wasm, twin].map((kit, i) => kit.decider.decide(requestOf(kit, step, prompts[i]!, id, now)));
+      expect(comparable(a!)).toEqual(comparable(b!));
+      decisions.push(a!);
+      if (step.book && a!.slot >= 0) live.forEach((l) => l.push(id));
+      const constraints = [constraintsOf(wasm, step), constraintsOf(twin, step)] as const;
+      expect(wasm.decider.bestDepth(prompts[0], constraints[0])).toBe(twin.decider.bestDepth(prompts[1], constraints[1]));
+    } else if (step.kind === 'first' || step.kind === 'release') {
+      settle([wasm, twin], step, live);
+    } else {
+      applyFleetStep(wasm, step, live[0]!);
+      applyFleetStep(twin, step, live[1]!);
+    }
+    expect(Array.from(wasm.ledger.columns.activePrefillTokens)).toEqual(Array.from(twin.ledger.columns.activePrefillTokens));
+  }
+  return decisions;
+}
 
 /**
  * Today's path on a kit's wasm kernels: findMatches, project, select over the
@@ -116,32 +154,7 @@ describe('Decider (fused decision) against its twin', () => {
     const paths = { fast: 0, scan: 0 };
     fc.assert(
       fc.property(fc.array(stepArb(WORKERS), { minLength: 1, maxLength: 70 }), fc.nat(), (steps, seed) => {
-        const wasm = wasmKit(seed);
-        const twin = twinKit(seed);
-        const live: string[][] = [[], []];
-        let n = 0;
-        let now = 0;
-        for (const step of steps) {
-          now += 7;
-          if (step.kind === 'decide') {
-            const tokens = promptOf(step);
-            const prompts = [wasm.decider.prepare(tokens, DEFAULT_SEED), twin.decider.prepare(tokens, DEFAULT_SEED)] as const;
-            expect([...prompts[0].local, ...prompts[0].sequence]).toEqual([...prompts[1].local, ...prompts[1].sequence]);
-            const id = `r${n++}`;
-            const [a, b] = [wasm, twin].map((kit, i) => kit.decider.decide(requestOf(kit, step, prompts[i]!, id, now)));
-            paths[a!.path]++;
-            expect(comparable(a!)).toEqual(comparable(b!));
-            if (step.book && a!.slot >= 0) live.forEach((l) => l.push(id));
-            const constraints = [constraintsOf(wasm, step), constraintsOf(twin, step)] as const;
-            expect(wasm.decider.bestDepth(prompts[0], constraints[0])).toBe(twin.decider.bestDepth(prompts[1], constraints[1]));
-          } else if (step.kind === 'first' || step.kind === 'release') {
-            settle([wasm, twin], step, live);
-          } else {
-            applyFleetStep(wasm, step, live[0]!);
-            applyFleetStep(twin, step, live[1]!);
-          }
-          expect(Array.from(wasm.ledger.columns.activePrefillTokens)).toEqual(Array.from(twin.ledger.columns.activePrefillTokens));
-        }
+        for (const decision of decideAgainstTwin(steps, seed)) paths[decision.path]++;
       }),
       { numRuns: 250 },
     );
@@ -274,32 +287,8 @@ describe('Decider against its twin with credited matches (storage tiers)', () =>
     let credited = 0;
     fc.assert(
       fc.property(stores, fc.array(stepArb(WORKERS), { minLength: 1, maxLength: 60 }), fc.array(weight, { minLength: 1, maxLength: WORKERS }), fc.nat(), (cached, random, weights, seed) => {
-        const steps: Step[] = [...fleet, ...cached, ...random];
-        const wasm = wasmKit(seed);
-        const twin = twinKit(seed);
-        wasm.decider.useMatcher(creditedMatcher(wasm, weights));
-        twin.decider.useMatcher(creditedMatcher(twin, weights));
-        const live: string[][] = [[], []];
-        let n = 0;
-        let now = 0;
-        for (const step of steps) {
-          now += 7;
-          if (step.kind === 'decide') {
-            const tokens = promptOf(step);
-            const prompts = [wasm.decider.prepare(tokens, DEFAULT_SEED), twin.decider.prepare(tokens, DEFAULT_SEED)] as const;
-            const id = `r${n++}`;
-            const [a, b] = [wasm, twin].map((kit, i) => kit.decider.decide(requestOf(kit, step, prompts[i]!, id, now)));
-            expect({ ...comparable(a!), creditedBlocks: a!.creditedBlocks }).toEqual({ ...comparable(b!), creditedBlocks: b!.creditedBlocks });
-            if (a!.creditedBlocks < a!.overlapBlocks) credited++;
-            if (step.book && a!.slot >= 0) live.forEach((l) => l.push(id));
-          } else if (step.kind === 'first' || step.kind === 'release') {
-            settle([wasm, twin], step, live);
-          } else {
-            applyFleetStep(wasm, step, live[0]!);
-            applyFleetStep(twin, step, live[1]!);
-          }
-          expect(Array.from(wasm.ledger.columns.activePrefillTokens)).toEqual(Array.from(twin.ledger.columns.activePrefillTokens));
-        }
+        const decisions = decideAgainstTwin([...fleet, ...cached, ...random], seed, (kit) => kit.decider.useMatcher(creditedMatcher(kit, weights)));
+        credited += decisions.filter((d) => d.creditedBlocks < d.overlapBlocks).length;
       }),
       { numRuns: 200 },
     );
