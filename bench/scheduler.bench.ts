@@ -25,6 +25,8 @@ class SwitchPlacement implements Placement {
   cachedTokens = () => 0;
   rows = () => NO_ROWS;
   capacity = (): CapacityVerdict => (this.busy ? 'busy' : 'free');
+  headroom = () => (this.busy ? 0 : 64);
+  constraintKey = () => '';
   admit = () => this.admission;
   firstToken = () => {};
   release = () => {};

@@ -369,12 +369,22 @@ export class Partition implements Placement<RoutedRequest> {
     return this.buildRows(request, inputs);
   }
 
-  capacity(request: RoutedRequest, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null): CapacityVerdict {
+  capacity(request: RoutedRequest, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null, exclude: readonly WorkerKey[] = []): CapacityVerdict {
     // The same decision admission would make (fast where it applies), so the
     // capacity check and selection can never disagree.
-    const { counts } = this.select(request, allowed, busy, []);
+    const { counts } = this.select(request, allowed, busy, exclude);
     if (counts.eligible > 0) return 'free';
     return counts.allowed === 0 ? 'none' : 'busy';
+  }
+
+  /** Live workers not busy under `busy`: one eligibility pass in the core, no projection or selection. */
+  headroom(busy: BusyThresholds): number {
+    return this.selector.eligibility({ busy }).eligible;
+  }
+
+  /** Required taints narrow a request's workers beyond its allowed set and pin. */
+  constraintKey(request: RoutedRequest): string {
+    return request.requiredTaints.join('\n');
   }
 
   admit(
