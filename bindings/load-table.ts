@@ -56,6 +56,7 @@ export interface LedgerExports {
   ledgerConfigureCost(kind: number, scale: number, weight: number, blockSize: number): void;
   ledgerOpenView(prefillTokens: number, prefillFraction: number, decodeFraction: number): number;
   ledgerCloseView(view: number): void;
+  ledgerViewMembers(prefillTokens: number, prefillFraction: number, decodeFraction: number): number;
   ledgerReserveInput(seqCount: number, overlapCount: number): void;
   ledgerInputSeqPtr(): number;
   ledgerInputSlotsPtr(): number;
@@ -314,6 +315,18 @@ export class LoadTable implements LoadLedger {
     }
     const id = this.ex.ledgerOpenView(limits[0], limits[1], limits[2]) >>> 0;
     this.openViews.push({ id, limits: [limits[0], limits[1], limits[2]], lastUse: now });
+  }
+
+  /**
+   * Workers available and not busy under these thresholds, counted by their
+   * view as load changes (the view is opened when it is not); undefined before
+   * configureCost. O(1) while the view stays open.
+   */
+  members(limits: readonly [number, number, number]): number | undefined {
+    if (!this.keyed) return undefined;
+    this.openLimits(limits);
+    const members = this.ex.ledgerViewMembers(limits[0], limits[1], limits[2]);
+    return members < 0 ? undefined : members;
   }
 
   private loadChanged(): void {

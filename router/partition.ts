@@ -174,9 +174,9 @@ export class Partition implements Placement<RoutedRequest> {
     return this.decisions.capacity(request, allowed, busy, exclude);
   }
 
-  /** Live workers not busy under `busy`: one eligibility pass in the core, no projection or selection. */
+  /** Live workers not busy under `busy`, from the ledger's running count for the class's thresholds. */
   headroom(busy: BusyThresholds): number {
-    return this.kernels.selector.eligibility({ busy }).eligible;
+    return this.kernels.decider.headroom(busy);
   }
 
   /** Required taints narrow a request's workers beyond its allowed set and pin. */

@@ -101,6 +101,15 @@ function standing(r: usize, w: u32): bool {
 }
 
 /**
+ * Members of the open view with these thresholds (workers available and not
+ * busy under them, the fleet's headroom for a class), or -1 when none is open.
+ */
+export function ledgerViewMembers(prefillTokens: f64, prefillFraction: f64, decodeFraction: f64): i32 {
+  const v = viewFind(prefillTokens, prefillFraction, decodeFraction);
+  return v == NIL ? -1 : <i32>viewMemberTotal(v);
+}
+
+/**
  * Keeps cost keys for cost kind `kind` with prefill load scale `scale`, active
  * request weight `weight` and block size `blockSize`; rebuilds every open view.
  * O(rows x views).

@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
 import { VirtualClock } from '../../router/clock.js';
+import { RouterError } from '../../router/errors.js';
 import { Partition, plainFields, type RoutedRequest } from '../../router/partition.js';
 import type { Placement, PolicyClass, SchedRequest } from '../../router/scheduler/contracts.js';
 import { Scheduler } from '../../router/scheduler/scheduler.js';
@@ -29,7 +30,7 @@ function setup(wake: 'targeted' | 'everything' = 'targeted', classes: PolicyClas
     return r;
   };
   // Every examination of a head asks the gate first: gate.checks counts them.
-  return { clock, placement, scheduler, out, submit, gate };
+  return { clock, placement, scheduler, out, submit, gate, classifier };
 }
 
 describe('K: which waiting lanes a change looks at', () => {
@@ -112,6 +113,26 @@ describe('K: which waiting lanes a change looks at', () => {
     scheduler.capacityChanged();
     expect(gate.checksOf(held.id)).toBe(2);
     expect(fleet.some((r) => out.dispatched.has(r.id))).toBe(false);
+  });
+
+  it('K6: a head admission refused though the capacity check let it through is looked at again at the next capacity change, not at a gate recheck', () => {
+    for (const wake of ['targeted', 'everything'] as const) {
+      const { submit, scheduler, placement, classifier, out } = setup(wake);
+      const warm = submit();
+      // A policy's own filter (say) turns every worker down while the ledger shows room.
+      const admit = placement.admit.bind(placement);
+      let refuse = true;
+      placement.admit = (...args) => (refuse ? new RouterError('KVR_ERR_ALL_OVERLOADED') : admit(...args));
+      const refused = submit({ sessionId: 'r' });
+      expect(out.dispatched.has(refused.id)).toBe(false);
+      refuse = false;
+      if (wake === 'targeted') {
+        classifier.handle.recheck();
+        expect(out.dispatched.has(refused.id)).toBe(false);
+      }
+      scheduler.firstToken(warm.id);
+      expect(out.dispatched.has(refused.id)).toBe(true);
+    }
   });
 });
 
