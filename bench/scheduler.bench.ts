@@ -7,12 +7,13 @@
 //   in DRR order. Run with the wasm lane heap and with its pure-TS twin.
 // - drr_arbitrate_ns: one deficit-round-robin arbitration across 16 classes.
 // - wake_cost_us_per_event_10k_waiting: overload. 10,000 sessions wait in
-//   lanes of two busy classes in front of a saturated fleet (a Partition on
-//   the wasm core, 256 workers), and a stream of capacity changes (first
-//   tokens, completions, aborts, ticks) arrives. The cost of one change is the
-//   scheduler's time for it minus the admissions it makes (selection and
-//   booking of the heads that go, the same under any wake rule). Measured for
-//   the targeted wake rule and for rechecking every lane, side by side.
+//   lanes of two busy classes (one in ten pinned to a worker) in front of a
+//   saturated fleet (a Partition on the wasm core, 256 workers), and a stream
+//   of capacity changes (first tokens, completions, aborts, ticks) arrives.
+//   The cost of one change is the scheduler's CPU time for it minus the
+//   admissions it makes (selection and booking of the heads that go, the same
+//   under any wake rule); _with_admissions keeps them in. Measured for the
+//   targeted wake rule and for rechecking every lane, side by side.
 // - event_loop_p99_ms_10k_waiting: the same stream on a real clock, 4 changes
 //   per millisecond, with perf_hooks.monitorEventLoopDelay watching the loop.
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -39,6 +40,7 @@ class SwitchPlacement implements Placement {
   rows = () => NO_ROWS;
   capacity = (): CapacityVerdict => (this.busy ? 'busy' : 'free');
   headroom = () => (this.busy ? 0 : 64);
+  busyFor = () => this.busy;
   constraintKey = () => '';
   admit = () => this.admission;
   firstToken = () => {};
@@ -105,21 +107,22 @@ const OVERLOAD_CLASSES: PolicyClass[] = [
 
 /** The partition as the scheduler's placement, timing its admissions (the part every wake rule pays alike). */
 class TimedPlacement implements Placement<RoutedRequest> {
-  admitNs = 0;
+  admitMicros = 0;
   constructor(private readonly p: Partition) {}
   liveWorkers = () => this.p.liveWorkers();
   cachedTokens = (r: RoutedRequest, a: readonly WorkerKey[] | null) => this.p.cachedTokens(r, a);
   rows = (r: RoutedRequest, a: readonly WorkerKey[] | null, i: WorkerInputMask): WorkerRows => this.p.rows(r, a, i);
   capacity = (r: RoutedRequest, a: readonly WorkerKey[] | null, b: BusyThresholds | null, e: readonly WorkerKey[]) => this.p.capacity(r, a, b, e);
   headroom = (b: BusyThresholds) => this.p.headroom(b);
+  busyFor = (w: WorkerKey, b: BusyThresholds) => this.p.busyFor(w, b);
   constraintKey = (r: RoutedRequest) => this.p.constraintKey(r);
   workerCapacities = () => this.p.workerCapacities();
   firstToken = (id: string) => this.p.firstToken(id);
   release = (id: string) => this.p.release(id);
   admit = (r: RoutedRequest, a: readonly WorkerKey[] | null, b: BusyThresholds | null, t: WorkerKey | null, e: readonly WorkerKey[]): Admission | RouterError => {
-    const t0 = process.hrtime.bigint();
+    const start = process.cpuUsage();
     const result = this.p.admit(r, a, b, t, e);
-    this.admitNs += Number(process.hrtime.bigint() - t0);
+    this.admitMicros += cpuMicros(start);
     return result;
   };
 }
@@ -133,6 +136,7 @@ class Overload {
   private readonly prefilling: string[] = [];
   private readonly decoding: string[] = [];
   private requests = 0;
+  private readonly prompt = new Uint32Array(256 + 1800);
   private lcg = 12345;
   private readonly handlers = (id: string) => ({
     dispatch: () => {
@@ -166,10 +170,13 @@ class Overload {
   refill(): void {
     while (this.queued < this.waiting) {
       const n = this.requests++;
-      const tokens = new Uint32Array(256 + ((n * 613) % 1800));
+      // Prompts are hashed at prepare and not kept: one buffer serves them all, so the harness adds little to the collector's work.
+      const tokens = this.prompt.subarray(0, 256 + ((n * 613) % 1800));
       for (let i = 0; i < tokens.length; i++) tokens[i] = (n * 7919 + i * 104_729) % 150_000;
       const id = `r${n}`;
-      const request = this.partition.prepare(plainFields(id, { sessionId: `session-${n}`, policyClass: OVERLOAD_CLASSES[n % 2]!.name }), tokens);
+      // One session in ten is pinned to a worker: those wait in per-worker groups.
+      const pin = n % 10 === 9 ? { id: `w${(n * 7) % FLEET}`, rank: 0 } : null;
+      const request = this.partition.prepare(plainFields(id, { sessionId: `session-${n}`, policyClass: OVERLOAD_CLASSES[n % 2]!.name, pin }), tokens);
       this.scheduler.submit(request, this.handlers(id));
     }
   }
@@ -202,24 +209,42 @@ class Overload {
   }
 }
 
-/** The scheduler's own cost per capacity change (admissions taken out), in microseconds. */
-export function wakeCostMicros(wake: 'targeted' | 'everything', waiting: number, changes: number): { micros: number; dispatchedPerChange: number } {
+interface WakeCost {
+  /** Scheduler CPU time per change, admissions taken out (us). */
+  micros: number;
+  /** The same with admissions in (us). */
+  withAdmissions: number;
+  dispatchedPerChange: number;
+}
+
+/**
+ * The scheduler's own cost per capacity change, in microseconds of CPU time:
+ * on a machine shared with other work, wall time would count the time the
+ * process waits for a core.
+ */
+async function wakeCostMicros(wake: 'targeted' | 'everything', waiting: number, changes: number): Promise<WakeCost> {
   const clock = new VirtualClock(0);
   const run = new Overload(clock, wake, waiting);
-  let ns = 0;
-  let admitNs = 0;
+  let cpu = 0;
+  let admit = 0;
   let dispatched = 0;
   for (let i = 0; i < changes; i++) {
-    const before = { admit: run.placement.admitNs, dispatched: run.dispatched };
-    const t0 = process.hrtime.bigint();
+    const before = { admit: run.placement.admitMicros, dispatched: run.dispatched };
+    const start = process.cpuUsage();
     run.change(() => clock.advanceTo(clock.now() + 1000));
-    ns += Number(process.hrtime.bigint() - t0);
-    admitNs += run.placement.admitNs - before.admit;
+    cpu += cpuMicros(start);
+    admit += run.placement.admitMicros - before.admit;
     dispatched += run.dispatched - before.dispatched;
     run.refill();
   }
   run.close();
-  return { micros: (ns - admitNs) / changes / 1000, dispatchedPerChange: dispatched / changes };
+  return { micros: (cpu - admit) / changes, withAdmissions: cpu / changes, dispatchedPerChange: dispatched / changes };
+}
+
+/** CPU time (user and system) since `start`, in microseconds. */
+function cpuMicros(start: NodeJS.CpuUsage): number {
+  const used = process.cpuUsage(start);
+  return used.user + used.system;
 }
 
 /** The event loop's p99 delay (ms) while changes arrive on a real clock, `perMs` per millisecond for `ms`. */
@@ -258,16 +283,22 @@ export const schedulerSuite: BenchSuite = {
     for (let i = 0; i < reps; i++) drr.push(arbitrateNs(16, quick ? 100_000 : 500_000));
     const waiting = quick ? 2000 : 10_000;
     const targeted: number[] = [];
+    const withAdmissions: number[] = [];
     const everything: number[] = [];
     let perChange = 0;
     for (let i = 0; i < reps; i++) {
-      const t = wakeCostMicros('targeted', waiting, quick ? 2000 : 5000);
+      const t = await wakeCostMicros('targeted', waiting, quick ? 2000 : 5000);
       targeted.push(t.micros);
+      withAdmissions.push(t.withAdmissions);
       perChange = t.dispatchedPerChange;
-      everything.push(wakeCostMicros('everything', waiting, quick ? 20 : 60).micros);
+      everything.push((await wakeCostMicros('everything', waiting, quick ? 20 : 60)).micros);
     }
-    const lagTargeted = await loopLagP99Ms('targeted', waiting, 4, quick ? 1000 : 3000);
-    const lagEverything = await loopLagP99Ms('everything', waiting, 4, quick ? 1000 : 3000);
+    const lagTargeted: number[] = [];
+    const lagEverything: number[] = [];
+    for (let i = 0; i < (quick ? 1 : 3); i++) {
+      lagTargeted.push(await loopLagP99Ms('targeted', waiting, 4, quick ? 1000 : 3000));
+      lagEverything.push(await loopLagP99Ms('everything', waiting, 4, quick ? 1000 : 3000));
+    }
     return [
       { key: 'queue_ops_per_s', value: Math.round(median(wasm)), unit: 'ops/s', note: `enqueue + dispatch, ${lanes} session lanes, 4 classes, wasm lane heap` },
       { key: 'queue_ops_per_s_twin', value: Math.round(median(twin)), unit: 'ops/s', note: 'the same with the pure-TS lane heap' },
@@ -278,12 +309,13 @@ export const schedulerSuite: BenchSuite = {
         value: round(median(targeted), 2),
         unit: 'us',
         goal: '<= 50',
-        note: `scheduler time per capacity change minus its admissions, ${waiting} sessions waiting, ${FLEET} workers, targeted wake; ${round(perChange, 2)} dispatches per change`,
+        note: `scheduler CPU time per capacity change minus its admissions, ${waiting} sessions waiting (one in ten pinned), ${FLEET} workers, targeted wake; ${round(perChange, 2)} dispatches per change`,
       },
+      { key: 'wake_cost_us_per_event_10k_waiting_with_admissions', value: round(median(withAdmissions), 2), unit: 'us', note: 'the same, admissions (selection and booking of the heads that go) included' },
       { key: 'wake_cost_us_per_event_10k_waiting_recheck_all', value: round(median(everything), 1), unit: 'us', note: 'the same changes, every waiting lane rechecked' },
       { key: 'wake_cost_ratio_recheck_all', value: round(median(everything) / median(targeted), 0), unit: 'x' },
-      { key: 'event_loop_p99_ms_10k_waiting', value: round(lagTargeted, 2), unit: 'ms', goal: '<= 20', note: '4 capacity changes per ms on a real clock, monitorEventLoopDelay p99, targeted wake' },
-      { key: 'event_loop_p99_ms_10k_waiting_recheck_all', value: round(lagEverything, 1), unit: 'ms', note: 'the same, every waiting lane rechecked' },
+      { key: 'event_loop_p99_ms_10k_waiting', value: round(median(lagTargeted), 2), unit: 'ms', goal: '<= 20', note: '4 capacity changes per ms on a real clock, monitorEventLoopDelay p99, targeted wake' },
+      { key: 'event_loop_p99_ms_10k_waiting_recheck_all', value: round(median(lagEverything), 1), unit: 'ms', note: 'the same, every waiting lane rechecked' },
     ];
   },
 };

@@ -245,6 +245,10 @@ export class Decider implements DecisionKernel {
     return this.ledger.members(this.limits(busy)) ?? this.selector.eligibility({ busy }).eligible;
   }
 
+  standing(busy: BusyThresholds, slot: number): boolean {
+    return this.ledger.holds(this.limits(busy), slot) ?? this.selector.eligibility({ busy, allowedSlots: [slot] }).eligible > 0;
+  }
+
   /** The ledger keeps its keys under this cost (configured again only when the cost object changes). */
   private keyFor(cost: DecisionCost): void {
     if (cost === this.keyedFor) return;

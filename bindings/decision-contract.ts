@@ -101,4 +101,6 @@ export interface DecisionKernel {
    * running count where the ledger keeps one (O(1)), by one pass otherwise.
    */
   headroom(busy: BusyThresholds): number;
+  /** Whether the worker at `slot` is available and not busy under `busy` (O(1) where headroom is). */
+  standing(busy: BusyThresholds, slot: number): boolean;
 }

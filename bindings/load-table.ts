@@ -57,6 +57,7 @@ export interface LedgerExports {
   ledgerOpenView(prefillTokens: number, prefillFraction: number, decodeFraction: number): number;
   ledgerCloseView(view: number): void;
   ledgerViewMembers(prefillTokens: number, prefillFraction: number, decodeFraction: number): number;
+  ledgerViewHolds(prefillTokens: number, prefillFraction: number, decodeFraction: number, slot: number): number;
   ledgerReserveInput(seqCount: number, overlapCount: number): void;
   ledgerInputSeqPtr(): number;
   ledgerInputSlotsPtr(): number;
@@ -327,6 +328,14 @@ export class LoadTable implements LoadLedger {
     this.openLimits(limits);
     const members = this.ex.ledgerViewMembers(limits[0], limits[1], limits[2]);
     return members < 0 ? undefined : members;
+  }
+
+  /** Whether the worker at `slot` is available and not busy under these thresholds, from their view; undefined before configureCost. */
+  holds(limits: readonly [number, number, number], slot: number): boolean | undefined {
+    if (!this.keyed) return undefined;
+    this.openLimits(limits);
+    const held = this.ex.ledgerViewHolds(limits[0], limits[1], limits[2], slot);
+    return held < 0 ? undefined : held === 1;
   }
 
   private loadChanged(): void {

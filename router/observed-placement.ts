@@ -61,6 +61,10 @@ export class ObservedPlacement implements Placement<RoutedRequest> {
     return this.partition.headroom(busy);
   }
 
+  busyFor(worker: WorkerKey, busy: BusyThresholds): boolean {
+    return this.partition.busyFor(worker, busy);
+  }
+
   constraintKey(request: RoutedRequest): string {
     return this.partition.constraintKey(request);
   }

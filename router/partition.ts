@@ -179,6 +179,13 @@ export class Partition implements Placement<RoutedRequest> {
     return this.kernels.decider.headroom(busy);
   }
 
+  /** Whether the worker takes new requests and is busy under `busy`, from the ledger's view for those thresholds. */
+  busyFor(worker: WorkerKey, busy: BusyThresholds): boolean {
+    const slot = this.workers.slotOf(worker.id, worker.rank);
+    if (slot === undefined || !this.set.serves(worker.id)) return false;
+    return !this.kernels.decider.standing(busy, slot);
+  }
+
   /** Required taints narrow a request's workers beyond its allowed set and pin. */
   constraintKey(request: RoutedRequest): string {
     return request.requiredTaints.join('\n');

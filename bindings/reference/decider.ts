@@ -95,6 +95,10 @@ export class ReferenceDecider implements DecisionKernel {
     return this.selector.eligibility({ busy }).eligible;
   }
 
+  standing(busy: BusyThresholds, slot: number): boolean {
+    return this.selector.eligibility({ busy, allowedSlots: [slot] }).eligible > 0;
+  }
+
   /** The slots the constraints allow (undefined: every slot): listed, in an allowed group, not excluded. */
   private allowedSlots(constraints: DecisionConstraints): number[] | undefined {
     if (!constraints.slots && !constraints.excluded && !constraints.groups) return undefined;

@@ -84,6 +84,12 @@ export interface Placement<R extends SchedRequest = SchedRequest> {
    */
   headroom(busy: BusyThresholds): number;
   /**
+   * Whether the worker takes requests and is busy under `busy`. A wait whose
+   * workers are all so cannot pass, so a change to one of them leaves it
+   * closed. Read like headroom, on changes: from what the ledger keeps.
+   */
+  busyFor(worker: WorkerKey, busy: BusyThresholds): boolean;
+  /**
    * What the placement itself narrows a request's workers by (required
    * taints, say) as a key, '' when nothing. Requests of one class with the
    * same allowed set, pin, exclusions and key get the same capacity() verdict.

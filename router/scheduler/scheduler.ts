@@ -83,7 +83,7 @@ export class Scheduler<R extends SchedRequest = SchedRequest> {
     const classifier = options.classifier;
     this.book = new RequestBook(ids, classifier, () => this.wake(undefined, true));
     this.intake = new Intake({ placement: this.placement, classifier, classes, defaultClass, ids, book: this.book, laneSecret: options.laneKeySecret ?? randomBytes(32) });
-    this.wakeRule = options.wake === 'everything' ? new RecheckEverything() : new TargetedWake(heap, ids, this.ring, (busy) => this.placement.headroom(busy));
+    this.wakeRule = options.wake === 'everything' ? new RecheckEverything() : new TargetedWake(heap, ids, this.ring, this.placement);
     this.timers = new Timers<R>({
       clock: this.clock,
       tickMs: options.tickMs ?? 1000,

@@ -6,8 +6,12 @@
 //   group pass or fail that check together, so one failure closes the group.
 //   A change opens only the groups it may have freed: a class's unrestricted
 //   group when the fleet's headroom for the class is above 0, and a restricted
-//   group when load fell on one of its workers (any worker, for a group only
-//   the placement's constraint or exclusions narrow). An open group stands in the
+//   group when load fell on one of its workers and that worker is no longer
+//   busy for the class (any change, for a group only the placement's
+//   constraint or exclusions narrow). A change that may have touched any
+//   worker opens a restricted group when one of its workers is not busy for
+//   the class. Both read the ledger's running state through the placement
+//   (headroom, busyFor), never a selection. An open group stands in the
 //   class's ready heap at its first lane and hands its lanes over in lane
 //   order, one at a time, until one fails again: a change that frees room for
 //   k heads examines about k + 1 of them, however many wait.
@@ -22,7 +26,7 @@
 // (recheck-all.ts is that rule, for tests and benchmarks).
 import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
 import type { LaneHeapApi } from '../../bindings/lane-heap.js';
-import type { BusyThresholds, SchedRequest } from './contracts.js';
+import type { Placement, SchedRequest } from './contracts.js';
 import type { ClassQueue, ItemIds, Lane, LaneEntry, ReadySource, Waiting } from './lanes.js';
 
 export interface WakeRule<E extends LaneEntry> {
@@ -44,8 +48,8 @@ export interface WakeRule<E extends LaneEntry> {
 export interface CapacityScope {
   /** '' for a head nothing narrows: the fleet's headroom decides. */
   readonly key: string;
-  /** Labels of the workers it may use, or null when any worker's change may matter. */
-  readonly workers: readonly string[] | null;
+  /** The workers it may use, or null when any worker's change may matter. */
+  readonly workers: readonly WorkerKey[] | null;
 }
 
 export const FLEET: CapacityScope = Object.freeze({ key: '', workers: null });
@@ -53,9 +57,8 @@ export const FLEET: CapacityScope = Object.freeze({ key: '', workers: null });
 export function capacityScope(request: SchedRequest, allowed: readonly WorkerKey[] | null, exclude: readonly WorkerKey[], constraint: string): CapacityScope {
   if (!request.pin && !allowed && exclude.length === 0 && constraint === '') return FLEET;
   const pin = request.pin ? workerLabel(request.pin) : '';
-  const labels = allowed ? allowed.map(workerLabel) : null;
-  const key = `${pin}|${labels ? labels.join(',') : '*'}|${exclude.map(workerLabel).join(',')}|${constraint}`;
-  return { key, workers: request.pin ? [pin] : labels };
+  const key = `${pin}|${allowed ? allowed.map(workerLabel).join(',') : '*'}|${exclude.map(workerLabel).join(',')}|${constraint}`;
+  return { key, workers: request.pin ? [request.pin] : allowed };
 }
 
 /** Blocked lanes of one class, held in no particular order. */
@@ -148,8 +151,8 @@ export class TargetedWake<E extends LaneEntry> implements WakeRule<E> {
     readonly heap: LaneHeapApi,
     readonly ids: ItemIds,
     classes: readonly ClassQueue<E>[],
-    /** The fleet's headroom for a class (Placement.headroom). */
-    private readonly headroom: (busy: BusyThresholds) => number,
+    /** What the ledger says of the fleet's and each worker's room for a class. */
+    private readonly room: Pick<Placement, 'headroom' | 'busyFor'>,
   ) {
     for (const cls of classes) {
       this.waits.set(cls, { groups: new Map(), held: new LaneSet(cls), heldUntimed: new LaneSet(cls), refused: new LaneSet(cls) });
@@ -181,13 +184,14 @@ export class TargetedWake<E extends LaneEntry> implements WakeRule<E> {
       waits.refused.releaseAll();
       const fleet = waits.groups.get(FLEET.key);
       const busy = cls.policy.busy;
-      if (fleet && (busy === null || this.headroom(busy) > 0)) fleet.openUp();
-      if (worker === null) for (const group of waits.groups.values()) if (group !== fleet) group.openUp();
+      if (fleet && (busy === null || this.room.headroom(busy) > 0)) fleet.openUp();
+      if (worker === null) for (const group of waits.groups.values()) if (group !== fleet && this.mayPass(group)) group.openUp();
     }
     if (worker === null) return;
     for (const group of this.anyWorker) group.openUp();
     const groups = this.byWorker.get(workerLabel(worker));
-    if (groups) for (const group of groups) group.openUp();
+    // A closed group found all its workers busy; only this one changed.
+    if (groups) for (const group of groups) if (!this.busyFor(group, worker)) group.openUp();
   }
 
   gateChanged(): void {
@@ -202,13 +206,25 @@ export class TargetedWake<E extends LaneEntry> implements WakeRule<E> {
     this.capacityFreed(null);
   }
 
+  /** Whether some worker of the group is not busy for its class: only workers that serve and are busy keep it closed. */
+  private mayPass(group: WaitGroup<E>): boolean {
+    const workers = group.scope.workers;
+    return workers === null || workers.some((worker) => !this.busyFor(group, worker));
+  }
+
+  private busyFor(group: WaitGroup<E>, worker: WorkerKey): boolean {
+    const busy = group.cls.policy.busy;
+    return busy !== null && this.room.busyFor(worker, busy);
+  }
+
   /** Forgets an emptied group. */
   drop(group: WaitGroup<E>): void {
     this.waits.get(group.cls)!.groups.delete(group.scope.key);
     if (group.scope.key !== FLEET.key) {
       if (group.scope.workers === null) this.anyWorker.delete(group);
       else {
-        for (const label of group.scope.workers) {
+        for (const worker of group.scope.workers) {
+          const label = workerLabel(worker);
           const set = this.byWorker.get(label);
           set?.delete(group);
           if (set?.size === 0) this.byWorker.delete(label);
@@ -227,7 +243,8 @@ export class TargetedWake<E extends LaneEntry> implements WakeRule<E> {
     if (scope.key !== FLEET.key) {
       if (scope.workers === null) this.anyWorker.add(group);
       else {
-        for (const label of scope.workers) {
+        for (const worker of scope.workers) {
+          const label = workerLabel(worker);
           let set = this.byWorker.get(label);
           if (!set) this.byWorker.set(label, (set = new Set()));
           set.add(group);

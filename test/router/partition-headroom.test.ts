@@ -1,6 +1,7 @@
 // A partition's headroom for a class (live workers not busy under its
-// thresholds), which the scheduler's wake rule reads on every capacity change:
-// it agrees with the capacity check of a request pinned to each worker, on the
+// thresholds) and busyFor (this worker serves and is busy under them), which
+// the scheduler's wake rule reads on capacity changes: they agree with the
+// capacity check of a request pinned to each worker, on the
 // wasm core (a running count per view, views opened and evicted as thresholds
 // come and go) and on the twins, through joins, leaves, drains, ejections,
 // bookings, first tokens and frees.
@@ -91,19 +92,19 @@ class Fleet {
     }
   }
 
-  /** For each thresholds set: the workers a request pinned to them finds free. */
-  pinnedFree(busy: BusyThresholds): number {
-    let free = 0;
-    for (const [, key] of this.p.workers.entries()) {
-      const probe = this.p.prepare(plainFields(`probe${this.n++}`, { pin: key }), [1, 2, 3]);
-      if (this.p.capacity(probe, null, busy) === 'free') free++;
-    }
-    return free;
+  /** What a request pinned to each worker finds (free, busy or none), in slot order. */
+  pinned(busy: BusyThresholds): string[] {
+    return [...this.p.workers.entries()].map(([, key]) => this.p.capacity(this.p.prepare(plainFields(`probe${this.n++}`, { pin: key }), [1, 2, 3]), null, busy));
+  }
+
+  /** headroom and busyFor in the same terms. */
+  read(busy: BusyThresholds): { headroom: number; busy: boolean[] } {
+    return { headroom: this.p.headroom(busy), busy: [...this.p.workers.entries()].map(([, key]) => this.p.busyFor(key, busy)) };
   }
 }
 
-describe('Partition.headroom', () => {
-  it('equals the workers a pinned request finds free, for every class thresholds, on the core and on the twins', () => {
+describe('Partition.headroom and busyFor', () => {
+  it('agree with what a request pinned to each worker finds, for every class thresholds, on the core and on the twins', () => {
     fc.assert(
       fc.property(fc.array(op, { minLength: 10, maxLength: 120 }), fc.array(fc.nat(THRESHOLDS.length - 1), { minLength: 1, maxLength: 6 }), (ops, asked) => {
         const wasm = new Fleet('wasm');
@@ -113,11 +114,12 @@ describe('Partition.headroom', () => {
           twin.apply(o);
           // Ask a few thresholds each step, in a changing order, so views open and close between changes.
           const busy = THRESHOLDS[asked[i % asked.length]!]!;
-          const expected = wasm.pinnedFree(busy);
-          expect(wasm.p.headroom(busy)).toBe(expected);
-          expect(twin.p.headroom(busy)).toBe(expected);
+          const pinned = wasm.pinned(busy);
+          const expected = { headroom: pinned.filter((v) => v === 'free').length, busy: pinned.map((v) => v === 'busy') };
+          expect(wasm.read(busy)).toEqual(expected);
+          expect(twin.read(busy)).toEqual(expected);
         }
-        for (const busy of THRESHOLDS) expect(wasm.p.headroom(busy)).toBe(wasm.pinnedFree(busy));
+        for (const busy of THRESHOLDS) expect(wasm.read(busy).headroom).toBe(wasm.pinned(busy).filter((v) => v === 'free').length);
       }),
       { numRuns: 60 },
     );
@@ -133,7 +135,10 @@ describe('Partition.headroom', () => {
     p.setEjected('c', true);
     expect(p.headroom(busy)).toBe(1);
     expect(p.headroom({ prefillTokens: 500 })).toBe(2);
+    // Only a serving worker over the thresholds is busy; a draining, ejected or unknown one is not.
+    expect(['a', 'b', 'c', 'd', 'x'].map((id) => p.busyFor({ id, rank: 0 }, busy))).toEqual([true, false, false, false, false]);
     p.firstToken('big');
     expect(p.headroom(busy)).toBe(2);
+    expect(p.busyFor({ id: 'a', rank: 0 }, busy)).toBe(false);
   });
 });

@@ -69,14 +69,23 @@ describe('K: which waiting lanes a change looks at', () => {
     expect(out.order.slice(4)).toEqual([waiting[0]!.id]);
   });
 
-  it('K3: the tick looks at no head while the fleet has no headroom, and at one head per pinned wait', () => {
-    const { submit, clock, gate } = setup();
+  it('K3: the tick looks at no head while every worker is busy, and then only at the waits a worker with room may serve', () => {
+    const { submit, clock, gate, placement, out } = setup();
     for (let i = 0; i < 4; i++) submit();
-    for (let i = 0; i < 300; i++) submit({ sessionId: `s${i}` });
-    for (let i = 0; i < 20; i++) submit({ sessionId: `p${i}`, pin: i % 2 ? w1 : w0 });
+    const fleet = Array.from({ length: 300 }, (_, i) => submit({ sessionId: `s${i}` }));
+    const pinned = Array.from({ length: 20 }, (_, i) => submit({ sessionId: `p${i}`, pin: i % 2 ? w1 : w0 }));
     const before = gate.checks.length;
     clock.advanceTo(1000);
-    expect(gate.checks.length - before).toBe(2);
+    expect(gate.checks.length - before).toBe(0);
+    // Room on w0 that no event reported (its load fell to 60): the next tick finds it.
+    placement.worker('w0').prefillTokens = 60;
+    clock.advanceTo(2000);
+    const looked = new Set(gate.checks.slice(before));
+    expect(pinned.filter((r, i) => i % 2 === 1 && looked.has(r.id))).toEqual([]);
+    // The sessionless heads arrived first (fcfs): fleet[0] fits on w0, fleet[1] then fails and closes
+    // the fleet wait, and pinned[0], whose wait the tick opened while w0 had room, fails too.
+    expect(out.order.slice(4)).toEqual([fleet[0]!.id]);
+    expect([...looked]).toEqual([fleet[0]!.id, fleet[1]!.id, pinned[0]!.id]);
   });
 
   it('Q2: after serving a head, a class stays on while its next head that can go now is affordable', () => {
@@ -95,7 +104,7 @@ describe('K: which waiting lanes a change looks at', () => {
     expect(out.order).toEqual([a1.id, a3.id, b1.id]);
   });
 
-  it('K5: capacityChanged opens every capacity wait once, and asks the gate again only when the set of workers changed', () => {
+  it('K5: capacityChanged opens the capacity waits a worker with room may serve, and asks the gate again only when the set of workers changed', () => {
     const { submit, scheduler, placement, gate, out } = setup();
     let workers = [{ worker: w0, capacityTokens: 1000 }];
     Object.assign(placement, { workerCapacities: () => workers });
@@ -107,8 +116,14 @@ describe('K: which waiting lanes a change looks at', () => {
     const fleet = Array.from({ length: 50 }, (_, i) => submit({ sessionId: `s${i}` }));
     const before = gate.checks.length;
     scheduler.capacityChanged();
-    // One look per pinned wait (the head of each); none at the fleet's heads (no headroom) or the held one.
-    expect(gate.checks.slice(before)).toEqual([pinned[0]!.id, pinned[2]!.id]);
+    // Every worker busy: no look at any head, fleet, pinned or held.
+    expect(gate.checks.length).toBe(before);
+    // w1's load fell without an event (a peer's booking ended): the head waiting for w1 (it arrived
+    // first) goes, the fleet's first head fails; the heads waiting for w0 are not looked at.
+    placement.worker('w1').prefillTokens = 100;
+    scheduler.capacityChanged();
+    expect(gate.checks.slice(before)).toEqual([pinned[2]!.id, fleet[0]!.id]);
+    expect(out.order.slice(4)).toEqual([pinned[2]!.id]);
     workers = [...workers, { worker: w1, capacityTokens: 1000 }];
     scheduler.capacityChanged();
     expect(gate.checksOf(held.id)).toBe(2);

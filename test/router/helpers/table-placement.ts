@@ -96,6 +96,11 @@ export class TablePlacement implements Placement {
     return this.workers.filter((w) => !this.busy(w, busy)).length;
   }
 
+  busyFor(worker: WorkerKey, busy: BusyThresholds): boolean {
+    const w = this.workers.find((t) => workerLabel(t.key) === workerLabel(worker));
+    return w !== undefined && this.busy(w, busy);
+  }
+
   constraintKey(): string {
     return '';
   }
