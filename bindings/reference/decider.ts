@@ -9,7 +9,7 @@ import type {
   DecisionRequest,
   PromptHashes,
 } from '../decision-contract.js';
-import { checkCount, duplicateRequest, type EligibilityCounts } from '../selection-contract.js';
+import { checkCount, duplicateRequest, type BusyThresholds, type EligibilityCounts } from '../selection-contract.js';
 import type { BlockHasher } from './block-hasher.js';
 import type { ReferenceLoadTable } from './load-table.js';
 import type { ReferencePrefixIndex } from './prefix-index.js';
@@ -90,6 +90,14 @@ export class ReferenceDecider implements DecisionKernel {
 
   /** The twin always scans: nothing to keep ready. */
   openView(): void {}
+
+  headroom(busy: BusyThresholds): number {
+    return this.selector.eligibility({ busy }).eligible;
+  }
+
+  standing(busy: BusyThresholds, slot: number): boolean {
+    return this.selector.eligibility({ busy, allowedSlots: [slot] }).eligible > 0;
+  }
 
   /** The slots the constraints allow (undefined: every slot): listed, in an allowed group, not excluded. */
   private allowedSlots(constraints: DecisionConstraints): number[] | undefined {

@@ -117,10 +117,11 @@ export class Decisions {
     return choice.slot < 0 ? this.errorFor(request, choice.counts) : choice;
   }
 
-  /** Whether some eligible worker is not busy for the class; keeps the decision for the admission that follows. */
-  capacity(request: RoutedRequest, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null): CapacityVerdict {
-    const choice = this.select(request, this.constraints.of(request, allowed, []), busy, false);
-    this.keep(request, allowed, busy, choice);
+  /** Whether some eligible worker (not excluded) is not busy for the class; keeps the decision for the admission that follows. */
+  capacity(request: RoutedRequest, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null, exclude: readonly WorkerKey[]): CapacityVerdict {
+    const choice = this.select(request, this.constraints.of(request, allowed, exclude), busy, false);
+    // A decision under exclusions is not the one an admission without them would make.
+    if (exclude.length === 0) this.keep(request, allowed, busy, choice);
     if (choice.counts.eligible > 0) return 'free';
     return choice.counts.allowed === 0 ? 'none' : 'busy';
   }
