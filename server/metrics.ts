@@ -14,6 +14,8 @@ import type { ModelRuntime } from './workers/model-runtime.js';
 export interface MetricsSource {
   models(): Iterable<ModelRuntime>;
   workers(): Iterable<WorkerHandle>;
+  /** Request bodies parsed from an earlier turn's parse, and the bytes not parsed again. */
+  bodyReuse(): { bodies: number; bytes: number };
 }
 
 /** How a request ended, as counted in kvrouter_requests_total. */
@@ -94,6 +96,18 @@ export class RouterMetrics {
     this.routedCached = new CounterFamily('kvrouter_routed_cached_tokens_total', 'Prompt tokens the chosen worker was expected to hold in its KV cache', ['model'], r);
     this.scrapeTimeMetrics(source, registers);
     registerRouteMetrics(source, registers);
+    const reuse = (name: string, help: string, read: (r: { bodies: number; bytes: number }) => number) =>
+      new Counter({
+        name,
+        help,
+        registers,
+        collect() {
+          this.reset();
+          this.inc(read(source.bodyReuse()));
+        },
+      });
+    reuse('kvrouter_request_bodies_reused_total', "Request bodies parsed from the kept parse of an earlier turn of their conversation (only the rest was parsed)", (r) => r.bodies);
+    reuse('kvrouter_request_body_reused_bytes_total', 'Bytes of request bodies taken from the kept parse of an earlier turn instead of parsed again', (r) => r.bytes);
   }
 
   forModel(model: string): ModelInstruments {

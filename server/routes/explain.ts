@@ -5,7 +5,7 @@
 // it). The first thing to look at when cache hits do not show up.
 import type { FastifyInstance } from 'fastify';
 import { workerLabel } from '../../bindings/workers.js';
-import { parseJsonBody, requestFields } from '../request/fields.js';
+import { requestFields } from '../request/fields.js';
 import { promptTokens, type PromptKind } from '../request/prompt.js';
 import type { RouterRuntime } from '../runtime.js';
 import { describeEjection, ejectionBody } from '../workers/ejection-view.js';
@@ -14,7 +14,7 @@ import { resolveModel } from './openai.js';
 
 export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): void {
   app.post('/router/explain', async (request) => {
-    const body = parseJsonBody(request.body as Buffer);
+    const body = rt.bodies.parse(request.body as Buffer);
     const model = resolveModel(rt, body);
     // A body with messages is a chat request; otherwise a completion.
     const kind: PromptKind = body.messages !== undefined ? 'chat' : 'completion';
