@@ -75,12 +75,19 @@ export function skipValue(buf: Buffer, i: number): number {
   return j > i ? j : -1;
 }
 
-function decodeKey(buf: Buffer, start: number, end: number): string | null {
+/** The member name whose opening quote is at `i`, decoded, and the offset of its value; null when there is none. */
+function readKey(buf: Buffer, i: number): { key: string; value: number } | null {
+  if (buf[i] !== QUOTE) return null;
+  const end = skipString(buf, i);
+  if (end < 0) return null;
+  let key: string;
   try {
-    return JSON.parse(buf.toString('utf8', start, end)) as string;
+    key = JSON.parse(buf.toString('utf8', i, end)) as string;
   } catch {
     return null;
   }
+  const colon = skipSpace(buf, end);
+  return buf[colon] === COLON ? { key, value: skipSpace(buf, colon + 1) } : null;
 }
 
 /**
@@ -117,23 +124,16 @@ export function messagesLayout(buf: Buffer, limit = Infinity): MessagesLayout | 
   if (buf[i] !== OPEN_BRACE) return null;
   const keysBefore: string[] = [];
   for (;;) {
-    i = skipSpace(buf, i + 1);
-    if (buf[i] !== QUOTE) return null;
-    const keyEnd = skipString(buf, i);
-    if (keyEnd < 0) return null;
-    const key = decodeKey(buf, i, keyEnd);
-    if (key === null) return null;
-    i = skipSpace(buf, keyEnd);
-    if (buf[i] !== COLON) return null;
-    i = skipSpace(buf, i + 1);
-    if (key === 'messages') {
+    const member = readKey(buf, skipSpace(buf, i + 1));
+    if (member === null) return null;
+    i = member.value;
+    if (member.key === 'messages') {
       if (buf[i] !== OPEN_BRACKET) return null;
       const ends: number[] = [];
       const close = scanElements(buf, i + 1, ends, limit, false);
       return close === null ? null : { keysBefore, ends, close };
     }
-
-    keysBefore.push(key);
+    keysBefore.push(member.key);
     i = skipValue(buf, i);
     if (i < 0) return null;
     i = skipSpace(buf, i);
@@ -146,16 +146,10 @@ export function keysAfter(buf: Buffer, close: number): string[] | null {
   const keys: string[] = [];
   let i = skipSpace(buf, close + 1);
   while (buf[i] === COMMA) {
-    i = skipSpace(buf, i + 1);
-    if (buf[i] !== QUOTE) return null;
-    const keyEnd = skipString(buf, i);
-    if (keyEnd < 0) return null;
-    const key = decodeKey(buf, i, keyEnd);
-    if (key === null) return null;
-    keys.push(key);
-    i = skipSpace(buf, keyEnd);
-    if (buf[i] !== COLON) return null;
-    i = skipValue(buf, skipSpace(buf, i + 1));
+    const member = readKey(buf, skipSpace(buf, i + 1));
+    if (member === null) return null;
+    keys.push(member.key);
+    i = skipValue(buf, member.value);
     if (i < 0) return null;
     i = skipSpace(buf, i);
   }
