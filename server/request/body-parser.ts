@@ -86,12 +86,14 @@ export class BodyParser {
     if (!candidates) return null;
     let best: Kept | null = null;
     let bestAt = -1;
+    // Most recent first; one the body extends, or whose last message only it replaces, is taken at once.
     for (const kept of candidates) {
       const at = sharedMessages(raw, kept);
       if (at >= 0 && (best === null || kept.ends[at]! > best.ends[bestAt]!)) {
         best = kept;
         bestAt = at;
       }
+      if (at >= 0 && at >= kept.ends.length - 2) break;
     }
     if (best === null) return null;
     const body = this.withTail(raw, best, bestAt);
