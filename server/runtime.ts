@@ -15,7 +15,7 @@ export class RouterRuntime implements ExchangeContext {
   readonly metrics: RouterMetrics;
   readonly live = new Set<Exchange>();
   /** Request bodies to JSON, reusing the parse of a conversation's earlier turns. */
-  readonly bodies = new BodyParser();
+  readonly bodies: BodyParser;
   readonly limits: RouterConfig['limits'];
   private serial = 0;
   private readonly idPrefix = `kvr-${process.pid.toString(36)}-${Date.now().toString(36)}-`;
@@ -29,6 +29,7 @@ export class RouterRuntime implements ExchangeContext {
     readonly replication: Replication | null = null,
   ) {
     this.limits = config.limits;
+    this.bodies = new BodyParser(config.limits.bodyReuseBytes);
     this.metrics = new RouterMetrics({ models: () => this.models.values(), workers: () => this.registry.list(), bodyReuse: () => this.bodies.reuse });
     replication?.registerMetrics(this.metrics.registry);
   }

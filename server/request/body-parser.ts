@@ -7,15 +7,16 @@
 // compared, the rest must parse, and anything else (a repeated key, a tail
 // that does not parse, a body nested too deep) takes the whole parse, whose
 // errors are the ones a client sees. Reused values are shared between
-// requests, so they are frozen.
+// requests, so they are frozen. Kept bodies are copied into one arena the
+// size of the budget, written round (the oldest bodies are overwritten
+// first): request buffers themselves die young, as they would without reuse,
+// instead of piling up in the old generation for the collector.
 import { checkJsonDepth, checkToolArgumentsDepth } from './json-depth.js';
 import { parseJsonBody } from './fields.js';
 import { keysAfter, messagesLayout, scanElements, skipSpace } from './json-layout.js';
 
 /** Shorter bodies are parsed whole: JSON.parse is about as fast as looking one up. */
 export const MIN_REUSE_BYTES = 16 * 1024;
-/** Bodies kept for comparison, in bytes, by default. */
-export const DEFAULT_REUSE_BUDGET_BYTES = 64 * 1024 * 1024;
 /** Conversations kept under one key (a long shared system prompt starts many). */
 const PER_KEY = 4;
 /** Bytes of each end of the key region that name it (the bytes are compared in full anyway). */
@@ -24,9 +25,11 @@ const KEY_EDGE = 128;
 const COMMA = 0x2c;
 const CLOSE_BRACE = 0x7d;
 
-/** A body kept for reuse: its bytes, and the parse of everything up to the end of its messages. */
+/** A body kept for reuse: its bytes (in the arena), and the parse of everything up to the end of its messages. */
 interface Kept {
   raw: Buffer;
+  /** Where `raw` starts in the arena. */
+  offset: number;
   key: string;
   keysBefore: string[];
   valuesBefore: unknown[];
@@ -55,17 +58,22 @@ function keyOf(raw: Buffer, ends: readonly number[]): string {
 
 export class BodyParser {
   private readonly byKey = new Map<string, Kept[]>();
-  /** Every kept body, least recently used first. */
-  private readonly lru = new Set<Kept>();
+  /** Every kept body, oldest first. */
+  private readonly kept = new Set<Kept>();
   private bytes = 0;
+  /** Allocated on the first body kept. */
+  private arena: Buffer | null = null;
+  /** Where the next kept body is written. */
+  private next = 0;
   /** Bodies parsed from a kept body's prefix, and the bytes not parsed again. */
   readonly reuse = { bodies: 0, bytes: 0 };
 
-  constructor(private readonly budgetBytes = DEFAULT_REUSE_BUDGET_BYTES) {}
+  /** @param budgetBytes the arena's size (limits.body_reuse_bytes); 0 keeps nothing */
+  constructor(private readonly budgetBytes: number) {}
 
   /** The JSON object of a request body; a malformed one is a 400 (parseJsonBody). */
   parse(raw: Buffer): Record<string, unknown> {
-    if (raw.length < MIN_REUSE_BYTES) return parseJsonBody(raw);
+    if (raw.length < MIN_REUSE_BYTES || this.budgetBytes === 0) return parseJsonBody(raw);
     const head = messagesLayout(raw, 2);
     if (head && head.ends.length > 0) {
       const reused = this.fromKept(raw, keyOf(raw, head.ends));
@@ -142,10 +150,9 @@ export class BodyParser {
     const messages = Object.freeze(kept.messages.slice(0, at + 1).concat(fresh));
     // As a whole parse builds it: own properties in order, a repeated key taking the later value.
     const body = Object.fromEntries([...kept.keysBefore.map((k, i) => [k, kept.valuesBefore[i]]), ['messages', messages], ...Object.entries(trailing)]) as Record<string, unknown>;
-    this.add({ raw, key: keyOf(raw, ends), keysBefore: kept.keysBefore, valuesBefore: kept.valuesBefore, messages, ends });
+    this.add(raw, { key: keyOf(raw, ends), keysBefore: kept.keysBefore, valuesBefore: kept.valuesBefore, messages, ends });
     // The new body holds all of the old one's messages: the old one has nothing more to offer.
     if (at === kept.ends.length - 1) this.drop(kept);
-    else this.touch(kept);
     return body;
   }
 
@@ -164,28 +171,31 @@ export class BodyParser {
     const valuesBefore = layout.keysBefore.map((k) => body[k]);
     deepFreeze(messages);
     valuesBefore.forEach(deepFreeze);
-    this.add({ raw, key: keyOf(raw, layout.ends), keysBefore: layout.keysBefore, valuesBefore, messages, ends: layout.ends });
+    this.add(raw, { key: keyOf(raw, layout.ends), keysBefore: layout.keysBefore, valuesBefore, messages, ends: layout.ends });
   }
 
-  private add(kept: Kept): void {
+  /** Copies `raw` into the arena, over the oldest bodies where it lands. */
+  private add(raw: Buffer, parsed: Omit<Kept, 'raw' | 'offset'>): void {
+    const size = this.budgetBytes;
+    if (raw.length > size) return;
+    this.arena ??= Buffer.allocUnsafeSlow(size);
+    if (this.next + raw.length > size) this.next = 0;
+    const start = this.next;
+    const end = start + raw.length;
+    for (const old of this.kept) if (old.offset < end && old.offset + old.raw.length > start) this.drop(old);
+    raw.copy(this.arena, start);
+    this.next = end;
+    const kept: Kept = { ...parsed, raw: this.arena.subarray(start, end), offset: start };
     let list = this.byKey.get(kept.key);
     if (!list) this.byKey.set(kept.key, (list = []));
     list.unshift(kept);
-    this.lru.add(kept);
-    this.bytes += kept.raw.length;
+    this.kept.add(kept);
+    this.bytes += raw.length;
     if (list.length > PER_KEY) this.drop(list[list.length - 1]!);
-    for (const oldest of this.lru) {
-      if (this.bytes <= this.budgetBytes) break;
-      this.drop(oldest);
-    }
-  }
-
-  private touch(kept: Kept): void {
-    if (this.lru.delete(kept)) this.lru.add(kept);
   }
 
   private drop(kept: Kept): void {
-    if (!this.lru.delete(kept)) return;
+    if (!this.kept.delete(kept)) return;
     this.bytes -= kept.raw.length;
     const list = this.byKey.get(kept.key)!;
     list.splice(list.indexOf(kept), 1);

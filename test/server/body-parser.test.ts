@@ -5,6 +5,7 @@
 import fc from 'fast-check';
 import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { DEFAULTS } from '../../server/config/schema.js';
 import { BodyParser, MIN_REUSE_BYTES } from '../../server/request/body-parser.js';
 import { parseJsonBody } from '../../server/request/fields.js';
 
@@ -81,8 +82,10 @@ describe('body parser', () => {
         fc.array(message, { maxLength: 4 }),
         fc.array(member, { maxLength: 2 }),
         fc.array(step, { minLength: 1, maxLength: 8 }),
-        (before, first, firstAfter, steps) => {
-          const parser = new BodyParser();
+        fc.boolean(),
+        (before, first, firstAfter, steps, small) => {
+          // A small arena is written round within a conversation: kept bodies are overwritten while others are reused.
+          const parser = small ? new BodyParser(3 * MIN_REUSE_BYTES) : new BodyParser(DEFAULTS.limits.bodyReuseBytes);
           let messages = conversation(first);
           let after = firstAfter;
           let spacing = 0;
@@ -110,7 +113,7 @@ describe('body parser', () => {
   });
 
   it('parses only the new turn when a conversation resends its earlier messages', () => {
-    const parser = new BodyParser();
+    const parser = new BodyParser(DEFAULTS.limits.bodyReuseBytes);
     const history = conversation([{ role: 'user', content: 'fix the test' }, { role: 'assistant', content: 'done' }]);
     const first = body([['model', 'm']], history, [['stream', true]]);
     parser.parse(first);
@@ -140,7 +143,7 @@ describe('body parser', () => {
       ',]}', '],}', ']} x', ']}}', ']]}', '],"a":1,}', ', ]}', ']', '],', ',{"a":1}', ']x}', '],"messages":[]}', '],"__proto__":{}}', ',{"a":1}}]}', ',"x"]}', '] ,"a" 1}',
     ];
     for (const tail of tails) {
-      const parser = new BodyParser();
+      const parser = new BodyParser(DEFAULTS.limits.bodyReuseBytes);
       parser.parse(kept);
       check(parser, Buffer.from(prefix + tail));
     }
@@ -151,14 +154,14 @@ describe('body parser', () => {
     const next = body([['model', 'first']], [...history, { role: 'user', content: 'next' }], []);
     // JSON.parse keeps the second model, or the second messages array; the bytes reused hold the first ones.
     for (const after of [[['model', 'second']], [['messages', [{ role: 'user', content: 'other' }, { role: 'user', content: 'one' }]]]] as Member[][]) {
-      const parser = new BodyParser();
+      const parser = new BodyParser(DEFAULTS.limits.bodyReuseBytes);
       check(parser, body([['model', 'first']], history, after));
       check(parser, next);
     }
   });
 
   it('shares reused values frozen, so no request can change another one\'s', () => {
-    const parser = new BodyParser();
+    const parser = new BodyParser(DEFAULTS.limits.bodyReuseBytes);
     const history = conversation([{ role: 'user', content: 'hello' }]);
     const tools = [{ type: 'function', function: { name: 'run' } }];
     parser.parse(body([['tools', tools]], history, []));
@@ -188,8 +191,17 @@ describe('body parser', () => {
     expect(parser.keptBytes).toBeGreaterThan(0);
   });
 
+  it('keeps nothing with a budget of 0', () => {
+    const parser = new BodyParser(0);
+    const history = conversation([{ role: 'user', content: 'hello' }]);
+    check(parser, body([['model', 'm']], history, []));
+    check(parser, body([['model', 'm']], [...history, { role: 'user', content: 'again' }], []));
+    expect(parser.reuse).toEqual({ bodies: 0, bytes: 0 });
+    expect(parser.keptBytes).toBe(0);
+  });
+
   it('names the field nested too deep in a new turn, with its index in the whole body', () => {
-    const parser = new BodyParser();
+    const parser = new BodyParser(DEFAULTS.limits.bodyReuseBytes);
     const history = conversation([{ role: 'user', content: 'hello' }]);
     parser.parse(body([['model', 'm']], history, []));
     let deep: unknown = 1;
