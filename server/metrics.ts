@@ -4,6 +4,7 @@
 // nothing per request and is never stale.
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { EventCounts } from '../router/partition.js';
+import type { BodyParser } from './request/body-parser.js';
 import { CounterFamily, HistogramFamily, type CounterSeries, type HistogramSeries } from './request-instruments.js';
 import { registerRouteMetrics } from './route-metrics.js';
 import type { KvSourceCounters } from './workers/kv-sources.js';
@@ -14,8 +15,8 @@ import type { ModelRuntime } from './workers/model-runtime.js';
 export interface MetricsSource {
   models(): Iterable<ModelRuntime>;
   workers(): Iterable<WorkerHandle>;
-  /** Request bodies parsed from an earlier turn's parse, and the bytes not parsed again. */
-  bodyReuse(): { bodies: number; bytes: number };
+  /** The parser of request bodies, with what it reused and keeps. */
+  bodies(): Pick<BodyParser, 'reuse' | 'keptBytes'>;
 }
 
 /** How a request ended, as counted in kvrouter_requests_total. */
@@ -96,18 +97,26 @@ export class RouterMetrics {
     this.routedCached = new CounterFamily('kvrouter_routed_cached_tokens_total', 'Prompt tokens the chosen worker was expected to hold in its KV cache', ['model'], r);
     this.scrapeTimeMetrics(source, registers);
     registerRouteMetrics(source, registers);
-    const reuse = (name: string, help: string, read: (r: { bodies: number; bytes: number }) => number) =>
+    const reuse = (name: string, help: string, read: (r: BodyParser['reuse']) => number) =>
       new Counter({
         name,
         help,
         registers,
         collect() {
           this.reset();
-          this.inc(read(source.bodyReuse()));
+          this.inc(read(source.bodies().reuse));
         },
       });
-    reuse('kvrouter_request_bodies_reused_total', "Request bodies parsed from the kept parse of an earlier turn of their conversation (only the rest was parsed)", (r) => r.bodies);
+    reuse('kvrouter_request_bodies_reused_total', 'Request bodies parsed from the kept parse of an earlier turn of their conversation (only the rest was parsed)', (r) => r.bodies);
     reuse('kvrouter_request_body_reused_bytes_total', 'Bytes of request bodies taken from the kept parse of an earlier turn instead of parsed again', (r) => r.bytes);
+    new Gauge({
+      name: 'kvrouter_request_body_kept_bytes',
+      help: 'Bytes of chat bodies kept for the next turn of their conversation (at most limits.body_reuse_bytes)',
+      registers,
+      collect() {
+        this.set(source.bodies().keptBytes);
+      },
+    });
   }
 
   forModel(model: string): ModelInstruments {

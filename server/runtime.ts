@@ -30,7 +30,7 @@ export class RouterRuntime implements ExchangeContext {
   ) {
     this.limits = config.limits;
     this.bodies = new BodyParser(config.limits.bodyReuseBytes);
-    this.metrics = new RouterMetrics({ models: () => this.models.values(), workers: () => this.registry.list(), bodyReuse: () => this.bodies.reuse });
+    this.metrics = new RouterMetrics({ models: () => this.models.values(), workers: () => this.registry.list(), bodies: () => this.bodies });
     replication?.registerMetrics(this.metrics.registry);
   }
 

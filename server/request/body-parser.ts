@@ -4,20 +4,21 @@
 // before: those messages (and the members before them) are taken from that
 // body's parse, and only the rest (the new messages and the members after the
 // array) is decoded and parsed. Reuse is exact, never a guess: the bytes are
-// compared, the rest must parse, and anything else (a repeated key, a tail
-// that does not parse, a body nested too deep) takes the whole parse, whose
-// errors are the ones a client sees. Reused values are shared between
-// requests, so they are frozen. Kept bodies are copied into one arena the
-// size of the budget, written round (the oldest bodies are overwritten
-// first): request buffers themselves die young, as they would without reuse,
-// instead of piling up in the old generation for the collector.
+// compared, the rest must parse, and anything else (a tail that does not
+// parse or nests too deep, a body whose later members repeat earlier ones)
+// takes the whole parse, whose errors are the ones a client sees. Reused
+// values are shared between requests, so they are frozen. Kept bodies are
+// copied into one arena the size of the budget, written round (the oldest
+// bodies are overwritten first): request buffers themselves die young, as
+// they would without reuse, instead of piling up in the old generation for
+// the collector.
 import { checkJsonDepth, checkToolArgumentsDepth } from './json-depth.js';
 import { parseJsonBody } from './fields.js';
 import { keysAfter, messagesLayout, scanElements, skipSpace } from './json-layout.js';
 
 /** Shorter bodies are parsed whole: JSON.parse is about as fast as looking one up. */
 export const MIN_REUSE_BYTES = 16 * 1024;
-/** Conversations kept under one key (a long shared system prompt starts many). */
+/** Bodies kept under one key (conversations that start alike share one). */
 const PER_KEY = 4;
 /** Bytes of each end of the key region that name it (the bytes are compared in full anyway). */
 const KEY_EDGE = 128;

@@ -39,6 +39,7 @@ describe('request bodies of a long conversation', () => {
     // Each turn's explain and chat request, and each answer's repeat, came from a kept parse.
     expect((await metric(stack.url, 'kvrouter_request_bodies_reused_total')) - reusedBefore).toBeGreaterThanOrEqual(9);
     expect(await metric(stack.url, 'kvrouter_request_body_reused_bytes_total')).toBeGreaterThan(9 * MIN_REUSE_BYTES);
+    expect(await metric(stack.url, 'kvrouter_request_body_kept_bytes')).toBeGreaterThan(MIN_REUSE_BYTES);
   });
 
   it('answers a 400 for a later turn whose new part is not JSON, as for any malformed body', async () => {
