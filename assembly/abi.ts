@@ -2,5 +2,5 @@
 // to a documented memory layout; the bindings refuse a module whose version
 // they were not written for.
 export function abiVersion(): u32 {
-  return 1;
+  return 2;
 }

@@ -2,7 +2,7 @@
 // Each kernel lives in its own file; this entry only re-exports them.
 // The ABI (exports, layouts, ownership) is documented in docs/core-abi.md.
 export { abiVersion } from './abi';
-export { liveBytes } from './alloc';
+export { liveBytes, coreFailAllocation, coreHeapHasRoom } from './alloc';
 export {
   lanesCreateHeap,
   lanesDestroyHeap,
@@ -21,6 +21,7 @@ export {
   hashSequencePtr,
   hashBlocks,
   hashChain,
+  hashPrompt,
   hashXxh3,
 } from './block-hash';
 export {
@@ -29,56 +30,71 @@ export {
   ledgerColumn,
   ledgerSetWorker,
   ledgerSetAvailable,
+  ledgerSetGroup,
+  ledgerSetRouted,
   ledgerRemoveWorker,
-  ledgerAdd,
-  ledgerPrefillComplete,
-  ledgerFree,
-  ledgerSweep,
-  ledgerDroppedPtr,
-  ledgerLiveRequests,
-  ledgerActiveHashes,
-  ledgerProject,
-  ledgerProjectColumns,
-  ledgerEnableFastPath,
-  ledgerReserveInput,
-  ledgerInputSeqPtr,
-  ledgerInputSlotsPtr,
-  ledgerInputDepthsPtr,
-} from './load-table';
+} from './ledger/fleet';
+export { ledgerAdd, ledgerPrefillComplete, ledgerFree, ledgerSweep, ledgerDroppedPtr, ledgerLiveRequests, ledgerActiveHashes } from './ledger/requests';
+export { ledgerProject, ledgerProjectColumns } from './ledger/projection';
+export { ledgerConfigureCost, ledgerOpenView, ledgerCloseView } from './ledger/views';
+export { ledgerReserveInput, ledgerInputSeqPtr, ledgerInputSlotsPtr, ledgerInputDepthsPtr } from './ledger/staging';
+export {
+  selectReserveAllowed,
+  selectAllowedPtr,
+  selectReserveExcluded,
+  selectExcludedPtr,
+  selectReserveGroups,
+  selectGroupAllowedPtr,
+  selectGroupMultiplierPtr,
+} from './constraints';
 export {
   selectReserve,
   selectColumn,
   selectCountsPtr,
-  selectReserveAllowed,
-  selectAllowedPtr,
   selectLastCost,
   selectEligibility,
   selectCost,
   selectPick,
-  selectRun,
 } from './select';
 export { selectDecide, selectLastPath } from './select-fast';
+export { decideBlock, decidePrepare, decideMatch, decideReserveMatches, decideUseMatches, decideBestDepth, decideRun } from './decide';
 export { selectSeed, selectNextRandom } from './random';
 export { hrwReserve, hrwOutPtr, hrwTopK } from './rendezvous';
 export {
   indexInput,
   indexConfigure,
+  indexConfigureShard,
+  indexSetMemoryBound,
   indexStored,
   indexRemoved,
   indexCleared,
+  indexFailedUpdates,
   indexFind,
   indexOutSlots,
   indexOutDepths,
   indexInsertRouted,
   indexExpire,
+  indexRoutedTop,
+  indexRoutedTopPtr,
+  indexRoutedPop,
   indexNodes,
   indexBlocks,
   indexRoutedBlocks,
   indexUnknownParents,
   indexUnknownRemovals,
+  indexEvictedBlocks,
+  indexSlotEvicted,
+  indexHeldBytes,
+  indexUsedBytes,
+  indexEvictionLog,
+  indexEvictionLogPtr,
+  indexEvictionLogCount,
+  indexEvictionLogClear,
+  indexReset,
   indexDumpNodes,
   indexDumpSlot,
   indexDumpBuffer,
   indexDumpRelease,
   indexVerify,
 } from './prefix-index';
+export { bpeVocabInput, bpeVocabBuild, bpeTextInput, bpePieceInput, bpeOutPtr, bpeEncode, bpeTune, bpeStats } from './bpe';

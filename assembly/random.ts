@@ -34,12 +34,6 @@ function nextU32(): u32 {
   return result;
 }
 
-/** True with probability about 1/k (exactly ceil(2^32 / k) / 2^32). */
-@inline
-export function chance(k: u32): bool {
-  return (<u64>nextU32() * <u64>k) >> 32 == 0;
-}
-
 /** Uniform in [0, 1) with 32 random bits. */
 @inline
 export function unit(): f64 {

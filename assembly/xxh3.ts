@@ -1,15 +1,19 @@
 // XXH3-64: the hash every KV block key is built from (tokens, LoRA names,
 // cache salts, chained sequence hashes).
 //
-// Memory: two static data segments, no heap.
-//   SECRET   192 bytes, the algorithm's default secret (read only).
-//   DERIVED  192 bytes, the secret of inputs over 240 bytes under a non-zero
-//            seed; derived from SECRET and the seed on the first such input and
-//            reused while the seed stays the same (derivedSeed), so hashing the
-//            many blocks of one request derives it once.
+// Memory: three static data segments, no heap.
+//   SECRET     192 bytes, the algorithm's default secret (read only).
+//   DERIVED    192 bytes, the secret of inputs over 240 bytes under a non-zero
+//              seed; derived from SECRET and the seed on the first such input
+//              and reused while the seed stays the same (derivedSeed), so
+//              hashing the many blocks of one request derives it once.
+//   ACC_START  64 bytes, the long path's starting accumulators (read only).
 // Nothing here allocates, so no call can grow memory.
 //
 // Inputs are read with unaligned little-endian loads (wasm is little-endian).
+// The long path and the 33-240 byte classes run in SIMD: wasm has no 64 x 64
+// -> 128-bit multiply, so their 128-bit folds are built from 32-bit products,
+// four folds at a time (foldFour).
 
 const PRIME32_1: u64 = 0x9e3779b1;
 const PRIME32_2: u64 = 0x85ebca77;
@@ -101,6 +105,55 @@ function mix16(input: usize, key: usize, seed: u64): u64 {
   return mulFold64(lo, hi);
 }
 
+/**
+ * The sum of four 128-bit folds, each of the two u64 lanes of one vector,
+ * computed two lanes at a time from 32-bit halves: the same value as
+ * mulFold64 on each pair, summed, with a quarter of the scalar multiplies.
+ * Lanes (0, 0) make a fold of 0, so callers pad with zero vectors.
+ */
+@inline
+export function foldFour(p0: v128, p1: v128, p2: v128, p3: v128): u64 {
+  const a01 = i64x2.shuffle(p0, p1, 0, 2);
+  const b01 = i64x2.shuffle(p0, p1, 1, 3);
+  const a23 = i64x2.shuffle(p2, p3, 0, 2);
+  const b23 = i64x2.shuffle(p2, p3, 1, 3);
+  // The four first factors' low and high halves, and the second factors'.
+  const aLo = i32x4.shuffle(a01, a23, 0, 2, 4, 6);
+  const aHi = i32x4.shuffle(a01, a23, 1, 3, 5, 7);
+  const bLo = i32x4.shuffle(b01, b23, 0, 2, 4, 6);
+  const bHi = i32x4.shuffle(b01, b23, 1, 3, 5, 7);
+  const low = foldHalves(
+    i64x2.extmul_low_i32x4_u(aLo, bLo),
+    i64x2.extmul_low_i32x4_u(aHi, bLo),
+    i64x2.extmul_low_i32x4_u(aLo, bHi),
+    i64x2.extmul_low_i32x4_u(aHi, bHi),
+  );
+  const high = foldHalves(
+    i64x2.extmul_high_i32x4_u(aLo, bLo),
+    i64x2.extmul_high_i32x4_u(aHi, bLo),
+    i64x2.extmul_high_i32x4_u(aLo, bHi),
+    i64x2.extmul_high_i32x4_u(aHi, bHi),
+  );
+  const sum = i64x2.add(low, high);
+  return i64x2.extract_lane(sum, 0) + i64x2.extract_lane(sum, 1);
+}
+
+/** mulFold64 per lane from the four partial products (as mulFold64 combines them). */
+@inline
+function foldHalves(loLo: v128, hiLo: v128, loHi: v128, hiHi: v128): v128 {
+  const mask = i64x2.splat(0xffffffff);
+  const cross = i64x2.add(i64x2.add(i64x2.shr_u(loLo, 32), v128.and(hiLo, mask)), loHi);
+  const upper = i64x2.add(i64x2.add(i64x2.shr_u(hiLo, 32), i64x2.shr_u(cross, 32)), hiHi);
+  const lower = v128.or(i64x2.shl(cross, 32), v128.and(loLo, mask));
+  return v128.xor(lower, upper);
+}
+
+/** The keyed pair of mix16 as one vector: input words xor (key + seed, key - seed). */
+@inline
+function keyedPair(input: usize, key: usize, seedPair: v128): v128 {
+  return v128.xor(v128.load(input), i64x2.add(v128.load(key), seedPair));
+}
+
 function hashEmpty(seed: u64): u64 {
   return xxh64Avalanche(seed ^ load<u64>(SECRET, 56) ^ load<u64>(SECRET, 64));
 }
@@ -131,37 +184,67 @@ function hashWords(first: u64, last: u64, len: u64, seed: u64): u64 {
 
 function hash17to128(input: usize, len: usize, seed: u64): u64 {
   let acc = <u64>len * PRIME64_1;
-  // Pairs of 16-byte lanes from the front and the back, one more pair per 32 bytes.
-  if (len > 32) {
-    if (len > 64) {
-      if (len > 96) {
-        acc += mix16(input + 48, SECRET + 96, seed);
-        acc += mix16(input + len - 64, SECRET + 112, seed);
-      }
-      acc += mix16(input + 32, SECRET + 64, seed);
-      acc += mix16(input + len - 48, SECRET + 80, seed);
-    }
-    acc += mix16(input + 16, SECRET + 32, seed);
-    acc += mix16(input + len - 32, SECRET + 48, seed);
+  if (len <= 32) {
+    acc += mix16(input, SECRET, seed);
+    acc += mix16(input + len - 16, SECRET + 16, seed);
+    return avalanche(acc);
   }
-  acc += mix16(input, SECRET, seed);
-  acc += mix16(input + len - 16, SECRET + 16, seed);
+  // Pairs of 16-byte lanes from the front and the back, one more pair per 32
+  // bytes, folded four at a time (zero vectors pad the last group).
+  const seedPair = i64x2(seed, 0 - seed);
+  const zero = i64x2.splat(0);
+  const front0 = keyedPair(input, SECRET, seedPair);
+  const back0 = keyedPair(input + len - 16, SECRET + 16, seedPair);
+  const front1 = keyedPair(input + 16, SECRET + 32, seedPair);
+  const back1 = keyedPair(input + len - 32, SECRET + 48, seedPair);
+  acc += foldFour(front0, back0, front1, back1);
+  if (len > 64) {
+    const front2 = keyedPair(input + 32, SECRET + 64, seedPair);
+    const back2 = keyedPair(input + len - 48, SECRET + 80, seedPair);
+    if (len > 96) {
+      acc += foldFour(front2, back2, keyedPair(input + 48, SECRET + 96, seedPair), keyedPair(input + len - 64, SECRET + 112, seedPair));
+    } else {
+      acc += foldFour(front2, back2, zero, zero);
+    }
+  }
   return avalanche(acc);
 }
 
 function hash129to240(input: usize, len: usize, seed: u64): u64 {
+  const seedPair = i64x2(seed, 0 - seed);
+  const zero = i64x2.splat(0);
   let acc = <u64>len * PRIME64_1;
-  for (let i: usize = 0; i < 128; i += 16) acc += mix16(input + i, SECRET + i, seed);
+  for (let i: usize = 0; i < 128; i += 64) {
+    acc += foldFour(
+      keyedPair(input + i, SECRET + i, seedPair),
+      keyedPair(input + i + 16, SECRET + i + 16, seedPair),
+      keyedPair(input + i + 32, SECRET + i + 32, seedPair),
+      keyedPair(input + i + 48, SECRET + i + 48, seedPair),
+    );
+  }
   acc = avalanche(acc);
   // Later rounds reuse the secret from byte 3 on; the last 16 bytes take the key at 119.
   const rounds = len & ~(<usize>15);
-  for (let i: usize = 128; i < rounds; i += 16) acc += mix16(input + i, SECRET + i - 125, seed);
-  acc += mix16(input + len - 16, SECRET + 119, seed);
+  let i: usize = 128;
+  for (; i + 64 <= rounds; i += 64) {
+    acc += foldFour(
+      keyedPair(input + i, SECRET + i - 125, seedPair),
+      keyedPair(input + i + 16, SECRET + i - 109, seedPair),
+      keyedPair(input + i + 32, SECRET + i - 93, seedPair),
+      keyedPair(input + i + 48, SECRET + i - 77, seedPair),
+    );
+  }
+  // At most three rounds are left, then the last 16 bytes: one more group of four.
+  const last = keyedPair(input + len - 16, SECRET + 119, seedPair);
+  const r0 = i < rounds ? keyedPair(input + i, SECRET + i - 125, seedPair) : zero;
+  const r1 = i + 16 < rounds ? keyedPair(input + i + 16, SECRET + i - 109, seedPair) : zero;
+  const r2 = i + 32 < rounds ? keyedPair(input + i + 32, SECRET + i - 93, seedPair) : zero;
+  acc += foldFour(r0, r1, r2, last);
   return avalanche(acc);
 }
 
 /** The secret for long inputs under seed, derived once per seed. */
-function longSecret(seed: u64): usize {
+export function longSecret(seed: u64): usize {
   if (seed == 0) return SECRET;
   if (seed != derivedSeed) {
     for (let i: usize = 0; i < SECRET_SIZE; i += 16) {
@@ -173,64 +256,103 @@ function longSecret(seed: u64): usize {
   return DERIVED;
 }
 
-/**
- * One pair of the eight 64-bit accumulators over 16 input bytes: each lane
- * gains the other lane's input word and the product of the low and high
- * halves of its own keyed word.
- */
+// The algorithm's starting accumulators, lane-swapped (see hashLongWith).
+const ACC_START: usize = memory.data<u64>([PRIME64_1, PRIME32_3, PRIME64_3, PRIME64_2, PRIME32_2, PRIME64_4, PRIME32_1, PRIME64_5], 16);
+
+/** One accumulator vector gains its lanes' input words and the products of a gathered pair. */
 @inline
-function accumulatePair(acc: v128, input: usize, key: usize): v128 {
-  const data = v128.load(input);
-  const keyed = v128.xor(data, v128.load(key));
-  const swapped = i64x2.shuffle(data, data, 1, 0);
-  const lows = i32x4.shuffle(keyed, keyed, 0, 2, 0, 2);
-  const highs = i32x4.shuffle(keyed, keyed, 1, 3, 1, 3);
-  return i64x2.add(i64x2.add(acc, swapped), i64x2.extmul_low_i32x4_u(lows, highs));
+function gainLow(acc: v128, data: v128, lows: v128, highs: v128): v128 {
+  return i64x2.add(i64x2.add(acc, data), i64x2.extmul_low_i32x4_u(lows, highs));
 }
 
 @inline
-function scramblePair(acc: v128, key: usize): v128 {
-  const mixed = v128.xor(v128.xor(acc, i64x2.shr_u(acc, 47)), v128.load(key));
+function gainHigh(acc: v128, data: v128, lows: v128, highs: v128): v128 {
+  return i64x2.add(i64x2.add(acc, data), i64x2.extmul_high_i32x4_u(lows, highs));
+}
+
+/** The two u64 at key, in swapped order (the accumulators' layout). */
+@inline
+function swapped(key: usize): v128 {
+  const k = v128.load(key);
+  return i64x2.shuffle(k, k, 1, 0);
+}
+
+@inline
+function scrambled(acc: v128, key: usize): v128 {
+  const mixed = v128.xor(v128.xor(acc, i64x2.shr_u(acc, 47)), swapped(key));
   return i64x2.mul(mixed, i64x2.splat(PRIME32_1));
 }
 
+/**
+ * XXH3-64 of len > 240 bytes under the long-input secret `secret`
+ * (longSecret(seed)). The eight accumulators are kept lane-swapped, (acc[1],
+ * acc[0]) in each vector, so the algorithm's add of the neighbouring lane's
+ * input word needs no shuffle; each stripe gathers the low and the high
+ * 32-bit halves of two keyed vectors at once, in the swapped order, for the
+ * products. The scramble and the merge read their keys swapped to match, and
+ * the merge's folds do not care about the order of their factors.
+ */
 @inline
-function mergePair(acc: v128, key: usize): u64 {
-  return mulFold64(i64x2.extract_lane(acc, 0) ^ load<u64>(key), i64x2.extract_lane(acc, 1) ^ load<u64>(key, 8));
+export function hashLongWith(input: usize, len: usize, secret: usize): u64 {
+  let a01 = v128.load(ACC_START);
+  let a23 = v128.load(ACC_START, 16);
+  let a45 = v128.load(ACC_START, 32);
+  let a67 = v128.load(ACC_START, 48);
+  // Stripes of 64 bytes, 16 to a block with a scramble after each full block;
+  // the final stripe always ends at the input's end and has its own key.
+  const stripes = (len - 1) / STRIPE_BYTES;
+  let at = input;
+  let inBlock: usize = 0;
+  let n: usize = 0;
+  let p = input;
+  let key = secret;
+  for (;;) {
+    const d0 = v128.load(p);
+    const d1 = v128.load(p, 16);
+    const d2 = v128.load(p, 32);
+    const d3 = v128.load(p, 48);
+    const k0 = v128.xor(d0, v128.load(key));
+    const k1 = v128.xor(d1, v128.load(key, 16));
+    const k2 = v128.xor(d2, v128.load(key, 32));
+    const k3 = v128.xor(d3, v128.load(key, 48));
+    const lo01 = i32x4.shuffle(k0, k1, 2, 0, 6, 4);
+    const hi01 = i32x4.shuffle(k0, k1, 3, 1, 7, 5);
+    const lo23 = i32x4.shuffle(k2, k3, 2, 0, 6, 4);
+    const hi23 = i32x4.shuffle(k2, k3, 3, 1, 7, 5);
+    a01 = gainLow(a01, d0, lo01, hi01);
+    a23 = gainHigh(a23, d1, lo01, hi01);
+    a45 = gainLow(a45, d2, lo23, hi23);
+    a67 = gainHigh(a67, d3, lo23, hi23);
+    if (n == stripes) break;
+    n++;
+    if (++inBlock == STRIPES_PER_BLOCK) {
+      const scrambleKey = secret + SCRAMBLE_KEY;
+      a01 = scrambled(a01, scrambleKey);
+      a23 = scrambled(a23, scrambleKey + 16);
+      a45 = scrambled(a45, scrambleKey + 32);
+      a67 = scrambled(a67, scrambleKey + 48);
+      inBlock = 0;
+    }
+    at += STRIPE_BYTES;
+    p = at;
+    key = secret + inBlock * SECRET_STEP;
+    if (n == stripes) {
+      p = input + len - STRIPE_BYTES;
+      key = secret + LAST_STRIPE_KEY;
+    }
+  }
+  const merge = secret + MERGE_KEY;
+  const folds = foldFour(
+    v128.xor(a01, swapped(merge)),
+    v128.xor(a23, swapped(merge + 16)),
+    v128.xor(a45, swapped(merge + 32)),
+    v128.xor(a67, swapped(merge + 48)),
+  );
+  return avalanche(<u64>len * PRIME64_1 + folds);
 }
 
 function hashLong(input: usize, len: usize, seed: u64): u64 {
-  const secret = longSecret(seed);
-  let acc01 = i64x2(PRIME32_3, PRIME64_1);
-  let acc23 = i64x2(PRIME64_2, PRIME64_3);
-  let acc45 = i64x2(PRIME64_4, PRIME32_2);
-  let acc67 = i64x2(PRIME64_5, PRIME32_1);
-  // Stripes of 64 bytes, 16 to a block with a scramble after each full block;
-  // the final stripe always ends at the input's end and has its own key.
-  const lastStripe = (len - 1) / STRIPE_BYTES;
-  let inBlock: usize = 0;
-  for (let n: usize = 0; n <= lastStripe; n++) {
-    const last = n == lastStripe;
-    const at = last ? input + len - STRIPE_BYTES : input + n * STRIPE_BYTES;
-    const key = last ? secret + LAST_STRIPE_KEY : secret + inBlock * SECRET_STEP;
-    acc01 = accumulatePair(acc01, at, key);
-    acc23 = accumulatePair(acc23, at + 16, key + 16);
-    acc45 = accumulatePair(acc45, at + 32, key + 32);
-    acc67 = accumulatePair(acc67, at + 48, key + 48);
-    if (!last && ++inBlock == STRIPES_PER_BLOCK) {
-      acc01 = scramblePair(acc01, secret + SCRAMBLE_KEY);
-      acc23 = scramblePair(acc23, secret + SCRAMBLE_KEY + 16);
-      acc45 = scramblePair(acc45, secret + SCRAMBLE_KEY + 32);
-      acc67 = scramblePair(acc67, secret + SCRAMBLE_KEY + 48);
-      inBlock = 0;
-    }
-  }
-  let result = <u64>len * PRIME64_1;
-  result += mergePair(acc01, secret + MERGE_KEY);
-  result += mergePair(acc23, secret + MERGE_KEY + 16);
-  result += mergePair(acc45, secret + MERGE_KEY + 32);
-  result += mergePair(acc67, secret + MERGE_KEY + 48);
-  return avalanche(result);
+  return hashLongWith(input, len, longSecret(seed));
 }
 
 /** XXH3-64 of len bytes at input, under seed. */
@@ -249,4 +371,22 @@ export function xxh3(input: usize, len: usize, seed: u64): u64 {
 /** XXH3-64 of the 16 bytes LE64(first) followed by LE64(second): one link of a hash chain. */
 export function xxh3Pair(first: u64, second: u64, seed: u64): u64 {
   return hashWords(first, second, 16, seed);
+}
+
+/** The key xxh3Pair mixes into its first word under seed (hoisted out of chain loops). */
+export function pairKeyFirst(seed: u64): u64 {
+  return (load<u64>(SECRET, 24) ^ load<u64>(SECRET, 32)) + seed;
+}
+
+/** The key xxh3Pair mixes into its second word under seed. */
+export function pairKeySecond(seed: u64): u64 {
+  return (load<u64>(SECRET, 40) ^ load<u64>(SECRET, 48)) - seed;
+}
+
+/** xxh3Pair with its keys computed ahead (pairKeyFirst, pairKeySecond of the same seed). */
+@inline
+export function xxh3PairKeyed(first: u64, second: u64, keyFirst: u64, keySecond: u64): u64 {
+  const lo = first ^ keyFirst;
+  const hi = second ^ keySecond;
+  return avalanche(16 + bswap<u64>(lo) + hi + mulFold64(lo, hi));
 }

@@ -1,14 +1,16 @@
 // The selection kernels of one routing decision, wasm against the pure-TS
 // twins side by side: project the request, then eligibility (busy thresholds
 // on), the default cost and a temperature-0 pick. The wasm decides on its fast
-// path (the touched workers plus the ledger's tree) and, for comparison, through
-// the full scan. Fleets of 10,000, 1,000 and 32 workers carry varied load: two
-// active requests each, sharing a system prompt across groups of workers, and
-// the request matches a cached prefix on a sparse set of them (every 20th
-// worker: the prefix index's output shape). An idle 10k fleet with a cold
-// request, where every worker ties, is measured on its own.
-// Hashing and find-matches are not included; the lead's fused decision bench
-// measures those end to end.
+// path (the touched workers plus the ledger's trees, picking exactly the
+// worker the scan would) and, for comparison, through the full scan. Fleets
+// of 10,000, 1,000 and 32 workers carry varied load: two active requests
+// each, sharing a system prompt across groups of workers, and the request
+// matches a cached prefix on a sparse set of them (every 20th worker: the
+// prefix index's output shape). An idle 10k fleet with a cold request, where
+// every worker ties, is measured on its own, and the 10k decision again for a
+// second class whose busy thresholds have a fast-path view of their own.
+// Hashing and find-matches are not included; the decision bench measures
+// those end to end, through the fused core call.
 import { LoadTable } from '../bindings/load-table.js';
 import { ReferenceLoadTable } from '../bindings/reference/load-table.js';
 import { ReferenceSelector } from '../bindings/reference/selector.js';
@@ -35,6 +37,8 @@ const OWN_BLOCKS = 24;
 const OVERLAP_EVERY = 20;
 
 const OPTIONS: SelectOptions = { busy: { prefillFraction: 0.9, decodeFraction: 0.95 } };
+/** A second class's thresholds: a view of their own, kept next to the default's. */
+const OTHER_CLASS: SelectOptions = { busy: { prefillTokens: 1500, decodeFraction: 0.9 } };
 
 /** Deterministic u32 stream (xorshift32) so every run builds the same fleet. */
 function stream(seed: number): () => number {
@@ -164,6 +168,17 @@ function measure(workers: number, wasmSamples: number, pairedSamples: number, in
   };
 }
 
+/** The 10k decision for another class: p50 on the fast path with both classes' views open. */
+function measureBusyClass(workers: number, samples: number): number {
+  const fleet = wasmFleet(workers, true);
+  const { ledger, selector, request } = fleet;
+  selector.enableFastPath({ ...FAST_PATH, busy: OTHER_CLASS.busy });
+  ledger.project(request);
+  selector.select(OTHER_CLASS);
+  if (selector.lastPath !== 'fast') throw new Error("the other class's decision did not take the fast path");
+  return percentile(sampleMicros(decide(ledger, selector, request, OTHER_CLASS), samples, FAST_WARMUP), 50);
+}
+
 /** The idle fleet, where all workers tie: [fast path p50, full scan p50]. */
 function measureIdle(workers: number, samples: number): [number, number] {
   const fleet = wasmFleet(workers, false);
@@ -184,6 +199,7 @@ export const selectKernelsSuite: BenchSuite = {
     const medium = measure(1000, quick ? 1000 : 10_000, quick ? 30 : 200, 1);
     const small = measure(32, quick ? 2000 : 20_000, quick ? 200 : 2000, 10);
     const [idleFast, idleScan] = measureIdle(10_000, quick ? 300 : 3000);
+    const busyClass = measureBusyClass(10_000, quick ? 300 : 3000);
     const how = 'project + eligibility + cost + pick on the fast path, p50 of the wasm alone';
     const scanHow = 'the same decision forced through the full scan (fullScan: true)';
     const sizes = [
@@ -203,6 +219,12 @@ export const selectKernelsSuite: BenchSuite = {
     figures.push(
       { key: 'select_kernels_idle_p50_us_10k_workers', value: round(idleFast, 2), unit: 'us', note: 'idle fleet, cold request: all 10k workers tie; fast path' },
       { key: 'select_kernels_idle_scan_p50_us_10k_workers', value: round(idleScan, 2), unit: 'us', note: 'the idle decision through the full scan' },
+      {
+        key: 'select_kernels_p50_us_10k_workers_busy_class',
+        value: round(busyClass, 2),
+        unit: 'us',
+        note: "the 10k decision for a class whose busy thresholds are not the default's: fast path, its own view",
+      },
     );
     return figures;
   },

@@ -7,7 +7,8 @@
 //   call hashInto, and read localView / sequenceView (or hand localPtr /
 //   sequencePtr to another kernel of the same Core). Those views stay valid
 //   until the next call on this hasher or anything else that may grow the
-//   Core's memory.
+//   Core's memory. A chained hashInto computes both lists in one pass, the
+//   sequence hashes right after the local ones in core memory.
 import { Core } from './core.js';
 import {
   DEFAULT_SEED,
@@ -30,6 +31,7 @@ export interface HashExports {
   hashSequencePtr(): number;
   hashBlocks(tokenCount: number, blockSize: number, seed: bigint): number;
   hashChain(count: number, seed: bigint): void;
+  hashPrompt(tokenCount: number, blockSize: number, seed: bigint): number;
   hashXxh3(len: number, seed: bigint): bigint;
 }
 
@@ -56,6 +58,7 @@ export class BlockHasher {
     if (list instanceof Uint32Array) view.set(list);
     else for (let i = 0; i < list.length; i++) view[i] = tokenAt(list, i);
     const count = this.k.hashBlocks(list.length, blockSize, seed);
+    this.core.wrote('hashes');
     return this.core.u64(this.k.hashLocalPtr(), count).slice();
   }
 
@@ -67,6 +70,7 @@ export class BlockHasher {
     const ptr = this.k.hashReserveBlocks(local.length);
     this.core.u64(ptr, local.length).set(local);
     this.k.hashChain(local.length, seed);
+    this.core.wrote('hashes');
     return this.core.u64(this.k.hashSequencePtr(), local.length).slice();
   }
 
@@ -99,8 +103,8 @@ export class BlockHasher {
     checkCount(n, 'n', this.viewTokens);
     checkBlockSize(blockSize);
     checkSeed(seed);
-    const count = this.k.hashBlocks(n, blockSize, seed);
-    if (chained) this.k.hashChain(count, seed);
+    const count = chained ? this.k.hashPrompt(n, blockSize, seed) : this.k.hashBlocks(n, blockSize, seed);
+    this.core.wrote('hashes');
     this.localCount = count;
     this.sequenceCount = chained ? count : 0;
     return count;

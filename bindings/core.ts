@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-export const CORE_ABI_VERSION = 1;
+export const CORE_ABI_VERSION = 2;
 
 /** Exports every core build has; kernels add their own (see docs/core-abi.md). */
 export interface CoreExports {
@@ -15,6 +15,14 @@ export interface CoreExports {
   abiVersion(): number;
   liveBytes(): number;
 }
+
+/**
+ * Core buffers that several bindings write: the block hasher's output
+ * ('hashes') and the prefix index's match output ('matches', also stale once
+ * the index changes). Bindings bump a buffer's epoch whenever they write it,
+ * so a binding that left something there can tell whether it still is.
+ */
+export type SharedBuffer = 'hashes' | 'matches';
 
 /** A trap or abort inside the core: a bug, never a client error. */
 export class CoreAbort extends Error {
@@ -44,6 +52,7 @@ export class Core {
   private buffer: ArrayBuffer;
   /** Increments whenever memory grew and old views were detached. */
   private gen = 0;
+  private readonly epochs: Record<SharedBuffer, number> = { hashes: 0, matches: 0 };
 
   constructor() {
     let memory: WebAssembly.Memory | undefined;
@@ -85,6 +94,16 @@ export class Core {
       this.gen++;
     }
     return this.gen;
+  }
+
+  /** Records a write to a shared buffer; returns its new epoch. */
+  wrote(buffer: SharedBuffer): number {
+    return ++this.epochs[buffer];
+  }
+
+  /** The epoch of a shared buffer: it changed since an epoch iff this differs. */
+  epoch(buffer: SharedBuffer): number {
+    return this.epochs[buffer];
   }
 
   /** Bytes the kernels hold on the core's heap. */

@@ -1,9 +1,13 @@
-// The load ledger over the wasm core (assembly/load-table.ts): what every
-// worker is carrying, and the projection of a new request onto the workers it
-// touches (the potential columns of every worker are filled when first read).
-// Request ids are strings here and u32 handles in the core.
+// The load ledger over the wasm core (assembly/ledger/): what every worker is
+// carrying, and the projection of a new request onto the workers it touches
+// (the potential columns of every worker are filled when first read). Request
+// ids are strings here and u32 handles in the core. It also opens the fast
+// path's views (assembly/ledger/views.ts): one per set of busy thresholds in
+// use, the least recently used closed when all MAX_VIEWS are open.
+import type { BusyThresholds } from './selection-contract.js';
 import { Core, type CoreExports } from './core.js';
 import {
+  busyLimits,
   checkAdd,
   checkCapacity,
   checkCount,
@@ -29,6 +33,8 @@ export interface LedgerExports {
   ledgerColumn(id: number): number;
   ledgerSetWorker(slot: number, totalBlocks: number, maxBatchedTokens: number): void;
   ledgerSetAvailable(slot: number, available: number): number;
+  ledgerSetGroup(slot: number, group: number): number;
+  ledgerSetRouted(slot: number, routed: number): number;
   ledgerRemoveWorker(slot: number): number;
   ledgerAdd(worker: number, seqPtr: number, seqCount: number, prefillTokens: number, now: number): number;
   ledgerPrefillComplete(handle: number): number;
@@ -47,14 +53,9 @@ export interface LedgerExports {
     overlapCount: number,
   ): void;
   ledgerProjectColumns(): void;
-  ledgerEnableFastPath(
-    scale: number,
-    weight: number,
-    blockSize: number,
-    prefillTokens: number,
-    prefillFraction: number,
-    decodeFraction: number,
-  ): void;
+  ledgerConfigureCost(kind: number, scale: number, weight: number, blockSize: number): void;
+  ledgerOpenView(prefillTokens: number, prefillFraction: number, decodeFraction: number): number;
+  ledgerCloseView(view: number): void;
   ledgerReserveInput(seqCount: number, overlapCount: number): void;
   ledgerInputSeqPtr(): number;
   ledgerInputSlotsPtr(): number;
@@ -76,6 +77,23 @@ const Col = {
 } as const;
 
 const NO_HANDLE = 0xffffffff;
+/** Views the core keeps open at most (assembly/ledger/views.ts). */
+const MAX_VIEWS = 8;
+
+/** The cost the ledger keeps keys under (assembly/cost/kind.ts). */
+export interface KeyedCost {
+  /** Cost kind: 0 = kv. */
+  kind: number;
+  scale: number;
+  weight: number;
+  blockSize: number;
+}
+
+interface OpenView {
+  id: number;
+  limits: readonly [number, number, number];
+  lastUse: number;
+}
 
 export class LoadTable implements LoadLedger {
   readonly core: Core;
@@ -83,8 +101,12 @@ export class LoadTable implements LoadLedger {
   private readonly ex: LedgerExports & CoreExports;
   private readonly handles = new Map<string, number>();
   private readonly idOfHandle: (string | undefined)[] = [];
-  // Every change to load bumps the version; a projection is current while it matches.
-  private version = 0;
+  // Every change to load bumps loadVersion; a projection is current while it matches.
+  private loadVersion = 0;
+  private changes = 0;
+  private readonly openViews: OpenView[] = [];
+  private viewClock = 0;
+  private keyed: KeyedCost | undefined;
   private projectedAt = -1;
   private projectedRequest = { promptTokens: 0, blockSize: 0 };
   // Projections made, and the one whose potential columns were last filled.
@@ -128,7 +150,11 @@ export class LoadTable implements LoadLedger {
   }
 
   get projected(): { promptTokens: number; blockSize: number } | undefined {
-    return this.projectedAt === this.version ? { ...this.projectedRequest } : undefined;
+    return this.projectedAt === this.loadVersion ? { ...this.projectedRequest } : undefined;
+  }
+
+  get version(): number {
+    return this.changes;
   }
 
   setWorker(slot: number, capacity: WorkerCapacity): void {
@@ -137,18 +163,32 @@ export class LoadTable implements LoadLedger {
     // Rows follow the slot count, so every slot the fleet uses has a row.
     this.ex.ledgerReserveWorkers(this.workers.capacity);
     this.ex.ledgerSetWorker(slot, capacity.totalBlocks, capacity.maxBatchedTokens);
-    this.version++;
+    this.loadChanged();
   }
 
   setAvailable(slot: number, available: boolean): void {
     checkCount('slot', slot);
     if (!this.ex.ledgerSetAvailable(slot, available ? 1 : 0)) throw notInLedger(slot);
+    this.changes++;
+  }
+
+  setGroup(slot: number, group: number): void {
+    checkCount('slot', slot);
+    checkCount('group', group);
+    if (!this.ex.ledgerSetGroup(slot, group)) throw notInLedger(slot);
+    this.changes++;
+  }
+
+  /** Whether a fused booking on this worker records its blocks in the index as routed (it publishes no KV events). */
+  setRouted(slot: number, routed: boolean): void {
+    checkCount('slot', slot);
+    if (!this.ex.ledgerSetRouted(slot, routed ? 1 : 0)) throw notInLedger(slot);
   }
 
   removeWorker(slot: number): string[] {
     checkCount('slot', slot);
     const dropped = this.takeDropped(this.ex.ledgerRemoveWorker(slot));
-    this.version++;
+    this.loadChanged();
     return dropped;
   }
 
@@ -162,9 +202,14 @@ export class LoadTable implements LoadLedger {
     const seqPtr = this.stageHashes(seqHashes);
     const handle = this.ex.ledgerAdd(slot, seqPtr, seqHashes.length, uncachedTokens, now) >>> 0;
     if (handle === NO_HANDLE) throw notInLedger(slot);
+    this.adopt(requestId, handle);
+  }
+
+  /** Takes over a handle the core's fused decision booked for this request. */
+  adopt(requestId: string, handle: number): void {
     this.handles.set(requestId, handle);
     this.idOfHandle[handle] = requestId;
-    this.version++;
+    this.loadChanged();
   }
 
   prefillComplete(requestId: string): boolean {
@@ -172,7 +217,7 @@ export class LoadTable implements LoadLedger {
     const handle = this.handles.get(requestId);
     if (handle === undefined) return false;
     this.ex.ledgerPrefillComplete(handle);
-    this.version++;
+    this.loadChanged();
     return true;
   }
 
@@ -182,14 +227,14 @@ export class LoadTable implements LoadLedger {
     if (handle === undefined) return false;
     this.ex.ledgerFree(handle);
     this.forget(handle);
-    this.version++;
+    this.loadChanged();
     return true;
   }
 
   sweep(now: number, maxAgeMs = DEFAULT_SWEEP_AGE_MS): string[] {
     checkSweep(now, maxAgeMs);
     const dropped = this.takeDropped(this.ex.ledgerSweep(now, maxAgeMs));
-    if (dropped.length > 0) this.version++;
+    if (dropped.length > 0) this.loadChanged();
     return dropped;
   }
 
@@ -207,9 +252,73 @@ export class LoadTable implements LoadLedger {
       this.core.u32(depthsPtr, overlapCount).set(overlaps.depths);
     }
     this.ex.ledgerProject(seqPtr, seqHashes.length, request.promptTokens, request.blockSize, slotsPtr, depthsPtr, overlapCount);
+    this.markProjected(request.promptTokens, request.blockSize);
+  }
+
+  /** The core's last projection does not describe a whole request (a fast decision pruned it). */
+  forgetProjection(): void {
+    this.projectedAt = -1;
     this.projections++;
-    this.projectedAt = this.version;
-    this.projectedRequest = { promptTokens: request.promptTokens, blockSize: request.blockSize };
+  }
+
+  /** Records a projection the core made itself (the fused decision) as the current one. */
+  markProjected(promptTokens: number, blockSize: number): void {
+    this.projections++;
+    this.projectedAt = this.loadVersion;
+    const p = this.projectedRequest;
+    p.promptTokens = promptTokens;
+    p.blockSize = blockSize;
+  }
+
+  /**
+   * Keeps every worker's cost key for the fast path under this cost (kind,
+   * weights, block size); rebuilds the open views when it changes. O(rows).
+   */
+  configureCost(cost: KeyedCost): void {
+    const k = this.keyed;
+    if (k && k.kind === cost.kind && k.scale === cost.scale && k.weight === cost.weight && k.blockSize === cost.blockSize) return;
+    this.keyed = { ...cost };
+    this.ex.ledgerConfigureCost(cost.kind, cost.scale, cost.weight, cost.blockSize);
+  }
+
+  /** The cost configureCost keeps keys under, if any. */
+  get keyedCost(): Readonly<KeyedCost> | undefined {
+    return this.keyed;
+  }
+
+  /**
+   * Opens the fast path's view for these busy thresholds (absent: never busy),
+   * or marks it used; closes the least recently used view when all are open.
+   * A no-op before configureCost. O(rows) when it opens one.
+   */
+  openView(busy: BusyThresholds | undefined): void {
+    if (!this.keyed) return;
+    this.openLimits(busyLimits(busy));
+  }
+
+  /** openView with the thresholds as the kernels take them. */
+  openLimits(limits: readonly [number, number, number]): void {
+    if (!this.keyed) return;
+    const now = ++this.viewClock;
+    for (const view of this.openViews) {
+      if (view.limits[0] === limits[0] && view.limits[1] === limits[1] && view.limits[2] === limits[2]) {
+        view.lastUse = now;
+        return;
+      }
+    }
+    if (this.openViews.length === MAX_VIEWS) {
+      let oldest = 0;
+      for (let i = 1; i < MAX_VIEWS; i++) if (this.openViews[i]!.lastUse < this.openViews[oldest]!.lastUse) oldest = i;
+      this.ex.ledgerCloseView(this.openViews[oldest]!.id);
+      this.openViews.splice(oldest, 1);
+    }
+    const id = this.ex.ledgerOpenView(limits[0], limits[1], limits[2]) >>> 0;
+    this.openViews.push({ id, limits: [limits[0], limits[1], limits[2]], lastUse: now });
+  }
+
+  private loadChanged(): void {
+    this.loadVersion++;
+    this.changes++;
   }
 
   private stageHashes(seqHashes: SeqHashes): number {

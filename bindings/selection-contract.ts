@@ -56,6 +56,8 @@ export const DEFAULT_SWEEP_AGE_MS = 300_000;
 
 export interface LoadLedger {
   readonly workers: WorkerSlots;
+  /** Bumped by every change to the ledger (load, capacity, availability, taint groups, workers). */
+  readonly version: number;
   /** Rows in the columns: one per worker slot the ledger has seen. */
   readonly rows: number;
   readonly liveRequests: number;
@@ -67,6 +69,11 @@ export interface LoadLedger {
   readonly projected: { promptTokens: number; blockSize: number } | undefined;
   setWorker(slot: number, capacity: WorkerCapacity): void;
   setAvailable(slot: number, available: boolean): void;
+  /**
+   * Puts a present worker in taint group `group`: the workers that carry the
+   * same set of taints, numbered by the caller (every worker starts in 0).
+   */
+  setGroup(slot: number, group: number): void;
   /** Drops the worker's requests and row; returns the dropped request ids (order unspecified). */
   removeWorker(slot: number): string[];
   has(requestId: string): boolean;
@@ -132,11 +139,13 @@ export interface SelectOptions extends EligibilityOptions, CostOptions {
 
 /**
  * The parameters a partition decides with, fixed ahead of its decisions so the
- * ledger can keep every worker's request-independent cost and busy state in a
- * tree (Selector.enableFastPath). A select() whose block size (the projection's),
- * prefill load scale, active request weight and busy thresholds equal these,
- * with temperature 0 and no taint weights, may take the fast path; any other
- * select() runs the full scan. The overlap credit may differ per request.
+ * ledger can keep every worker's request-independent cost (under the kv cost
+ * with these weights and block size) and its busy state under these
+ * thresholds in trees (Selector.enableFastPath). A select() whose block size
+ * (the projection's), prefill load scale, active request weight and busy
+ * thresholds equal these, with temperature 0 and no taint weights, takes the
+ * fast path; any other select() runs the full scan. Both pick the same worker.
+ * The overlap credit may differ per request.
  */
 export interface FastPathConfig {
   blockSize: number;
@@ -191,12 +200,16 @@ export interface WorkerSelector {
   eligibility(options?: EligibilityOptions): EligibilityCounts;
   /** Costs every eligible row from the ledger's current projection. */
   score(options?: CostOptions): void;
-  /** Picks among eligible rows by cost; -1 when none. Needs score() after the last eligibility(). */
+  /**
+   * Picks among eligible rows by cost; -1 when none. Needs score() after the
+   * last eligibility(). Temperature 0: the r-th of the rows at the minimum
+   * cost in slot order, r uniform (one draw when rows tie, none otherwise);
+   * T > 0: a softmax over normalised costs.
+   */
   pick(temperature?: number): number;
   /**
-   * Picks a worker for the projected request: the same pick rule, cost and
-   * counts as eligibility, score and pick in turn (ties drawn differently on
-   * the fast path).
+   * Picks a worker for the projected request: the same pick, cost and counts
+   * as eligibility, score and pick in turn, on the fast path too.
    */
   select(options?: SelectOptions): Selection;
 }

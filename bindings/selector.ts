@@ -2,10 +2,10 @@
 // eligibility, the default cost and the picker, over the rows of a LoadTable in
 // the same Core. After enableFastPath, select() answers temperature-0 decisions
 // with the partition's parameters from the workers the request touches and the
-// ledger's tree, without the full scan. Decisions are reproducible: the core's
-// generator is seeded here.
+// ledger's trees, without the full scan, and picks the worker the scan would.
+// Decisions are reproducible: the core's generator is seeded here.
 import type { CoreExports } from './core.js';
-import type { LedgerExports, LoadTable } from './load-table.js';
+import type { LoadTable } from './load-table.js';
 import {
   busyLimits,
   checkCounts,
@@ -36,7 +36,7 @@ export interface SelectExports {
   selectAllowedPtr(): number;
   selectLastCost(): number;
   selectEligibility(allowedCount: number, prefillTokens: number, prefillFraction: number, decodeFraction: number): number;
-  selectCost(overlapCredit: number, prefillLoadScale: number, activeRequestWeight: number, useTaint: number): void;
+  selectCost(overlapCredit: number, prefillLoadScale: number, activeRequestWeight: number, multipliers: number): void;
   selectPick(temperature: number): number;
   selectDecide(
     allowedCount: number,
@@ -59,10 +59,12 @@ export interface SelectExports {
 const Col = { Eligible: 0, Reason: 1, Cost: 2, Taint: 4 } as const;
 /** selectLastPath() values. */
 const PATH_FAST = 1;
+/** Where selectCost takes cost multipliers from (assembly/constraints.ts). */
+export const Multipliers = { none: 0, taint: 1, group: 2 } as const;
 
 export class Selector implements WorkerSelector {
   readonly ledger: LoadTable;
-  private readonly ex: SelectExports & Pick<LedgerExports, 'ledgerEnableFastPath'> & CoreExports;
+  private readonly ex: SelectExports & CoreExports;
   private scored = false;
   private path: SelectionPath | undefined;
   // The last fast-path select's [allowedCount, busy limits x 3, cost weights x 3],
@@ -76,7 +78,7 @@ export class Selector implements WorkerSelector {
   constructor(options: { ledger: LoadTable; seed?: number }) {
     this.ledger = options.ledger;
     this.ledger.core.claim('select');
-    this.ex = this.ledger.core.kernel<SelectExports & Pick<LedgerExports, 'ledgerEnableFastPath'>>();
+    this.ex = this.ledger.core.kernel<SelectExports>();
     this.reseed(options.seed ?? 0);
   }
 
@@ -103,7 +105,9 @@ export class Selector implements WorkerSelector {
   }
 
   enableFastPath(config: FastPathConfig): void {
-    this.ex.ledgerEnableFastPath(...fastPathArgs(config));
+    const [scale, weight, blockSize, ...limits] = fastPathArgs(config);
+    this.ledger.configureCost({ kind: 0, scale, weight, blockSize });
+    this.ledger.openLimits(limits);
   }
 
   reseed(seed: number): void {
@@ -130,7 +134,7 @@ export class Selector implements WorkerSelector {
     if (!this.ledger.projected) throw staleProjection();
     if (this.unfilled) this.fillColumns();
     const useTaint = this.stageTaints(options.taintWeights);
-    this.ex.selectCost(credit, scale, weight, useTaint);
+    this.ex.selectCost(credit, scale, weight, useTaint ? Multipliers.taint : Multipliers.none);
     this.scored = true;
   }
 
@@ -176,7 +180,7 @@ export class Selector implements WorkerSelector {
     if (!this.ledger.projected) throw columnsGone();
     const [allowedCount, prefillTokens, prefillFraction, decodeFraction, credit, scale, weight] = this.fastArgs;
     this.ex.selectEligibility(allowedCount!, prefillTokens!, prefillFraction!, decodeFraction!);
-    this.ex.selectCost(credit!, scale!, weight!, 0);
+    this.ex.selectCost(credit!, scale!, weight!, Multipliers.none);
     this.unfilled = false;
     this.scored = true;
   }

@@ -16,14 +16,18 @@ export class MinHeap<T> {
 
   push(value: T): void {
     const h = this.items;
+    // Sift a hole up instead of swapping: one move per level, and no
+    // temporary arrays (destructuring swaps allocate on hot timer paths).
+    let i = h.length;
     h.push(value);
-    let i = h.length - 1;
     while (i > 0) {
       const parent = (i - 1) >> 1;
-      if (!this.before(h[i]!, h[parent]!)) break;
-      [h[i], h[parent]] = [h[parent]!, h[i]!];
+      const above = h[parent]!;
+      if (!this.before(value, above)) break;
+      h[i] = above;
       i = parent;
     }
+    h[i] = value;
   }
 
   pop(): T | undefined {
@@ -31,19 +35,19 @@ export class MinHeap<T> {
     if (h.length === 0) return undefined;
     const top = h[0]!;
     const last = h.pop()!;
-    if (h.length > 0) {
-      h[0] = last;
+    const n = h.length;
+    if (n > 0) {
       let i = 0;
       for (;;) {
         const l = 2 * i + 1;
+        if (l >= n) break;
         const r = l + 1;
-        let m = i;
-        if (l < h.length && this.before(h[l]!, h[m]!)) m = l;
-        if (r < h.length && this.before(h[r]!, h[m]!)) m = r;
-        if (m === i) break;
-        [h[i], h[m]] = [h[m]!, h[i]!];
+        const m = r < n && this.before(h[r]!, h[l]!) ? r : l;
+        if (!this.before(h[m]!, last)) break;
+        h[i] = h[m]!;
         i = m;
       }
+      h[i] = last;
     }
     return top;
   }

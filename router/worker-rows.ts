@@ -15,7 +15,8 @@ export interface RowSources {
   projection: ProjectionColumns;
   blockSize: number;
   promptTokens: number;
-  taintWeights: Float64Array | undefined;
+  /** The cost multiplier of a slot's preferred taints; absent: 1 everywhere. */
+  taintMultiplier: ((slot: number) => number) | undefined;
 }
 
 export function buildRows(src: RowSources): WorkerRows {
@@ -36,7 +37,8 @@ export function buildRows(src: RowSources): WorkerRows {
     rows.activeRequests = column((s) => src.ledger.activeRequests[s]!);
   }
   if (src.inputs & WorkerInputs.PREFERRED_TAINT) {
-    rows.taintMultiplier = column((s) => Math.exp(-Math.tanh(src.taintWeights?.[s] ?? 0)));
+    const multiplier = src.taintMultiplier;
+    rows.taintMultiplier = column((s) => (multiplier ? multiplier(s) : 1));
   }
   if (src.inputs & WorkerInputs.OCCUPANCY) {
     rows.occupancy = column((s) => src.ledger.activeRequests[s]!);

@@ -36,7 +36,11 @@ export class ReferenceLoadTable implements LoadLedger {
   private readonly bookings = new Map<string, Booking>();
   /** Per slot: sequence hash -> how many of its active requests name it. */
   private held: Map<bigint, number>[] = [];
-  private version = 0;
+  /** Per slot, its taint group. */
+  private groups: number[] = [];
+  // Load changes make a projection stale; every change counts in `changes`.
+  private loadVersion = 0;
+  private changes = 0;
   private projectedAt = -1;
   private projectedRequest = { promptTokens: 0, blockSize: 0 };
   private seqCount = 0;
@@ -69,7 +73,16 @@ export class ReferenceLoadTable implements LoadLedger {
   }
 
   get projected(): { promptTokens: number; blockSize: number } | undefined {
-    return this.projectedAt === this.version ? { ...this.projectedRequest } : undefined;
+    return this.projectedAt === this.loadVersion ? { ...this.projectedRequest } : undefined;
+  }
+
+  get version(): number {
+    return this.changes;
+  }
+
+  /** The taint group of a slot (0 unless set). */
+  groupOf(slot: number): number {
+    return this.groups[slot] ?? 0;
   }
 
   /** Sequence hashes of the last projected request (the twin selector's cost reads it). */
@@ -89,21 +102,31 @@ export class ReferenceLoadTable implements LoadLedger {
     if (!this.cols.present[slot]) {
       this.cols.present[slot] = 1;
       this.cols.available[slot] = 1;
+      this.groups[slot] = 0;
     }
     this.cols.totalBlocks[slot] = capacity.totalBlocks;
     this.cols.maxBatchedTokens[slot] = capacity.maxBatchedTokens;
-    this.version++;
+    this.loadChanged();
   }
 
   setAvailable(slot: number, available: boolean): void {
     checkCount('slot', slot);
     if (!this.isPresent(slot)) throw notInLedger(slot);
     this.cols.available[slot] = available ? 1 : 0;
+    this.changes++;
+  }
+
+  setGroup(slot: number, group: number): void {
+    checkCount('slot', slot);
+    checkCount('group', group);
+    if (!this.isPresent(slot)) throw notInLedger(slot);
+    this.groups[slot] = group;
+    this.changes++;
   }
 
   removeWorker(slot: number): string[] {
     checkCount('slot', slot);
-    this.version++;
+    this.loadChanged();
     if (!this.isPresent(slot)) return [];
     const dropped = [...this.bookings].filter(([, b]) => b.slot === slot).map(([id]) => id);
     for (const id of dropped) this.free(id);
@@ -129,7 +152,7 @@ export class ReferenceLoadTable implements LoadLedger {
     this.cols.activeDecodeBlocks[slot] = refs.size;
     this.cols.activePrefillTokens[slot] = this.cols.activePrefillTokens[slot]! + uncachedTokens;
     this.cols.activeRequests[slot] = this.cols.activeRequests[slot]! + 1;
-    this.version++;
+    this.loadChanged();
   }
 
   prefillComplete(requestId: string): boolean {
@@ -140,7 +163,7 @@ export class ReferenceLoadTable implements LoadLedger {
       this.cols.activePrefillTokens[booking.slot] = this.cols.activePrefillTokens[booking.slot]! - booking.prefill;
       booking.prefill = 0;
     }
-    this.version++;
+    this.loadChanged();
     return true;
   }
 
@@ -158,7 +181,7 @@ export class ReferenceLoadTable implements LoadLedger {
     this.cols.activeDecodeBlocks[booking.slot] = refs.size;
     this.cols.activeRequests[booking.slot] = this.cols.activeRequests[booking.slot]! - 1;
     this.bookings.delete(requestId);
-    this.version++;
+    this.loadChanged();
     return true;
   }
 
@@ -190,9 +213,14 @@ export class ReferenceLoadTable implements LoadLedger {
       this.heldByPrompt[w] = prompt.filter((hash) => refs.has(hash)).length;
       this.proj.potentialDecodeBlocks[w] = this.cols.activeDecodeBlocks[w]! + prompt.length - this.heldByPrompt[w]!;
     }
-    this.projectedAt = this.version;
+    this.projectedAt = this.loadVersion;
     this.projectedRequest = { promptTokens, blockSize };
     this.seqCount = prompt.length;
+  }
+
+  private loadChanged(): void {
+    this.loadVersion++;
+    this.changes++;
   }
 
   private isPresent(slot: number): boolean {

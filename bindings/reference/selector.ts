@@ -1,10 +1,12 @@
 // Pure-TS twin of Selector over a ReferenceLoadTable: always the full scan.
-// It implements the core's generator (xoshiro128**, same seeding) bit for bit
-// and the cost with the same floating-point operations in the same order
-// (assembly/cost-model.ts), so the core's full-scan picks at temperature 0,
-// ties included, match it exactly. exp and tanh may differ from the core's in
-// the last ulp, so costs with taint weights and softmax draws match only to a
-// tolerance. enableFastPath checks its input and changes nothing here.
+// It implements the core's generator (xoshiro128**, same seeding, the same
+// bounded draw) bit for bit and the cost with the same floating-point
+// operations in the same order (assembly/cost/kv.ts), so the core's picks at
+// temperature 0, ties included, match it exactly, on the fast path too. exp
+// and tanh may differ from the core's in the last ulp, so costs with taint
+// weights and softmax draws match only to a tolerance; cost multipliers given
+// as numbers (score's `multipliers`) match exactly. enableFastPath checks its
+// input and changes nothing here.
 import {
   busyLimits,
   checkCounts,
@@ -53,14 +55,31 @@ export class Xoshiro128 {
     return result;
   }
 
-  /** True with probability ceil(2^32 / k) / 2^32. */
-  chance(k: number): boolean {
-    return this.next() * k < 4294967296;
-  }
-
   unit(): number {
     return this.next() / 4294967296;
   }
+
+  /**
+   * Uniform in [0, n) for n >= 1: the high word of a 32 x 32-bit product,
+   * redrawing the products whose low word falls in the biased band (Lemire's
+   * multiply-and-reject, as assembly/random.ts). n = 1 draws nothing.
+   */
+  below(n: number): number {
+    if (n <= 1) return 0;
+    const size = BigInt(n);
+    let product = BigInt(this.next()) * size;
+    if (Number(product & 0xffffffffn) < n) {
+      const threshold = (4294967296 - n) % n;
+      while (Number(product & 0xffffffffn) < threshold) product = BigInt(this.next()) * size;
+    }
+    return Number(product >> 32n);
+  }
+}
+
+/** score's options here: the contract's, and per-slot cost multipliers (the fused decision's twin uses them). */
+export interface ReferenceCostOptions extends CostOptions {
+  /** Per slot, a factor the cost is multiplied by (absent: 1). */
+  multipliers?: ArrayLike<number>;
 }
 
 function rotl(x: number, r: number): number {
@@ -144,7 +163,7 @@ export class ReferenceSelector implements WorkerSelector {
     return counts;
   }
 
-  score(options: CostOptions = {}): void {
+  score(options: ReferenceCostOptions = {}): void {
     const [credit, scale, weight] = costWeights(options.cost);
     const projected = this.ledger.projected;
     if (!projected) throw staleProjection();
@@ -176,6 +195,7 @@ export class ReferenceSelector implements WorkerSelector {
       }
       const taint = taints?.[w] ?? 0;
       if (taint !== 0) cost *= Math.exp(-Math.tanh(taint));
+      if (options.multipliers) cost *= options.multipliers[w] ?? 1;
       this.cost[w] = cost;
     }
     this.scored = true;
@@ -199,19 +219,12 @@ export class ReferenceSelector implements WorkerSelector {
     return { slot, cost: slot < 0 ? Infinity : this.cost[slot]!, counts };
   }
 
+  /** The r-th of the rows at the minimum cost, in slot order, r uniform. */
   private pickCheapest(rows: number[]): number {
-    let best = rows[0]!;
-    let ties = 1;
-    for (const w of rows.slice(1)) {
-      if (this.cost[w]! < this.cost[best]!) {
-        best = w;
-        ties = 1;
-      } else if (this.cost[w] === this.cost[best]) {
-        ties++;
-        if (this.random.chance(ties)) best = w;
-      }
-    }
-    return best;
+    let low = Infinity;
+    for (const w of rows) low = Math.min(low, this.cost[w]!);
+    const cheapest = rows.filter((w) => this.cost[w] === low);
+    return cheapest[this.random.below(cheapest.length)]!;
   }
 
   private pickSoftmax(rows: number[], temperature: number): number {

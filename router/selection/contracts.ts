@@ -1,7 +1,7 @@
 // The worker-selection pipeline's seams: filters drop rows, scorers add costs,
 // one picker chooses a row. Each component declares the worker-input groups it
 // reads; only declared groups are built, once per decision, for the eligible
-// workers. The built-in default cost runs fused in the wasm core instead.
+// workers. A core cost (CoreCost) runs fused in the wasm core instead.
 import type { CostWeights } from '../../bindings/selection-contract.js';
 import type { WorkerInputMask, WorkerRows } from '../worker-inputs.js';
 
@@ -37,8 +37,13 @@ export interface WorkerPicker {
   pick(rows: WorkerRows, costs: Float64Array, context: SelectionContext): number;
 }
 
-/** The default cost and picker, evaluated in the wasm core for every worker in one pass. */
+/**
+ * A cost evaluated in the wasm core, with its picker: the core's fast path
+ * scores only the workers a request touches and finds the rest in its trees.
+ * `kind` names the core's cost (assembly/cost/kind.ts); its weights follow.
+ */
 export interface CoreCost extends Required<CostWeights> {
+  kind: 'kv';
   temperature: number;
 }
 

@@ -1,24 +1,29 @@
 // `kvrouter replay`: replays a Mooncake trace (or a generated workload) in
 // virtual time through the real router and N simulated engines, once per
-// --policy, and compares the policies: a table for people, --json (one line
-// per policy) for machines, --report for a self-contained HTML page.
-// `--scenario NAME` replays a named scenario instead: its own workload, runs
-// (policy and classifier each) and engine shape, with its key figures.
-import { readFileSync, writeFileSync } from 'node:fs';
-import { InvalidArgumentError, type Command } from 'commander';
+// --policy and arrival speed-up, and compares the policies: a table for
+// people, --json (one line per run, and per policy its capacity at the TTFT
+// SLO when the speed-up is a list) for machines, --report for a
+// self-contained HTML page. `--scenario NAME` replays a named scenario
+// instead: its own workload, runs (policy and classifier each) and engine
+// shape, with its key figures.
+import { writeFileSync } from 'node:fs';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import { PluginConfigError } from '../../router/plugins/params.js';
 import { SELECTION_POLICIES } from '../../router/plugins/selection/index.js';
 import { ENGINE_DEFAULTS, resolveEngineShape, type EngineShape } from '../../sim/mocker/engine-options.js';
-import { agentSessions } from '../../sim/replay/agent-sessions.js';
-import { coldPrompts } from '../../sim/replay/cold-prompts.js';
+import { GENERATORS } from '../../sim/replay/generators.js';
 import { renderHtmlReport, type HtmlReportInput } from '../../sim/replay/html-report.js';
-import { MOONCAKE_BLOCK_SIZE, parseMooncakeTrace, TraceError } from '../../sim/replay/mooncake.js';
+import { MOONCAKE_BLOCK_SIZE, TraceError, writeMooncakeTrace } from '../../sim/replay/mooncake.js';
+import { PARAM_SEPARATOR, policyList } from '../../sim/replay/policy-spec.js';
 import { ProgressBar } from '../../sim/replay/progress.js';
-import { DEFAULT_EVENT_DELAY_MS, replay } from '../../sim/replay/replay.js';
+import { DEFAULT_EVENT_DELAY_MS, idealReuse, runSettings } from '../../sim/replay/replay.js';
+import { defaultJobs, RunPool, serialRunner } from '../../sim/replay/run-pool.js';
 import { buildScenario, figureTable, runScenario, SCENARIOS, scenarioJson, type ScenarioOption, type ScenarioOptions } from '../../sim/replay/scenarios.js';
 import type { FleetEngineShape } from '../../sim/replay/simulate.js';
-import { formatComparison, formatRows } from '../../sim/replay/table.js';
-import { limitWorkload, mergeWorkloads, type Workload } from '../../sim/replay/workload.js';
+import { checkLoads, DEFAULT_CAPACITY_PRECISION, DEFAULT_SLO_TTFT_MS, sweep, type Slo } from '../../sim/replay/sweep.js';
+import { formatComparison, formatRows, formatSweep } from '../../sim/replay/table.js';
+import { checkWorkload } from '../../sim/replay/workload.js';
+import { loadWorkload, WorkloadSourceError, type WorkloadSource } from '../../sim/replay/workload-source.js';
 
 /** Exit code for input the user got wrong (commander's own parse errors included). */
 const BAD_INPUT = 2;
@@ -35,7 +40,11 @@ export interface ReplayCommandOptions {
   policy: string[];
   blockSize: number;
   traceBlockSize: number;
-  arrivalSpeedup: number;
+  arrivalSpeedup: number[];
+  sloTtftMs: number;
+  capacityPrecision: number;
+  jobs: number;
+  writeTrace?: string;
   engineSpeedup: number;
   eventDelayMs: number;
   numBlocks: number;
@@ -59,12 +68,10 @@ const count = (value: string) => parsed(value, (n) => Number.isInteger(n) && n >
 const seed = (value: string) => parsed(value, (n) => Number.isSafeInteger(n) && n >= 0, 'an integer >= 0');
 const factor = (value: string) => parsed(value, (n) => Number.isFinite(n) && n > 0, 'a number > 0');
 const millis = (value: string) => parsed(value, (n) => Number.isFinite(n) && n >= 0, 'a number of ms >= 0');
-const collect = (value: string, previous: string[] | undefined) => [...(previous ?? []), ...value.split(',').filter((v) => v !== '')];
-
-const GENERATORS: Record<string, (seed: number) => Workload> = {
-  'agent-sessions': (s) => agentSessions({ seed: s }),
-  'cold-prompts': (s) => coldPrompts({ seed: s }),
-};
+const ratio = (value: string) => parsed(value, (n) => Number.isFinite(n) && n >= 0.001 && n <= 1, 'a number between 0.001 and 1');
+const collect = (value: string, previous: string[] | undefined) => [...(previous ?? []), value];
+/** One speed-up, or a comma-separated list of them (a sweep). */
+const speedups = (value: string) => value.split(',').map((part) => parsed(part, (n) => Number.isFinite(n) && n > 0, 'a number > 0, or a comma-separated list of them'));
 
 /** The scenario settings, by the flag that sets each. */
 const SCENARIO_FLAGS: Readonly<Record<ScenarioOption, string>> = {
@@ -94,36 +101,15 @@ export interface ScenarioFlags {
   engine: Partial<FleetEngineShape>;
 }
 
-function loadWorkload(o: ReplayCommandOptions): Workload {
-  let workload: Workload;
-  if (o.trace !== undefined) {
-    let text: string;
-    try {
-      text = readFileSync(o.trace, 'utf8');
-    } catch (error) {
-      throw new BadInput(`cannot read --trace ${o.trace}: ${(error as Error).message}`);
-    }
-    workload = parseMooncakeTrace(text, { traceBlockSize: o.traceBlockSize, source: o.trace });
-  } else {
-    const parts = o.workload!.split('+').map((name) => {
-      const make = GENERATORS[name];
-      if (!make) throw new BadInput(`unknown --workload "${name}" (known: ${Object.keys(GENERATORS).join(', ')}, joined with +)`);
-      return make(o.seed);
-    });
-    workload = parts.length === 1 ? parts[0]! : mergeWorkloads(o.workload!, ...parts);
-  }
-  return o.limit === undefined ? workload : limitWorkload(workload, o.limit);
+function workloadSource(o: ReplayCommandOptions): WorkloadSource {
+  const common = { traceBlockSize: o.traceBlockSize, limit: o.limit };
+  return o.trace !== undefined ? { kind: 'trace', path: o.trace, ...common } : { kind: 'generated', spec: o.workload!, seed: o.seed, ...common };
 }
 
-function policies(o: ReplayCommandOptions): string[] {
-  const specs = o.policy.length > 0 ? o.policy : ['kv'];
-  return specs.flatMap((p) => (p === 'all' ? Object.keys(SELECTION_POLICIES) : [p]));
-}
-
-function run(o: ReplayCommandOptions, explicit: Explicit): void {
+async function run(o: ReplayCommandOptions, explicit: Explicit): Promise<void> {
   const scenario = scenarioFlags(o, explicit);
   if (scenario) replayScenario(o, scenario);
-  else replayPolicies(o);
+  else await replayPolicies(o, explicit);
 }
 
 /**
@@ -143,6 +129,8 @@ export function scenarioFlags(o: ReplayCommandOptions, explicit: Explicit): Scen
   const definition = Object.hasOwn(SCENARIOS, name) ? SCENARIOS[name] : undefined;
   if (!definition) throw new BadInput(`unknown --scenario "${name}" (known: ${Object.keys(SCENARIOS).join(', ')})`);
   if (o.policy.length > 0) throw new BadInput('--policy does not apply to --scenario: a scenario names the runs it compares');
+  if (o.arrivalSpeedup.length !== 1) throw new BadInput('--arrival-speedup takes one value with --scenario');
+  if (o.writeTrace !== undefined) throw new BadInput('--write-trace does not apply to --scenario');
   if (o.limit !== undefined) throw new BadInput(`--limit does not apply to --scenario (make it smaller with ${definition.options.map((k) => SCENARIO_FLAGS[k]).join(' or ')})`);
   const foreign = given.find((key) => !definition.options.includes(key));
   if (foreign) throw new BadInput(`${SCENARIO_FLAGS[foreign]} does not apply to --scenario ${name}`);
@@ -155,9 +143,15 @@ export function scenarioFlags(o: ReplayCommandOptions, explicit: Explicit): Scen
   return { name, options, engine };
 }
 
-function replayPolicies(o: ReplayCommandOptions): void {
-  const workload = loadWorkload(o);
-  const progress = new ProgressBar(process.stderr);
+async function replayPolicies(o: ReplayCommandOptions, explicit: Explicit): Promise<void> {
+  const policies = policyList(o.policy.length > 0 ? o.policy : ['kv']);
+  const source = workloadSource(o);
+  const workload = loadWorkload(source);
+  if (o.writeTrace !== undefined) return writeTrace(o.writeTrace, writeMooncakeTrace(workload), workload.requests.length);
+  checkWorkload(workload);
+  const loads = checkLoads(o.arrivalSpeedup);
+  // A list of loads sweeps, and a sweep finds the capacity; so does naming an SLO.
+  const slo: Slo | null = loads.length > 1 || explicit('sloTtftMs') || explicit('capacityPrecision') ? { ttftP90Ms: o.sloTtftMs, precision: o.capacityPrecision } : null;
   const engine = {
     numBlocks: o.numBlocks,
     blockSize: o.blockSize,
@@ -165,26 +159,47 @@ function replayPolicies(o: ReplayCommandOptions): void {
     maxNumSeqs: o.maxNumSeqs,
     speedup: o.engineSpeedup,
   };
-  const runs = replay(workload, {
-    policies: policies(o),
-    workers: o.workers,
-    engine,
-    eventDelayMs: o.eventDelayMs,
-    arrivalSpeedup: o.arrivalSpeedup,
-    seed: o.seed,
-    onProgress: (policy, done, total) => progress.update(policy, done, total),
-  });
+  const settings = runSettings({ workers: o.workers, engine, eventDelayMs: o.eventDelayMs, seed: o.seed });
+  const ideal = idealReuse(workload, engine);
+  const progress = new ProgressBar(process.stderr);
+  const onProgress = (label: string, done: number, total: number) => progress.update(label, done, total);
+  // Worker threads pay off only when there is more than one run.
+  const several = policies.length * loads.length > 1 || slo !== null;
+  const pool = o.jobs > 1 && several ? new RunPool(o.jobs, { source, settings, ideal }, onProgress) : null;
+  let result;
+  try {
+    result = await sweep(policies.map((p) => ({ label: p.label, policy: p.label })), loads, slo, pool?.run ?? serialRunner(workload, settings, ideal, onProgress));
+  } finally {
+    await pool?.close();
+  }
   progress.clear();
-  const reports = runs.map((r) => r.report);
-  if (o.json) process.stdout.write(reports.map((r) => JSON.stringify(r) + '\n').join(''));
-  else process.stdout.write(`${workload.name}: ${workload.requests.length} requests, ${o.workers} workers\n\n${formatComparison(reports)}\n`);
+  const all = result.runs.flatMap((p) => p.loads);
+  const sweeping = slo !== null;
+  if (o.json) {
+    const lines = [...all.map((r) => ({ kind: 'run', ...r.report })), ...result.capacities.map((c) => ({ kind: 'capacity', ...c }))];
+    process.stdout.write(lines.map((l) => JSON.stringify(l) + '\n').join(''));
+  } else {
+    const head = `${workload.name}: ${workload.requests.length} requests, ${o.workers} workers`;
+    process.stdout.write(`${head}\n\n${sweeping ? formatSweep(result) : formatComparison(all.map((r) => r.report))}\n`);
+  }
   if (o.report !== undefined) {
+    const common = commonSettings(o, resolveEngineShape(engine));
     writeReport(o.report, {
       title: `kvrouter replay: ${workload.name}`,
-      settings: { workload: `${workload.name} (${workload.requests.length} requests)`, ...commonSettings(o, resolveEngineShape(engine)) },
-      runs,
+      settings: { workload: `${workload.name} (${workload.requests.length} requests)`, ...common },
+      runs: sweeping ? [] : all,
+      sweep: sweeping ? result : undefined,
     });
   }
+}
+
+function writeTrace(path: string, text: string, requests: number): void {
+  try {
+    writeFileSync(path, text);
+  } catch (error) {
+    throw new BadInput(`cannot write --write-trace ${path}: ${(error as Error).message}`);
+  }
+  process.stderr.write(`kvrouter replay: wrote ${requests} requests to ${path}\n`);
 }
 
 function replayScenario(o: ReplayCommandOptions, flags: ScenarioFlags): void {
@@ -195,7 +210,7 @@ function replayScenario(o: ReplayCommandOptions, flags: ScenarioFlags): void {
     workers: o.workers,
     engine: overrides,
     eventDelayMs: o.eventDelayMs,
-    arrivalSpeedup: o.arrivalSpeedup,
+    arrivalSpeedup: o.arrivalSpeedup[0],
     seed: o.seed,
     onProgress: (label, done, total) => progress.update(label, done, total),
   });
@@ -215,7 +230,7 @@ function commonSettings(o: ReplayCommandOptions, shape: EngineShape): Record<str
   return {
     workers: o.workers,
     engine: `${shape.numBlocks} blocks x ${shape.blockSize} tokens, budget ${shape.maxBatchedTokens} tokens, ${shape.maxNumSeqs} seqs, speedup ${shape.speedup}`,
-    'arrival speedup': o.arrivalSpeedup,
+    'arrival speedup': o.arrivalSpeedup.join(', '),
     'KV event delay': `${o.eventDelayMs} ms`,
     seed: o.seed,
   };
@@ -234,19 +249,27 @@ export function registerReplay(program: Command): void {
   const d = ENGINE_DEFAULTS;
   program
     .command('replay')
-    .description('replay a Mooncake trace in virtual time through the router and simulated engines, once per --policy, and compare')
+    .description('replay a Mooncake trace in virtual time through the router and simulated engines, once per --policy and arrival speed-up, and compare')
     .option('--trace <file>', 'Mooncake JSONL trace (timestamp or delay, input_length, output_length, hash_ids, session_id)')
-    .option('--workload <names>', `a generated workload instead of a trace: ${Object.keys(GENERATORS).join(', ')} (join with +)`)
+    .option('--workload <specs>', `a generated workload instead of a trace: ${Object.keys(GENERATORS).join(', ')}; options as name${PARAM_SEPARATOR}key=value${PARAM_SEPARATOR}..., several joined with +`)
     .option('--scenario <name>', `a named scenario instead (its own workload, runs and engine shape): ${Object.keys(SCENARIOS).join(', ')}`)
     .option('--duration-s <s>', 'scenario cold-pool: simulated seconds of workload', factor)
     .option('--cold-interval-ms <ms>', 'scenario cold-pool: time between cold prompts', factor)
     .option('--warm-gap-ms <ms>', 'scenario cold-pool: mean gap between warm session starts (default 8000 / workers)', factor)
     .option('--programs <n>', 'scenario agents: agent programs to run', count)
     .option('--workers <n>', 'simulated engine workers', count, 8)
-    .option('--policy <name>', `selection policy, repeatable or comma-separated (${Object.keys(SELECTION_POLICIES).join(', ')}, all); parameters as name:key=value,...`, collect, [])
+    .option('--policy <specs>', `selection policy, repeatable or comma-separated (${Object.keys(SELECTION_POLICIES).join(', ')}, all); parameters as name${PARAM_SEPARATOR}key=value${PARAM_SEPARATOR}key=value`, collect, [])
     .option('--block-size <n>', 'KV block size of the engines and the router', count, d.blockSize)
     .option('--trace-block-size <n>', 'tokens each trace hash id stands for', count, MOONCAKE_BLOCK_SIZE)
-    .option('--arrival-speedup <x>', 'divide arrival times and session pauses by x', factor, 1)
+    .addOption(
+      new Option('--arrival-speedup <x>', "divide arrival times and session pauses by x; a comma-separated list sweeps the loads and finds each policy's capacity")
+        .argParser(speedups)
+        .default([1], '1'),
+    )
+    .option('--slo-ttft-ms <ms>', 'the TTFT p90 target the capacity is found at', factor, DEFAULT_SLO_TTFT_MS)
+    .option('--capacity-precision <r>', 'bisect the capacity until the bracket is within this fraction', ratio, DEFAULT_CAPACITY_PRECISION)
+    .option('--jobs <n>', 'replay up to n runs at once, on worker threads', count, defaultJobs())
+    .option('--write-trace <file>', 'write the workload as a Mooncake JSONL trace and exit (replay it later with --trace)')
     .option('--engine-speedup <x>', 'divide every modelled engine step time by x', factor, d.speedup)
     .option('--event-delay-ms <ms>', 'delay between an engine publishing KV events and the router applying them', millis, DEFAULT_EVENT_DELAY_MS)
     .option('--num-blocks <n>', 'KV cache blocks per engine', count, d.numBlocks)
@@ -254,15 +277,16 @@ export function registerReplay(program: Command): void {
     .option('--max-num-seqs <n>', 'most requests running at once per engine', count, d.maxNumSeqs)
     .option('--seed <n>', "seed of the router's random choices (and of generated workloads)", seed, 0)
     .option('--limit <n>', 'replay only the first n requests', count)
-    .option('--json', 'print one JSON object per policy (per run for a scenario), one per line')
+    .option('--json', 'print one JSON object per run (then per policy its capacity, when sweeping), one per line')
     .option('--report <file>', 'write a self-contained HTML report comparing the policies')
     .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : BAD_INPUT))
-    .action(function (this: Command, options: ReplayCommandOptions) {
+    .action(async function (this: Command, options: ReplayCommandOptions) {
       try {
-        run(options, (key) => this.getOptionValueSource(key) === 'cli');
+        await run(options, (key) => this.getOptionValueSource(key) === 'cli');
       } catch (error) {
-        if (error instanceof BadInput || error instanceof TraceError || error instanceof PluginConfigError || error instanceof RangeError || error instanceof TypeError) {
-          this.error(`error: ${error.message}`, { exitCode: BAD_INPUT, code: 'kvrouter.badInput' });
+        const bad = [BadInput, TraceError, WorkloadSourceError, PluginConfigError, RangeError, TypeError];
+        if (bad.some((kind) => error instanceof kind)) {
+          this.error(`error: ${(error as Error).message}`, { exitCode: BAD_INPUT, code: 'kvrouter.badInput' });
         }
         throw error;
       }

@@ -5,26 +5,53 @@
 // cached ("inactive") for prefix reuse until space is needed, and then the
 // least recently used leaf goes first (see leaf-heap.ts). Every change to the
 // set of cached hashes is recorded as a KV event, so a router applying the
-// events sees exactly this cache.
-import type { KvEvent } from '../../router/kv-events.js';
-import { LeafHeap, type HeapBlock } from './leaf-heap.js';
+// events sees exactly this cache. A cached block is a slot of typed arrays
+// (a replay stores and evicts millions), named by its BlockId while cached.
+import type { BlockStored, KvEvent } from '../../router/kv-events.js';
+import { LeafHeap } from './leaf-heap.js';
+import { halvesOf, U64Map } from './u64-map.js';
 
-export interface CachedBlock extends HeapBlock {
-  readonly hash: bigint;
-  readonly parent: CachedBlock | null;
-  /** Requests currently holding the block. */
-  refs: number;
-  /** Cached blocks whose parent is this one. */
-  children: number;
+/** A cached block: its slot in the cache, valid until it is evicted. */
+export type BlockId = number;
+
+/**
+ * A stored event still open to more blocks of its chain, with where each
+ * block's token ids are; they are copied out once, when the event is taken.
+ */
+interface StoredDraft {
+  event: BlockStored;
+  sources: Uint32Array[];
+  starts: number[];
 }
 
+const NOTHING: readonly BlockId[] = [];
+const NO_PARENT = -1;
+
 export class BlockCache {
-  private readonly byHash = new Map<bigint, CachedBlock>();
-  private readonly leaves = new LeafHeap<CachedBlock>();
+  /** The slot of each cached block, by its hash halves. */
+  private readonly byHash: U64Map;
+  // Per slot, for the block cached there:
+  private readonly hash: bigint[];
+  private readonly lo: Uint32Array;
+  private readonly hi: Uint32Array;
+  private readonly parent: Int32Array;
+  /** Requests currently holding the block. */
+  private readonly refs: Int32Array;
+  /** Cached blocks whose parent is this one. */
+  private readonly children: Int32Array;
+  /** When the last holder let go (a tick: smaller = longer ago), for eviction order. */
+  private readonly releasedAt: Float64Array;
+  /** Slots holding no block, as a stack. */
+  private readonly free: Int32Array;
+  private freeCount: number;
+  private readonly leaves: LeafHeap;
+  private cached = 0;
   private inactive = 0;
   private privateBlocks = 0;
   private tick = 0;
   private pending: KvEvent[] = [];
+  /** The stored events of `pending` whose token ids are still to be copied out. */
+  private drafts: StoredDraft[] = [];
 
   /**
    * @param numBlocks capacity in blocks
@@ -35,11 +62,25 @@ export class BlockCache {
     readonly numBlocks: number,
     readonly blockSize: number,
     private readonly recordEvents: boolean,
-  ) {}
+  ) {
+    // The cache never holds more cached blocks than it has blocks: nothing here ever grows.
+    this.byHash = new U64Map(numBlocks);
+    this.hash = new Array<bigint>(numBlocks).fill(0n);
+    this.lo = new Uint32Array(numBlocks);
+    this.hi = new Uint32Array(numBlocks);
+    this.parent = new Int32Array(numBlocks);
+    this.refs = new Int32Array(numBlocks);
+    this.children = new Int32Array(numBlocks);
+    this.releasedAt = new Float64Array(numBlocks);
+    // Slot 0 on top, so blocks fill the slots in order.
+    this.free = Int32Array.from({ length: numBlocks }, (_, i) => numBlocks - 1 - i);
+    this.freeCount = numBlocks;
+    this.leaves = new LeafHeap(numBlocks);
+  }
 
   /** Blocks in use: cached (active or inactive) plus private. */
   get usedBlocks(): number {
-    return this.byHash.size + this.privateBlocks;
+    return this.cached + this.privateBlocks;
   }
 
   get freeBlocks(): number {
@@ -52,24 +93,25 @@ export class BlockCache {
   }
 
   get cachedBlocks(): number {
-    return this.byHash.size;
+    return this.cached;
   }
 
   get inactiveBlocks(): number {
     return this.inactive;
   }
 
-  get(hash: bigint): CachedBlock | undefined {
-    return this.byHash.get(hash);
+  /** The cached block whose hash has these halves; -1 when none is. */
+  get(lo: number, hi: number): BlockId {
+    return this.byHash.get(lo, hi);
   }
 
-  /** The cached blocks matching the leading hashes, at most `limit` of them. */
-  matchPrefix(hashes: BigUint64Array, limit: number): CachedBlock[] {
-    const hits: CachedBlock[] = [];
-    const end = Math.min(limit, hashes.length);
+  /** The cached blocks matching the leading hashes (as (lo, hi) halves), at most `limit` of them. */
+  matchPrefix(halves: Uint32Array, limit: number): BlockId[] {
+    const hits: BlockId[] = [];
+    const end = Math.min(limit, halves.length >> 1);
     for (let i = 0; i < end; i++) {
-      const block = this.byHash.get(hashes[i]!);
-      if (!block) break;
+      const block = this.byHash.get(halves[2 * i]!, halves[2 * i + 1]!);
+      if (block < 0) break;
       hits.push(block);
     }
     return hits;
@@ -79,9 +121,9 @@ export class BlockCache {
    * Whether `need` new blocks fit after evicting every evictable block,
    * counting `reactivating` (inactive blocks about to be held) as not evictable.
    */
-  canAllocate(need: number, reactivating: readonly CachedBlock[] = []): boolean {
+  canAllocate(need: number, reactivating: readonly BlockId[] = NOTHING): boolean {
     let reserved = 0;
-    for (const block of reactivating) if (block.refs === 0) reserved++;
+    for (const block of reactivating) if (this.refs[block] === 0) reserved++;
     return this.freeBlocks + this.inactive - reserved >= need;
   }
 
@@ -89,46 +131,54 @@ export class BlockCache {
   makeRoom(need: number): boolean {
     while (this.freeBlocks < need) {
       const victim = this.leaves.pop();
-      if (!victim) return false;
+      if (victim < 0) return false;
       this.evict(victim);
     }
     return true;
   }
 
   /** Takes a reference on a cached block, reviving it if it was inactive. */
-  acquire(block: CachedBlock): void {
-    if (block.refs++ === 0) {
+  acquire(block: BlockId): void {
+    if (this.refs[block]!++ === 0) {
       this.inactive--;
       this.leaves.remove(block);
     }
   }
 
   /** Drops a reference; an unreferenced leaf becomes an eviction candidate. */
-  release(block: CachedBlock): void {
-    if (block.refs <= 0) throw new Error(`block ${block.hash} released more often than acquired`);
-    if (--block.refs > 0) return;
+  release(block: BlockId): void {
+    const refs = this.refs[block]!;
+    if (refs <= 0) throw new Error(`block ${this.hash[block]} released more often than acquired`);
+    this.refs[block] = refs - 1;
+    if (refs > 1) return;
     this.inactive++;
-    block.lastUsed = ++this.tick;
-    if (block.children === 0) this.leaves.push(block);
+    const tick = ++this.tick;
+    this.releasedAt[block] = tick;
+    if (this.children[block] === 0) this.leaves.push(block, tick);
   }
 
   /**
    * Caches a newly computed full block, held once by its computing request.
    * `tokens[start..start+blockSize)` are its token ids.
    */
-  store(hash: bigint, parent: CachedBlock | null, tokens: Uint32Array, start: number): CachedBlock {
-    if (this.byHash.has(hash)) throw new Error(`block ${hash} is already cached`);
+  store(hash: bigint, parent: BlockId | null, tokens: Uint32Array, start: number): BlockId {
+    const [lo, hi] = halvesOf(hash);
+    if (this.byHash.has(lo, hi)) throw new Error(`block ${hash} is already cached`);
     if (this.freeBlocks <= 0) throw new Error('no free block to store into');
-    const block: CachedBlock = { hash, parent, refs: 1, children: 0, lastUsed: 0, heapIndex: -1 };
-    this.byHash.set(hash, block);
-    if (parent) {
-      // A parent gaining a child is no longer a leaf.
-      if (parent.children++ === 0) this.leaves.remove(parent);
-    }
-    if (this.recordEvents) this.recordStored(block, tokens, start);
+    const block = this.free[--this.freeCount]!;
+    this.hash[block] = hash;
+    this.lo[block] = lo;
+    this.hi[block] = hi;
+    this.parent[block] = parent ?? NO_PARENT;
+    this.refs[block] = 1;
+    this.children[block] = 0;
+    this.byHash.set(lo, hi, block);
+    this.cached++;
+    // A parent gaining a child is no longer a leaf.
+    if (parent !== null && this.children[parent]!++ === 0) this.leaves.remove(parent);
+    if (this.recordEvents) this.recordStored(block, parent, tokens, start);
     return block;
   }
-
   allocatePrivate(n: number): void {
     if (n > this.freeBlocks) throw new Error(`cannot allocate ${n} private blocks, ${this.freeBlocks} free`);
     this.privateBlocks += n;
@@ -143,54 +193,81 @@ export class BlockCache {
   clear(): boolean {
     if (this.activeBlocks > 0) return false;
     this.byHash.clear();
-    while (this.leaves.pop());
+    for (let block = this.leaves.pop(); block >= 0; block = this.leaves.pop());
+    this.free.forEach((_, i, free) => (free[i] = this.numBlocks - 1 - i));
+    this.freeCount = this.numBlocks;
+    this.cached = 0;
     this.inactive = 0;
     if (this.recordEvents) this.pending.push({ type: 'cleared' });
     return true;
   }
 
   /** Hashes of every cached block (active or inactive). */
-  hashes(): IterableIterator<bigint> {
-    return this.byHash.keys();
+  *hashes(): IterableIterator<bigint> {
+    for (const block of this.byHash.valuesInSlots()) yield this.hash[block]!;
+  }
+
+  /** Whether any event was recorded since the last takeEvents. */
+  get hasEvents(): boolean {
+    return this.pending.length > 0;
   }
 
   /** The events recorded since the last call, in order. */
   takeEvents(): KvEvent[] {
+    for (const draft of this.drafts) draft.event.tokenIds = copyTokens(draft, this.blockSize);
+    this.drafts.length = 0;
     const events = this.pending;
     this.pending = [];
     return events;
   }
 
-  private evict(block: CachedBlock): void {
-    this.byHash.delete(block.hash);
+  private evict(block: BlockId): void {
+    this.byHash.delete(this.lo[block]!, this.hi[block]!);
+    this.free[this.freeCount++] = block;
+    this.cached--;
     this.inactive--;
-    const parent = block.parent;
-    if (parent && --parent.children === 0 && parent.refs === 0) this.leaves.push(parent);
+    const parent = this.parent[block]!;
+    if (parent !== NO_PARENT && --this.children[parent]! === 0 && this.refs[parent] === 0) this.leaves.push(parent, this.releasedAt[parent]!);
     if (this.recordEvents) {
+      const hash = this.hash[block]!;
       const last = this.pending[this.pending.length - 1];
-      if (last?.type === 'removed') last.blockHashes.push(block.hash);
-      else this.pending.push({ type: 'removed', blockHashes: [block.hash], medium: 'GPU' });
+      if (last?.type === 'removed') last.blockHashes.push(hash);
+      else this.pending.push({ type: 'removed', blockHashes: [hash], medium: 'GPU' });
     }
   }
 
   // Consecutive blocks of one chain stored in a row share one event, as vLLM batches them.
-  private recordStored(block: CachedBlock, tokens: Uint32Array, start: number): void {
-    const ids = tokens.subarray(start, start + this.blockSize);
+  private recordStored(block: BlockId, parent: BlockId | null, tokens: Uint32Array, start: number): void {
     const last = this.pending[this.pending.length - 1];
-    const parentHash = block.parent ? block.parent.hash : null;
+    const parentHash = parent === null ? null : this.hash[parent]!;
     if (last?.type === 'stored' && parentHash !== null && last.blockHashes[last.blockHashes.length - 1] === parentHash) {
-      last.blockHashes.push(block.hash);
-      for (const id of ids) last.tokenIds.push(id);
+      // Every stored event not yet taken has its draft, the last one last.
+      const draft = this.drafts[this.drafts.length - 1]!;
+      last.blockHashes.push(this.hash[block]!);
+      draft.sources.push(tokens);
+      draft.starts.push(start);
       return;
     }
-    this.pending.push({
+    const event: BlockStored = {
       type: 'stored',
-      blockHashes: [block.hash],
+      blockHashes: [this.hash[block]!],
       parentBlockHash: parentHash,
-      tokenIds: Array.from(ids),
+      tokenIds: [],
       blockSize: this.blockSize,
       loraName: null,
       medium: 'GPU',
-    });
+    };
+    this.pending.push(event);
+    this.drafts.push({ event, sources: [tokens], starts: [start] });
   }
+}
+
+/** The token ids of a draft's blocks, concatenated, into an array of the final length (growing one costs more than the copy). */
+function copyTokens(draft: StoredDraft, blockSize: number): number[] {
+  const ids = new Array<number>(draft.sources.length * blockSize);
+  for (let b = 0, k = 0; b < draft.sources.length; b++) {
+    const tokens = draft.sources[b]!;
+    for (let p = draft.starts[b]!, end = p + blockSize; p < end; p++, k++) ids[k] = tokens[p]!;
+  }
+  return ids;
 }

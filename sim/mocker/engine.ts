@@ -47,6 +47,10 @@ export class MockEngine {
   private readonly onStep: ((step: StepReport) => void) | undefined;
   private readonly requests = new Map<string, Sequence>();
   private timer: Timer | null = null;
+  /** The step in progress (the scheduler's one plan), from its start to its end. */
+  private current: StepPlan | null = null;
+  /** The requests that got a token in the step being delivered, at its start (reused step to step). */
+  private readonly produced: Sequence[] = [];
   /** True while a step's results are being delivered: requests submitted then join the next step. */
   private delivering = false;
   private closed = false;
@@ -88,10 +92,10 @@ export class MockEngine {
         `request ${id}: ${tokens.length} prompt tokens + maxTokens ${maxTokens} need ${blocks} KV blocks, the cache has ${this.shape.numBlocks}`,
       );
     }
-    const hashes = this.hashBlocks(tokens, this.shape.blockSize);
+    const hashes = request.blockHashes ?? this.hashBlocks(tokens, this.shape.blockSize);
     const fullBlocks = Math.floor(tokens.length / this.shape.blockSize);
     if (hashes.length !== fullBlocks) {
-      throw new RangeError(`hashBlocks returned ${hashes.length} hashes for ${fullBlocks} full blocks`);
+      throw new RangeError(`${request.blockHashes ? 'blockHashes has' : 'hashBlocks returned'} ${hashes.length} hashes for ${fullBlocks} full blocks`);
     }
     const seq = new Sequence(request, hashes, this.clock.now());
     this.requests.set(id, seq);
@@ -162,11 +166,19 @@ export class MockEngine {
 
   private wake(): void {
     if (this.timer || this.delivering || this.closed) return;
-    this.timer = this.clock.at(this.clock.now(), () => {
-      this.timer = null;
-      this.beginStep();
-    });
+    this.timer = this.clock.at(this.clock.now(), this.stepDue);
   }
+
+  // The step timers' callbacks, made once: an engine sets one timer per step.
+  private readonly stepDue = () => {
+    this.timer = null;
+    this.beginStep();
+  };
+
+  private readonly stepEnded = () => {
+    this.timer = null;
+    this.endStep(this.current!);
+  };
 
   private beginStep(): void {
     if (this.closed || !this.scheduler.hasWork()) return;
@@ -175,17 +187,15 @@ export class MockEngine {
     const ms = this.timing.stepMs({ prefillTokens: plan.prefillTokens, decoding: plan.decodes > 0, kvUtilization: kvUsage });
     const startMs = this.clock.now();
     this.steps++;
+    this.current = plan;
     // The timer is set before onStep runs, so a submit from inside onStep cannot start a second step.
-    this.timer = this.clock.at(startMs + ms, () => {
-      this.timer = null;
-      this.endStep(plan);
-    });
+    this.timer = this.clock.at(startMs + ms, this.stepEnded);
     this.onStep?.({
       startMs,
       durationMs: ms,
       prefillTokens: plan.prefillTokens,
       decodes: plan.decodes,
-      requests: plan.work.length,
+      requests: plan.requests,
       kvUsage,
     });
   }
@@ -193,13 +203,15 @@ export class MockEngine {
   private endStep(plan: StepPlan): void {
     const now = this.clock.now();
     // Engine state first, so a throwing callback cannot leave it half-updated.
-    const produced: Sequence[] = [];
-    for (const { seq } of plan.work) {
+    const produced = this.produced;
+    let count = 0;
+    for (let i = 0; i < plan.requests; i++) {
+      const seq = plan.work[i]!;
       if (seq.state !== 'running' || seq.remaining > 0) continue; // aborted, or mid-prefill
       seq.generated++;
       seq.tokenTimesMs.push(now);
       if (seq.firstTokenMs === null) seq.firstTokenMs = now;
-      produced.push(seq);
+      produced[count++] = seq;
       if (seq.generated >= seq.request.maxTokens) {
         this.finish(seq, 'length');
         this.completed++;
@@ -209,7 +221,8 @@ export class MockEngine {
     try {
       // Events before tokens: a router learns about new blocks before the request completes.
       this.publishEvents();
-      for (const seq of produced) {
+      for (let i = 0; i < count; i++) {
+        const seq = produced[i]!;
         const index = seq.generated - 1;
         const request = seq.request;
         // Any callback may abort a request (its client went away): stop talking to it then.
@@ -232,8 +245,8 @@ export class MockEngine {
   }
 
   private publishEvents(): void {
-    const events = this.cache.takeEvents();
-    if (events.length === 0 || !this.onEvents) return;
-    this.onEvents({ ts: this.clock.now() / 1000, events, dpRank: this.shape.dpRank });
+    // Most steps change nothing in the cache (a decode fills private blocks only).
+    if (!this.onEvents || !this.cache.hasEvents) return;
+    this.onEvents({ ts: this.clock.now() / 1000, events: this.cache.takeEvents(), dpRank: this.shape.dpRank });
   }
 }

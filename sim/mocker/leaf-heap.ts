@@ -1,76 +1,87 @@
 // The eviction candidates of the block cache: inactive blocks (no request
 // holds them) that have no cached children, ordered least recently used
 // first. Evicting only leaves keeps a shared prefix cached while any longer
-// chain built on it survives. An indexed binary heap, so a block that becomes
-// active again (a cache hit) leaves the candidates in O(log n).
+// chain built on it survives. An indexed binary heap over the cache's block
+// slots, so a block that becomes active again (a cache hit) leaves the
+// candidates in O(log n). It lives in typed arrays, with each candidate's
+// release tick next to it: a replay pushes and pops millions of candidates.
 
-export interface HeapBlock {
-  /** Monotonic tick of the block's last release; smaller = older. Unique per block release. */
-  lastUsed: number;
-  /** Position in the heap, -1 when the block is not a candidate. */
-  heapIndex: number;
-}
+export class LeafHeap {
+  /** The heap: slots, and their release ticks at the same positions. */
+  private readonly slots: Int32Array;
+  private readonly ticks: Float64Array;
+  /** Per slot, its position in the heap; -1 when it is not a candidate. */
+  private readonly position: Int32Array;
+  private count = 0;
 
-export class LeafHeap<T extends HeapBlock> {
-  private readonly items: T[] = [];
+  /** @param capacity slots 0..capacity-1 may be candidates */
+  constructor(capacity: number) {
+    this.slots = new Int32Array(capacity);
+    this.ticks = new Float64Array(capacity);
+    this.position = new Int32Array(capacity).fill(-1);
+  }
 
   get size(): number {
-    return this.items.length;
+    return this.count;
   }
 
-  push(block: T): void {
-    block.heapIndex = this.items.length;
-    this.items.push(block);
-    this.up(block.heapIndex);
+  /** Adds a slot released at `tick` (smaller = older; unique per release). */
+  push(slot: number, tick: number): void {
+    const i = this.count++;
+    this.place(i, slot, tick);
+    this.up(i);
   }
 
-  /** Removes and returns the least recently used candidate. */
-  pop(): T | undefined {
-    const top = this.items[0];
-    if (top) this.remove(top);
+  /** Removes and returns the least recently used candidate; -1 when there is none. */
+  pop(): number {
+    if (this.count === 0) return -1;
+    const top = this.slots[0]!;
+    this.remove(top);
     return top;
   }
 
-  remove(block: T): void {
-    const i = block.heapIndex;
+  remove(slot: number): void {
+    const i = this.position[slot]!;
     if (i < 0) return;
-    const last = this.items.pop()!;
-    block.heapIndex = -1;
-    if (last === block) return;
-    this.items[i] = last;
-    last.heapIndex = i;
-    this.down(i);
-    this.up(last.heapIndex);
+    this.position[slot] = -1;
+    const last = --this.count;
+    if (i === last) return;
+    // The last candidate fills the hole and moves whichever way the order says.
+    this.place(i, this.slots[last]!, this.ticks[last]!);
+    if (i > 0 && this.ticks[(i - 1) >> 1]! > this.ticks[i]!) this.up(i);
+    else this.down(i);
   }
 
-  private swap(i: number, j: number): void {
-    const a = this.items[i]!;
-    const b = this.items[j]!;
-    this.items[i] = b;
-    this.items[j] = a;
-    a.heapIndex = j;
-    b.heapIndex = i;
+  private place(i: number, slot: number, tick: number): void {
+    this.slots[i] = slot;
+    this.ticks[i] = tick;
+    this.position[slot] = i;
   }
 
   private up(i: number): void {
+    const slot = this.slots[i]!;
+    const tick = this.ticks[i]!;
     while (i > 0) {
       const parent = (i - 1) >> 1;
-      if (this.items[parent]!.lastUsed <= this.items[i]!.lastUsed) return;
-      this.swap(i, parent);
+      if (this.ticks[parent]! <= tick) break;
+      this.place(i, this.slots[parent]!, this.ticks[parent]!);
       i = parent;
     }
+    this.place(i, slot, tick);
   }
 
   private down(i: number): void {
-    const n = this.items.length;
+    const n = this.count;
+    const slot = this.slots[i]!;
+    const tick = this.ticks[i]!;
     for (;;) {
       const l = 2 * i + 1;
-      let m = i;
-      if (l < n && this.items[l]!.lastUsed < this.items[m]!.lastUsed) m = l;
-      if (l + 1 < n && this.items[l + 1]!.lastUsed < this.items[m]!.lastUsed) m = l + 1;
-      if (m === i) return;
-      this.swap(i, m);
+      if (l >= n) break;
+      const m = l + 1 < n && this.ticks[l + 1]! < this.ticks[l]! ? l + 1 : l;
+      if (this.ticks[m]! >= tick) break;
+      this.place(i, this.slots[m]!, this.ticks[m]!);
       i = m;
     }
+    this.place(i, slot, tick);
   }
 }

@@ -9,15 +9,15 @@ import type { Sequence } from './sequence.js';
 import type { SequenceKv } from './sequence-kv.js';
 import { WaitingQueue } from './waiting-queue.js';
 
-export interface ScheduledWork {
-  seq: Sequence;
-  tokens: number;
-  /** One token for a request already generating; otherwise the tokens are prefill. */
-  decode: boolean;
-}
-
+/**
+ * What one step computes. The scheduler plans one step at a time and reuses
+ * the plan for the next (an engine runs thousands of steps a second of
+ * replay), so a plan is only good until the next plan() call.
+ */
 export interface StepPlan {
-  work: ScheduledWork[];
+  /** The requests given tokens this step, in scheduling order: work[0..requests); null past them. */
+  readonly work: (Sequence | null)[];
+  requests: number;
   /** Sum of the prefill (non-decode) tokens. */
   prefillTokens: number;
   /** Requests decoding one token each. */
@@ -33,6 +33,7 @@ export class BatchScheduler {
   readonly waiting = new WaitingQueue();
   /** In admission order: the last one is the next preemption victim. */
   private running: Sequence[] = [];
+  private readonly step: StepPlan = { work: [], requests: 0, prefillTokens: 0, decodes: 0 };
   preemptions = 0;
   recomputedTokens = 0;
   /** Prompt tokens reused at first admission, and prompt tokens admitted, summed over requests. */
@@ -67,7 +68,8 @@ export class BatchScheduler {
   }
 
   plan(): StepPlan {
-    const plan: StepPlan = { work: [], prefillTokens: 0, decodes: 0 };
+    const plan = this.step;
+    plan.requests = plan.prefillTokens = plan.decodes = 0;
     let budget = this.limits.maxBatchedTokens;
     let preempted = false;
     for (let i = 0; i < this.running.length && budget > 0; i++) {
@@ -84,7 +86,7 @@ export class BatchScheduler {
       budget -= n;
     }
     // Like vLLM, a step that had to preempt admits nobody: the cache is full.
-    if (preempted) return plan;
+    if (preempted) return this.planned(plan);
     while (budget > 0 && this.running.length < this.limits.maxNumSeqs) {
       const seq = this.waiting.peek();
       if (!seq) break;
@@ -103,15 +105,22 @@ export class BatchScheduler {
       this.schedule(plan, seq, n);
       budget -= n;
     }
-    return plan;
+    return this.planned(plan);
   }
 
   private schedule(plan: StepPlan, seq: Sequence, n: number): void {
     const decode = seq.decoding;
     this.recomputedTokens += this.kv.grow(seq, n);
-    plan.work.push({ seq, tokens: n, decode });
+    plan.work[plan.requests++] = seq;
     if (decode) plan.decodes++;
     else plan.prefillTokens += n;
+  }
+
+  /** The plan with the previous step's leftover entries cleared, so no finished request stays reachable. */
+  private planned(plan: StepPlan): StepPlan {
+    const work = plan.work;
+    for (let i = plan.requests; i < work.length && work[i] !== null; i++) work[i] = null;
+    return plan;
   }
 
   private preemptLast(): Sequence {

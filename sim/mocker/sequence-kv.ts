@@ -1,7 +1,7 @@
 // Moves a request's KV blocks in and out of the block cache: prefix hits at
 // admission, growth as tokens are computed (full prompt blocks become cached
 // blocks, the rest stays private), release at completion or preemption.
-import type { BlockCache, CachedBlock } from './block-cache.js';
+import type { BlockCache, BlockId } from './block-cache.js';
 import type { Sequence } from './sequence.js';
 
 export class SequenceKv {
@@ -16,19 +16,19 @@ export class SequenceKv {
    * always left to compute, because the step that computes it is the one that
    * samples the next token (vLLM caps cache hits the same way).
    */
-  prefixHits(seq: Sequence): CachedBlock[] {
-    return this.cache.matchPrefix(seq.hashes, Math.floor((seq.knownTokens - 1) / this.blockSize));
+  prefixHits(seq: Sequence): BlockId[] {
+    return this.cache.matchPrefix(seq.hashHalves, Math.floor((seq.knownTokens - 1) / this.blockSize));
   }
 
   /** Whether the request (holding `hits` after admission, or its current blocks) can compute `n` more tokens. */
-  canGrow(seq: Sequence, n: number, hits?: readonly CachedBlock[]): boolean {
+  canGrow(seq: Sequence, n: number, hits?: readonly BlockId[]): boolean {
     const computed = hits ? hits.length * this.blockSize : seq.computed;
     const held = hits ? hits.length : seq.heldBlocks;
     return this.cache.canAllocate(this.blocksFor(computed + n) - held, hits);
   }
 
   /** Takes the prefix hits of a request being admitted; returns the reused token count. */
-  admit(seq: Sequence, hits: readonly CachedBlock[]): number {
+  admit(seq: Sequence, hits: readonly BlockId[]): number {
     for (const block of hits) {
       this.cache.acquire(block);
       seq.held.push(block);
@@ -53,15 +53,15 @@ export class SequenceKv {
     seq.privateBlocks = 0;
     const fullBlocks = Math.min(Math.floor(target / bs), seq.hashes.length);
     const tokens = seq.request.tokens;
+    const halves = seq.hashHalves;
     for (let i = seq.held.length; i < fullBlocks; i++) {
-      const hash = seq.hashes[i]!;
-      const existing = this.cache.get(hash);
-      if (existing) {
+      const existing = this.cache.get(halves[2 * i]!, halves[2 * i + 1]!);
+      if (existing >= 0) {
         // Another request (or this one's capped prefix hit) cached it meanwhile.
         this.cache.acquire(existing);
         seq.held.push(existing);
       } else {
-        seq.held.push(this.cache.store(hash, seq.held[i - 1] ?? null, tokens, i * bs));
+        seq.held.push(this.cache.store(seq.hashes[i]!, seq.held[i - 1] ?? null, tokens, i * bs));
       }
     }
     seq.privateBlocks = this.blocksFor(target) - seq.held.length;

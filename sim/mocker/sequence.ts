@@ -4,7 +4,8 @@
 // `computed` up to everything known samples the next token. A decode is just a
 // step with one token left to compute; after a preemption the request
 // recomputes prompt and generated tokens alike.
-import type { CachedBlock } from './block-cache.js';
+import type { BlockId } from './block-cache.js';
+import { halvesView } from './u64-map.js';
 
 export type FinishReason = 'length' | 'abort';
 
@@ -36,6 +37,12 @@ export interface EngineRequest {
   tokens: Uint32Array;
   /** Tokens to generate (the mock never stops early); at least one. */
   maxTokens: number;
+  /**
+   * The chained hashes of the prompt's full blocks, when the caller already
+   * has them (a replay derives them from trace ids); otherwise the engine
+   * hashes the tokens. One per full block, equal exactly for equal prefixes.
+   */
+  blockHashes?: BigUint64Array;
   /** The first generated token arrived (end of the step that finished prefill). */
   onFirstToken?(atMs: number): void;
   /** Generated token `index` (0-based) arrived at `atMs`. */
@@ -51,7 +58,7 @@ export class Sequence {
   computed = 0;
   generated = 0;
   /** Full prompt blocks held, in chain order: held[i] covers tokens [i*bs, (i+1)*bs). */
-  readonly held: CachedBlock[] = [];
+  readonly held: BlockId[] = [];
   /** Private blocks held: the partial prompt block and generated tokens. */
   privateBlocks = 0;
   /** Prompt tokens reused at first admission; -1 until admitted. */
@@ -63,13 +70,17 @@ export class Sequence {
   firstTokenMs: number | null = null;
   finishReason: FinishReason | null = null;
   readonly tokenTimesMs: number[] = [];
+  /** `hashes` as (lo, hi) u32 halves, what the block table is keyed by. */
+  readonly hashHalves: Uint32Array;
 
   constructor(
     readonly request: EngineRequest,
     /** Chained hashes of the full prompt blocks. */
     readonly hashes: BigUint64Array,
     readonly arrivalMs: number,
-  ) {}
+  ) {
+    this.hashHalves = halvesView(hashes);
+  }
 
   get id(): string {
     return this.request.id;

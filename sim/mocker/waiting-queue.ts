@@ -6,7 +6,8 @@ import type { Sequence } from './sequence.js';
 export class WaitingQueue {
   /** Requeued (preempted) requests; the last element is the front of the line. */
   private readonly front: Sequence[] = [];
-  private back: Sequence[] = [];
+  /** From `head` on, the line; before it, slots already let go of (undefined) until the next compaction. */
+  private back: (Sequence | undefined)[] = [];
   private head = 0;
   private live = 0;
 
@@ -55,6 +56,8 @@ export class WaitingQueue {
   }
 
   private advanceHead(): void {
+    // Let go of the request now: the slot is only reclaimed when the array is compacted.
+    this.back[this.head] = undefined;
     this.head++;
     // Compact now and then so a long replay does not keep every request alive.
     if (this.head > 1024 && this.head * 2 > this.back.length) {

@@ -3,7 +3,8 @@
 // (the ceiling any routing policy is read against).
 import type { HashBlocks } from '../mocker/block-hash.js';
 import type { RequestRecord } from './simulate.js';
-import { U64Set } from './u64-set.js';
+import { halvesView, U64Map } from '../mocker/u64-map.js';
+import { TracePrefixes } from './trace-prefixes.js';
 import type { Workload } from './workload.js';
 
 export interface Distribution {
@@ -99,25 +100,31 @@ export function reuseRatio(records: readonly RequestRecord[]): number {
  * blocks any earlier request computed, capped (as the engine caps it) so at
  * least one prompt token is computed. With chained block hashes the total
  * does not depend on the order requests arrive in, apart from that cap.
+ * A prompt made of trace blocks is read from its ids (trace-prefixes.ts);
+ * any other is written out and hashed with `hashBlocks`.
  */
 export function idealPrefixReuse(workload: Workload, blockSize: number, hashBlocks: HashBlocks): number {
-  const seen = new U64Set(1 << 16);
+  const seen = new U64Map(1 << 16);
+  const traced = new TracePrefixes(blockSize);
   let prompt = 0;
   let reused = 0;
   // One buffer for every prompt: writing into fresh memory costs more than the tokens themselves.
   let buffer = new Uint32Array(0);
   for (const request of workload.requests) {
-    if (buffer.length < request.inputLength) buffer = new Uint32Array(Math.max(request.inputLength, buffer.length * 2));
-    const tokens = buffer.subarray(0, request.inputLength);
-    request.writeTokens(tokens);
-    const hashes = hashBlocks(tokens, blockSize);
-    // Each u64 as its little-endian (lo, hi) halves.
-    const halves = new Uint32Array(hashes.buffer, hashes.byteOffset, hashes.length * 2);
-    const limit = Math.min(hashes.length, Math.floor((tokens.length - 1) / blockSize));
+    const length = request.inputLength;
+    const limit = Math.floor((length - 1) / blockSize);
     let hits = 0;
-    while (hits < limit && seen.has(halves[2 * hits]!, halves[2 * hits + 1]!)) hits++;
-    for (let i = hits; i < hashes.length; i++) seen.add(halves[2 * i]!, halves[2 * i + 1]!);
-    prompt += tokens.length;
+    if (request.trace) hits = traced.take(request.trace, length, limit);
+    else {
+      if (buffer.length < length) buffer = new Uint32Array(Math.max(length, buffer.length * 2));
+      const tokens = buffer.subarray(0, length);
+      request.writeTokens(tokens);
+      const hashes = hashBlocks(tokens, blockSize);
+      const halves = halvesView(hashes);
+      while (hits < Math.min(limit, hashes.length) && seen.has(halves[2 * hits]!, halves[2 * hits + 1]!)) hits++;
+      for (let i = hits; i < hashes.length; i++) seen.set(halves[2 * i]!, halves[2 * i + 1]!, 1);
+    }
+    prompt += length;
     reused += hits * blockSize;
   }
   return prompt === 0 ? 0 : reused / prompt;

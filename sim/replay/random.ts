@@ -42,6 +42,35 @@ export class SeededRandom {
   exponential(mean: number): number {
     return -Math.log(1 - this.next()) * mean;
   }
+
+  /** Standard normal (Box-Muller; one value per call, so the stream stays one draw pattern). */
+  normal(): number {
+    const u = 1 - this.next(); // (0, 1]: the logarithm stays finite
+    return Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * this.next());
+  }
+
+  /** Log-normal with the given median and shape sigma (0: always the median); the heavier tail the larger sigma. */
+  logNormal(median: number, sigma: number): number {
+    return median * Math.exp(sigma * this.normal());
+  }
+
+  /** At least 1, geometrically distributed with the given mean (>= 1). */
+  geometric(mean: number): number {
+    if (mean <= 1) return 1;
+    return 1 + Math.floor(Math.log(1 - this.next()) / Math.log(1 - 1 / mean));
+  }
+
+  /** An index into weights, drawn in proportion to them. */
+  pick(weights: readonly number[]): number {
+    let total = 0;
+    for (const w of weights) total += w;
+    let x = this.next() * total;
+    for (let i = 0; i < weights.length - 1; i++) {
+      x -= weights[i]!;
+      if (x < 0) return i;
+    }
+    return weights.length - 1;
+  }
 }
 
 /** Checks a range option: integers with min <= max, both >= lowest. */

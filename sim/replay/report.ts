@@ -22,6 +22,8 @@ export interface TrafficReport {
 export interface PolicyReport {
   policy: string;
   workers: number;
+  /** The load: arrival times and session pauses were divided by it. */
+  arrival_speedup: number;
   requests: number;
   completed: number;
   rejected: number;
@@ -92,6 +94,7 @@ export function summarize(run: SimulationResult, idealReuse: number): PolicyRepo
   return {
     policy: run.label,
     workers: run.workerIds.length,
+    arrival_speedup: run.arrivalSpeedup,
     requests: records.length,
     completed: completed.length,
     rejected: records.filter((r) => r.outcome === 'rejected').length,

@@ -15,6 +15,7 @@ import { MockEngine, type EngineStats } from '../mocker/engine.js';
 import { resolveEngineShape, type EngineShape } from '../mocker/engine-options.js';
 import type { RequestResult } from '../mocker/sequence.js';
 import { wasmChainedHashes } from './engine-hasher.js';
+import { traceBlockHashes } from './trace-prefixes.js';
 import { checkWorkload, promptTokens, sessionFinals, type ReplayRequest, type Workload } from './workload.js';
 
 /** Admission settings of the replayed router (policy classes, a classifier with its gate). */
@@ -80,6 +81,7 @@ export interface RouterEventCounts {
 
 export interface SimulationResult {
   label: string;
+  arrivalSpeedup: number;
   workerIds: string[];
   /** In workload order; every request has one. */
   records: RequestRecord[];
@@ -205,6 +207,8 @@ export function simulate(workload: Workload, options: SimulateOptions): Simulati
       engines[w]!.submit({
         id: request.id,
         tokens,
+        // A prompt of trace blocks is named block by block from its ids, without hashing its tokens.
+        blockHashes: request.trace && traceBlockHashes(request.trace, request.inputLength, shape.blockSize),
         maxTokens: request.outputLength,
         onFirstToken: (at) => {
           record.firstTokenMs = at;
@@ -255,5 +259,5 @@ export function simulate(workload: Workload, options: SimulateOptions): Simulati
   for (const e of engines) e.close();
   route.close();
   if (finished !== total) throw new Error(`replay stalled: ${total - finished} of ${total} requests never finished`);
-  return { label: options.label, workerIds, records, engines: stats, routerEvents, wallMs: performance.now() - started };
+  return { label: options.label, arrivalSpeedup: options.arrivalSpeedup, workerIds, records, engines: stats, routerEvents, wallMs: performance.now() - started };
 }

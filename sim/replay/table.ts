@@ -1,7 +1,9 @@
-// The comparison table `kvrouter replay` prints for people: one row per
-// policy, the figures that tell routing policies apart. The HTML report's
-// table uses the same columns.
+// The tables `kvrouter replay` prints for people: the comparison (one row
+// per policy, the figures that tell routing policies apart; the HTML
+// report's table uses the same columns), and for a load sweep one row per
+// policy and load, then each policy's capacity at the SLO.
 import type { PolicyReport } from './report.js';
+import type { Capacity, SweepResult } from './sweep.js';
 
 export interface Column {
   head: string;
@@ -17,17 +19,30 @@ function spread(report: PolicyReport): string {
   return `${Math.min(...counts)}-${Math.max(...counts)}`;
 }
 
+/** The columns the tables share, by what they show. */
+const COLUMN = {
+  policy: { head: 'policy', cell: (r) => r.policy },
+  done: { head: 'done', cell: (r) => (r.rejected + r.failed > 0 ? `${r.completed}/${r.requests}` : String(r.completed)) },
+  reuse: { head: 'reuse', cell: (r) => r.prefix_cache_reused_ratio.toFixed(3) },
+  ttftMean: { head: 'ttft mean', cell: (r) => ms(r.ttft_ms.mean) },
+  ttftP50: { head: 'ttft p50', cell: (r) => ms(r.ttft_ms.p50) },
+  ttftP90: { head: 'ttft p90', cell: (r) => ms(r.ttft_ms.p90) },
+  ttftP99: { head: 'ttft p99', cell: (r) => ms(r.ttft_ms.p99) },
+  itlMean: { head: 'itl mean', cell: (r) => ms(r.itl_ms.mean) },
+  e2eMean: { head: 'e2e mean', cell: (r) => ms(r.e2e_ms.mean) },
+} satisfies Record<string, Column>;
+
 export const COMPARISON_COLUMNS: readonly Column[] = [
-  { head: 'policy', cell: (r) => r.policy },
-  { head: 'done', cell: (r) => (r.rejected + r.failed > 0 ? `${r.completed}/${r.requests}` : String(r.completed)) },
-  { head: 'reuse', cell: (r) => r.prefix_cache_reused_ratio.toFixed(3) },
+  COLUMN.policy,
+  COLUMN.done,
+  COLUMN.reuse,
   { head: 'ideal', cell: (r) => r.ideal_prefix_reuse_ratio.toFixed(3) },
-  { head: 'ttft mean', cell: (r) => ms(r.ttft_ms.mean) },
-  { head: 'ttft p50', cell: (r) => ms(r.ttft_ms.p50) },
-  { head: 'ttft p90', cell: (r) => ms(r.ttft_ms.p90) },
-  { head: 'ttft p99', cell: (r) => ms(r.ttft_ms.p99) },
-  { head: 'itl mean', cell: (r) => ms(r.itl_ms.mean) },
-  { head: 'e2e mean', cell: (r) => ms(r.e2e_ms.mean) },
+  COLUMN.ttftMean,
+  COLUMN.ttftP50,
+  COLUMN.ttftP90,
+  COLUMN.ttftP99,
+  COLUMN.itlMean,
+  COLUMN.e2eMean,
   { head: 'e2e p99', cell: (r) => ms(r.e2e_ms.p99) },
   { head: 'out tok/s', cell: (r) => r.output_tokens_per_s.toFixed(1) },
   { head: 'preempt', cell: (r) => String(r.preemptions) },
@@ -47,4 +62,53 @@ export function formatRows(head: readonly string[], rows: readonly (readonly str
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
   const line = (cells: readonly string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
   return [line(head), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line), ...(notes.length > 0 ? ['', ...notes] : [])].join('\n');
+}
+
+/** A speed-up as people read it: 4 significant digits and an x. */
+export function speedup(value: number): string {
+  return `${Number(value.toPrecision(4))}x`;
+}
+
+const SWEEP_COLUMNS: readonly Column[] = [
+  COLUMN.policy,
+  { head: 'load', cell: (r) => speedup(r.arrival_speedup) },
+  COLUMN.done,
+  COLUMN.reuse,
+  COLUMN.ttftMean,
+  COLUMN.ttftP50,
+  COLUMN.ttftP90,
+  COLUMN.ttftP99,
+  COLUMN.itlMean,
+  { head: 'itl p99', cell: (r) => ms(r.itl_ms.p99) },
+  COLUMN.e2eMean,
+  { head: 'wall s', cell: (r) => (r.wall_ms / 1000).toFixed(1) },
+];
+
+/** The capacity cell: the speed-up, or what the search could say about it. */
+export function capacityText(c: Capacity): string {
+  if (c.status === 'below') return `< ${speedup(c.bracket[1]!)}`;
+  if (c.status === 'above') return `>= ${speedup(c.capacity!)}`;
+  return speedup(c.capacity!);
+}
+
+export function bracketText(c: Capacity): string {
+  return c.bracket.map((b) => (b === null ? '-' : speedup(b))).join(' .. ');
+}
+
+/** What the capacity column means, for the capacities of one search. */
+export function capacityCaption(c: Capacity): string {
+  return `capacity: the highest arrival speed-up with TTFT p90 <= ${c.slo_ttft_p90_ms} ms, bisected until the bracket is within ${Number((c.precision * 100).toPrecision(3))}%`;
+}
+
+export function formatSweep(result: SweepResult): string {
+  const rows = result.runs.flatMap((p) => p.loads.map((run) => SWEEP_COLUMNS.map((c) => c.cell(run.report))));
+  const notes = ['latencies in ms (virtual time); load = arrival speed-up; reuse = reused prompt tokens / prompt tokens'];
+  const parts = [formatRows(SWEEP_COLUMNS.map((c) => c.head), rows, notes)];
+  const first = result.capacities[0];
+  if (first) {
+    const head = ['policy', 'capacity', 'bracket', 'runs'];
+    const capacityRows = result.capacities.map((c) => [c.policy, capacityText(c), bracketText(c), String(c.probes.length)]);
+    parts.push(formatRows(head, capacityRows, [capacityCaption(first)]));
+  }
+  return parts.join('\n\n');
 }

@@ -4,6 +4,19 @@
 // (at arrival, or into one reused buffer for a pass over the whole workload),
 // so a long workload never holds every prompt in memory at once.
 
+/**
+ * A prompt made of trace blocks, as a Mooncake trace line names it: block b is
+ * the synthetic tokens of hashIds[b] in `namespace`, blockSize of them, the
+ * last cut to the prompt's length. Equal ids mean the same block after the
+ * same prefix, so the ids alone say which prompts share what.
+ */
+export interface TraceBlocks {
+  /** At least ceil(inputLength / blockSize) ids; any past those are not part of the prompt. */
+  readonly hashIds: readonly number[];
+  readonly blockSize: number;
+  readonly namespace: number;
+}
+
 /** At `atMs` from the start, or `delayMs` after the previous turn of its session ended. */
 export type Arrival = { readonly atMs: number } | { readonly delayMs: number };
 
@@ -19,6 +32,8 @@ export interface ReplayRequest {
   readonly outputLength: number;
   /** The kind of traffic it stands for (e.g. "warm", "cold"), so reports can split by it; none when absent. */
   readonly tag?: string;
+  /** The prompt's trace blocks, when it is made of them (traces and the trace-native generators). */
+  readonly trace?: TraceBlocks;
   /** Writes the prompt's inputLength token ids into out[0..inputLength). */
   writeTokens(out: Uint32Array): void;
 }

@@ -76,7 +76,7 @@ describe('the wasm core in headless Chromium, through its raw exports', () => {
     const page = await browser.newPage();
     await page.goto(base);
     const out = await page.evaluate(() => (window as unknown as { runCore(): Promise<Record<string, unknown>> }).runCore());
-    expect(out.abi).toBe(1);
+    expect(out.abi).toBe(2);
     expect(out.blocks).toBe(1);
     expect(out.local).toBe('14643705804678351452');
     expect(out.matches).toEqual([

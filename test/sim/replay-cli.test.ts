@@ -21,7 +21,10 @@ function file(name: string, content: string): string {
 const trace = file('docs.jsonl', jsonl(sharedDocumentTrace({ requests: 40, documents: 5, docBlocks: 4, blockSize: 512, gapMs: 300 })));
 const small = ['--trace', trace, '--workers', '3', '--block-size', '32', '--num-blocks', '4096'];
 
-describe.concurrent('kvrouter replay', () => {
+// Each test spawns node + tsx; on a shared machine under load one can take far longer than the default.
+const PROCESS_TIMEOUT = { timeout: 180_000 };
+
+describe.concurrent('kvrouter replay', PROCESS_TIMEOUT, () => {
   it('--json prints one JSON object per policy, one per line, and nothing else on stdout', async () => {
     const run = await kvrouter(...small, '--policy', 'kv', '--policy', 'round-robin,random', '--json');
     expect(run.code).toBe(0);

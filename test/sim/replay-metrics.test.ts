@@ -3,11 +3,11 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { chainedBlockHashes } from '../../sim/mocker/block-hash.js';
+import { halvesOf, U64Map } from '../../sim/mocker/u64-map.js';
 import { distribution, endToEndLatencies, idealPrefixReuse, interTokenLatencies, percentile, reuseRatio, ttfts } from '../../sim/replay/metrics.js';
 import { parseMooncakeTrace } from '../../sim/replay/mooncake.js';
 import { summarize } from '../../sim/replay/report.js';
 import type { RequestRecord, SimulationResult } from '../../sim/replay/simulate.js';
-import { U64Set } from '../../sim/replay/u64-set.js';
 import { jsonl } from './replay-fixtures.js';
 
 function record(over: Partial<RequestRecord>): RequestRecord {
@@ -105,6 +105,7 @@ describe('reuse ratios', () => {
 describe('the per-policy summary', () => {
   const run: SimulationResult = {
     label: 'kv',
+    arrivalSpeedup: 2,
     workerIds: ['w0', 'w1'],
     records: [
       record({ id: 'a', worker: 0, arrivalMs: 1000, firstTokenMs: 1100, endMs: 1300, promptTokens: 200, cachedTokens: 100, outputTokens: 3 }),
@@ -136,29 +137,40 @@ describe('the per-policy summary', () => {
   });
 
   it('has every field the --json contract names', () => {
-    for (const key of ['policy', 'requests', 'completed', 'duration_ms', 'wall_ms', 'prefix_cache_reused_ratio', 'ideal_prefix_reuse_ratio', 'ttft_ms', 'itl_ms', 'e2e_ms', 'output_tokens_per_s', 'preemptions', 'recomputed_tokens', 'per_worker']) {
+    expect(report.arrival_speedup).toBe(2);
+    for (const key of ['policy', 'arrival_speedup', 'requests', 'completed', 'duration_ms', 'wall_ms', 'prefix_cache_reused_ratio', 'ideal_prefix_reuse_ratio', 'ttft_ms', 'itl_ms', 'e2e_ms', 'output_tokens_per_s', 'preemptions', 'recomputed_tokens', 'per_worker']) {
       expect(report).toHaveProperty(key);
     }
     for (const key of ['ttft_ms', 'itl_ms', 'e2e_ms'] as const) expect(Object.keys(report[key])).toEqual(['mean', 'p50', 'p90', 'p99']);
   });
 });
 
-describe('the u64 set behind the ideal reuse', () => {
-  it('answers like a Set<bigint> through growth, zeros and colliding halves included', () => {
+describe('the u64 map behind the block cache and the ideal reuse', () => {
+  it('answers like a Map<bigint, number> through growth, deletes, zeros and colliding halves', () => {
     const half = fc.oneof(fc.constantFrom(0, 1, 0xffffffff), fc.nat({ max: 0xffffffff }));
+    // A small pool of keys, so deletes and overwrites hit keys that are there; up to 8 keep the table at
+    // 16 slots and half full, where probe runs often wrap past the last slot (which deletes must handle),
+    // more make it grow.
+    const keys = fc.oneof(fc.array(fc.tuple(half, half), { minLength: 1, maxLength: 8 }), fc.array(fc.tuple(half, half), { minLength: 9, maxLength: 40 }));
+    const ops = fc.array(fc.tuple(fc.constantFrom('set', 'set', 'delete', 'get'), fc.nat(), fc.nat()), { maxLength: 300 });
     fc.assert(
-      fc.property(fc.array(fc.tuple(fc.boolean(), half, half), { maxLength: 300 }), (ops) => {
-        const set = new U64Set(2);
-        const oracle = new Set<bigint>();
-        for (const [add, lo, hi] of ops) {
+      fc.property(keys, ops, (pool, steps) => {
+        const map = new U64Map(2);
+        const oracle = new Map<bigint, number>();
+        for (const [kind, pick, value] of steps) {
+          const [lo, hi] = pool[pick % pool.length]!;
           const key = (BigInt(hi) << 32n) | BigInt(lo);
-          if (add) expect(set.add(lo, hi)).toBe(!oracle.has(key));
-          if (add) oracle.add(key);
-          expect(set.has(lo, hi)).toBe(oracle.has(key));
+          if (kind === 'set') expect(map.set(lo, hi, value)).toBe(!oracle.has(key));
+          if (kind === 'set') oracle.set(key, value);
+          if (kind === 'delete') expect(map.delete(lo, hi)).toBe(oracle.delete(key));
+          expect(map.get(lo, hi)).toBe(oracle.get(key) ?? -1);
+          expect(map.size).toBe(oracle.size);
         }
-        expect(set.size).toBe(oracle.size);
-        for (const key of oracle) expect(set.has(Number(key & 0xffffffffn), Number(key >> 32n))).toBe(true);
+        for (const [lo, hi] of pool) expect(map.get(lo, hi)).toBe(oracle.get((BigInt(hi) << 32n) | BigInt(lo)) ?? -1);
+        for (const [key, value] of oracle) expect(map.get(...halvesOf(key))).toBe(value);
+        expect([...map.valuesInSlots()].sort()).toEqual([...oracle.values()].sort());
       }),
+      { numRuns: 1500 },
     );
   });
 });

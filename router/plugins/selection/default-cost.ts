@@ -20,6 +20,7 @@ export function defaultCostPolicy(params?: unknown): SelectionPolicy {
     filters: [],
     scorers: [],
     coreCost: {
+      kind: 'kv',
       overlapCredit: p.overlap_credit,
       prefillLoadScale: p.prefill_load_scale,
       activeRequestWeight: p.active_request_weight,

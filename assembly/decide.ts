@@ -1,0 +1,244 @@
+import { MULT_GROUP, MULT_NONE, allowListCount, allowedAt, buildAllowedMask, allowedColumn, constraintsBegin, constraintsEnd, groupAllowed } from './constraints';
+import { costBegin, costMatchesConfigured } from './cost/kind';
+import { NIL, grownCapacity, regrow } from './grow';
+import { hashLocalPtr, hashPrompt, hashSequencePtr } from './block-hash';
+import { depthOf, ledgerProject } from './ledger/projection';
+import { ledgerAdd } from './ledger/requests';
+import { groupOf, isRouted, rowCount } from './ledger/rows';
+import { viewFind } from './ledger/views';
+import { STORED, indexFailedUpdate, indexInput, indexInsertRouted } from './prefix-index';
+import { findMatches } from './prefix-match';
+import { outDepthsPtr, outSlotsPtr } from './prefix-slots';
+import { FALLBACK, PATH_FAST, PATH_SCAN, decideFast, fusedDecision, fusedProjectionPartial, projectFused } from './select-fast';
+import { scanDecide, scanEligibility, selectLastCost } from './select';
+
+// The fused decision: one call finds the prompt's cached prefixes, projects it
+// onto the workers it touches, picks a worker under the request's constraints
+// and books it, with inputs and outputs in memory the core owns. Export prefix
+// `decide`. A host stages the constraints (constraints.ts), fills the
+// decision block and calls decideRun; `decidePrepare` is the step before, at
+// request arrival: hash the tokens (both lists, block-hash.ts) and find their
+// matches, so the matches are in the index's output for the decision.
+//
+// The decision block, at decideBlock() (160 bytes):
+//   +0   promptTokens     f64  in
+//   +8   overlapCredit    f64  in
+//   +16  temperature      f64  in   0: the cheapest (fast path); > 0: softmax (scan)
+//   +24  now              f64  in   booking time, ms on the host's clock
+//   +32  prefillTokens    f64  in   busy thresholds (+Infinity: off)
+//   +40  prefillFraction  f64  in
+//   +48  decodeFraction   f64  in
+//   +56  scale            f64  in   the cost's prefill load scale
+//   +64  weight           f64  in   the cost's active request weight
+//   +72  cost             f64  out  the pick's cost (+Infinity when none)
+//   +80  blockSize        u32  in
+//   +84  costKind         u32  in   (cost/kind.ts)
+//   +88  flags            u32  in   FLAG_* below
+//   +92  localPtr         u32  in   the prompt's local hashes (u64 each), e.g. hashLocalPtr()
+//   +96  seqPtr           u32  in   its sequence hashes, e.g. hashSequencePtr()
+//   +100 blocks           u32  in   hashes in each list
+//   +104 listCount        i32  in   staged allow-list entries; -1: none
+//   +108 excludedCount    u32  in   staged exclusions
+//   +112 groupCount       i32  in   staged group-table entries; -1: none (every group, multiplier 1)
+//   +116 matches          u32  in   (slot, depth) pairs at matchSlots/matchDepths; written by FLAG_FIND
+//   +120 slot             i32  out  the picked worker, -1 when none is eligible
+//   +124 overlap          u32  out  its cached prefix depth, in blocks
+//   +128 handle           u32  out  the booked request's ledger handle (FLAG_BOOK), NIL when none
+//   +132 path             u32  out  PATH_FAST or PATH_SCAN (select-fast.ts)
+//   +136 bestDepth        u32  out  decideBestDepth: the deepest match on an allowed worker
+//   +140 routed           u32  out  1 when the booking recorded the prompt as routed in the index,
+//                                   2 when it had no memory to (the worker's entries were cleared)
+//   +144 partial          u32  out  1 when the fast path left workers it did not need out of
+//                                   the projection (its columns then do not describe the request)
+//   +148 matchSlots       u32  in   where the matches' slots are: the index's output (decideMatch,
+//                                   FLAG_FIND) or the host's (decideUseMatches)
+//   +152 matchDepths      u32  in   where their depths are
+// The counts of the decision are at selectCountsPtr() (select.ts).
+
+export const FLAG_FIND: u32 = 1;
+export const FLAG_BOOK: u32 = 2;
+export const FLAG_SCAN: u32 = 4;
+export const FLAG_ELIGIBILITY: u32 = 8;
+
+const block: usize = memory.data(160, 8);
+
+// Matches found outside this core (a model's index sharded over several
+// cores), staged by the host: room for `matchCapacity` (slot, depth) pairs.
+let hostMatches: usize = 0;
+let matchCapacity: u32 = 0;
+
+export function decideBlock(): usize {
+  return block;
+}
+
+@inline
+function f64At(offset: usize): f64 {
+  return load<f64>(block + offset);
+}
+
+@inline
+function u32At(offset: usize): u32 {
+  return load<u32>(block + offset);
+}
+
+@inline
+function setU32(offset: usize, value: u32): void {
+  store<u32>(block + offset, value);
+}
+
+/**
+ * Hashes the first tokenCount input tokens (hashReserveInput) into blocks of
+ * blockSize, both lists, and finds their matches in the index; fills localPtr,
+ * seqPtr, blocks and matches of the block. Returns the block count. May grow
+ * memory.
+ */
+export function decidePrepare(tokenCount: u32, blockSize: u32, seed: u64): u32 {
+  const blocks = hashPrompt(tokenCount, blockSize, seed);
+  setU32(92, <u32>hashLocalPtr());
+  setU32(96, <u32>hashSequencePtr());
+  setU32(100, blocks);
+  decideMatch();
+  return blocks;
+}
+
+/** Finds the matches of the block's local hashes (localPtr, blocks); writes matches. */
+export function decideMatch(): u32 {
+  const count = findMatches(<usize>u32At(92), u32At(100), false);
+  setU32(116, count);
+  setU32(148, <u32>outSlotsPtr());
+  setU32(152, <u32>outDepthsPtr());
+  return count;
+}
+
+/** Room for `count` host matches (u32 slots, then u32 depths) at the returned address. May grow memory. */
+export function decideReserveMatches(count: u32): usize {
+  if (count > matchCapacity) {
+    const cap = grownCapacity(matchCapacity, count);
+    hostMatches = regrow(hostMatches, matchCapacity * 2, cap * 2, 4);
+    matchCapacity = cap;
+  }
+  return hostMatches;
+}
+
+/** Uses the `count` matches the host staged at decideReserveMatches' address (slots, then depths) instead of the index's. */
+export function decideUseMatches(count: u32): void {
+  setU32(116, count);
+  setU32(148, <u32>hostMatches);
+  setU32(152, <u32>(hostMatches + (<usize>count << 2)));
+}
+
+/**
+ * The deepest cached prefix among the index's matches on workers the staged
+ * allow-list (listCount) and group table (groupCount) allow; writes bestDepth.
+ */
+export function decideBestDepth(): u32 {
+  constraintsBegin(<i32>u32At(104), 0, <i32>u32At(112), MULT_NONE);
+  const list = allowListCount();
+  // A short list (a pin) is searched; a longer one becomes a mask.
+  const searched = list >= 0 && list <= 16;
+  if (list > 16) buildAllowedMask();
+  const slots = <usize>u32At(148);
+  const depths = <usize>u32At(152);
+  const count = u32At(116);
+  const n = rowCount();
+  const mask = allowedColumn();
+  let best: u32 = 0;
+  for (let i: u32 = 0; i < count; i++) {
+    const w = load<u32>(slots + (<usize>i << 2));
+    const depth = load<u32>(depths + (<usize>i << 2));
+    if (depth <= best || w >= n || !groupAllowed(groupOf(w))) continue;
+    if (searched ? !listed(w, <u32>list) : list > 16 && load<u8>(mask + w) == 0) continue;
+    best = depth;
+  }
+  constraintsEnd();
+  setU32(136, best);
+  return best;
+}
+
+@inline
+function listed(w: u32, count: u32): bool {
+  for (let i: u32 = 0; i < count; i++) if (allowedAt(i) == w) return true;
+  return false;
+}
+
+/**
+ * One decision from the block: (FLAG_FIND: find the matches;) project the
+ * request onto the workers it touches; pick a worker under the staged
+ * constraints, on the fast path where a view with these thresholds is open
+ * and the cost is the configured one, else by the full scan (FLAG_SCAN forces
+ * it, and it fills the selector's columns); (FLAG_BOOK: book the request on
+ * the picked worker, and record its blocks as routed there when the worker
+ * publishes no KV events). FLAG_ELIGIBILITY stops after the eligibility pass
+ * (columns and counts) for a host that filters and scores itself. Returns the
+ * slot (-1 when none is eligible).
+ */
+export function decideRun(): i32 {
+  const flags = u32At(88);
+  if (flags & FLAG_FIND) decideMatch();
+  const promptTokens = <u32>f64At(0);
+  const blockSize = u32At(80);
+  const seqPtr = <usize>u32At(96);
+  const blocks = u32At(100);
+  const kind = u32At(84);
+  const scale = f64At(56);
+  const weight = f64At(64);
+  costBegin(kind, scale, weight, f64At(8), blockSize, promptTokens, blocks);
+  const groups = <i32>u32At(112);
+  constraintsBegin(<i32>u32At(104), u32At(108), groups, groups >= 0 ? MULT_GROUP : MULT_NONE);
+  const prefillTokens = f64At(32);
+  const prefillFraction = f64At(40);
+  const decodeFraction = f64At(48);
+  const temperature = f64At(16);
+  setU32(128, NIL);
+  setU32(140, 0);
+  setU32(144, 0);
+  let view = NIL;
+  if ((flags & (FLAG_SCAN | FLAG_ELIGIBILITY)) == 0 && !(temperature > 0) && costMatchesConfigured(kind, scale, weight, blockSize)) {
+    view = viewFind(prefillTokens, prefillFraction, decodeFraction);
+  }
+  const fused = view != NIL && fusedDecision();
+  if (fused) projectFused(view, seqPtr, blocks, promptTokens, blockSize, <usize>u32At(148), <usize>u32At(152), u32At(116));
+  else ledgerProject(seqPtr, blocks, promptTokens, blockSize, <usize>u32At(148), <usize>u32At(152), u32At(116));
+  if (flags & FLAG_ELIGIBILITY) {
+    scanEligibility(prefillTokens, prefillFraction, decodeFraction);
+    constraintsEnd();
+    setU32(120, <u32>-1);
+    setU32(132, PATH_SCAN);
+    return -1;
+  }
+  const slot0 = view != NIL ? decideFast(view, fused) : FALLBACK;
+  setU32(132, slot0 == FALLBACK ? PATH_SCAN : PATH_FAST);
+  // The scan reads every worker's projection: make it whole again.
+  if (slot0 == FALLBACK && fused && fusedProjectionPartial()) {
+    ledgerProject(seqPtr, blocks, promptTokens, blockSize, <usize>u32At(148), <usize>u32At(152), u32At(116));
+  }
+  const slot = slot0 == FALLBACK ? scanDecide(prefillTokens, prefillFraction, decodeFraction, temperature) : slot0;
+  setU32(144, fused && slot0 != FALLBACK && fusedProjectionPartial() ? 1 : 0);
+  constraintsEnd();
+  store<f64>(block + 72, selectLastCost());
+  setU32(120, <u32>slot);
+  if (slot < 0) {
+    setU32(124, 0);
+    return slot;
+  }
+  const depth = depthOf(<u32>slot);
+  setU32(124, depth);
+  if (flags & FLAG_BOOK) book(<u32>slot, depth, promptTokens, blockSize, seqPtr, blocks);
+  return slot;
+}
+
+function book(slot: u32, depth: u32, promptTokens: u32, blockSize: u32, seqPtr: usize, blocks: u32): void {
+  const cached = min<f64>(<f64>depth * <f64>blockSize, <f64>promptTokens);
+  const now = f64At(24);
+  setU32(128, ledgerAdd(slot, seqPtr, blocks, <u32>(<f64>promptTokens - cached), now));
+  if (!isRouted(slot) || blocks == 0) return;
+  const input = indexInput(blocks);
+  if (input != 0) memory.copy(input, <usize>u32At(92), <usize>blocks << 3);
+  // Without memory, as for any update that cannot complete, the worker's
+  // entries are cleared and the failure counted (routed 2); the booking stands.
+  if (input != 0 && indexInsertRouted(slot, blocks, now) == STORED) setU32(140, 1);
+  else {
+    indexFailedUpdate(slot);
+    setU32(140, 2);
+  }
+}

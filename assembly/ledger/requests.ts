@@ -1,0 +1,155 @@
+import { seqActiveCount, seqHold, seqRelease } from '../active-seqs';
+import { alloc, release } from '../alloc';
+import { NIL, RecordPool, grownCapacity, poolCreate, poolGive, poolRecord, poolTake, regrow } from '../grow';
+import { addDecode, addPrefill, addRequests, isPresent } from './rows';
+import { rowChanged } from './views';
+
+// The ledger's requests: what each booked request holds on its worker. The
+// binding maps request ids to u32 handles; `ledgerAdd` hands one out (freed
+// handles are reused). A record is 32 bytes:
+//   +0 worker u32 | +4 prefill u32 (tokens still counted in ACTIVE_PREFILL, 0 after
+//   prefillComplete) | +8 hashes ptr (its own copy of the u64 sequence hashes) |
+//   +12 count u32 | +16 addedAt f64 | +24 live u32 | +28 next free handle u32
+// Active sequences (active-seqs.ts) count decode blocks as distinct hashes
+// and give the projection the workers holding a prompt's hashes.
+// `ledgerSweep` and `ledgerRemoveWorker` write the handles they drop to
+// `ledgerDroppedPtr()` (u32) and return how many.
+
+const requests: RecordPool = poolCreate(32, 28);
+let liveRequests: u32 = 0;
+
+let dropped: usize = 0;
+let droppedCapacity: u32 = 0;
+
+@inline
+function record(handle: u32): usize {
+  return poolRecord(requests, handle);
+}
+
+@inline
+function isLive(handle: u32): bool {
+  return handle < requests.high && load<u32>(record(handle), 24) != 0;
+}
+
+/**
+ * Books a request on a present worker: its uncached prompt tokens count as
+ * active prefill and its sequence hashes as active decode blocks. Returns its
+ * handle, or NIL when the worker is not present.
+ */
+export function ledgerAdd(worker: u32, seqPtr: usize, seqCount: u32, prefillTokens: u32, now: f64): u32 {
+  if (!isPresent(worker)) return NIL;
+  const handle = poolTake(requests);
+  let hashes: usize = 0;
+  if (seqCount > 0) {
+    hashes = alloc(<usize>seqCount << 3);
+    memory.copy(hashes, seqPtr, <usize>seqCount << 3);
+    for (let i: u32 = 0; i < seqCount; i++) {
+      if (seqHold(worker, load<u64>(hashes + (<usize>i << 3)))) addDecode(worker, 1);
+    }
+  }
+  const r = record(handle);
+  store<u32>(r, worker, 0);
+  store<u32>(r, prefillTokens, 4);
+  store<usize>(r, hashes, 8);
+  store<u32>(r, seqCount, 12);
+  store<f64>(r, now, 16);
+  store<u32>(r, 1, 24);
+  addPrefill(worker, <f64>prefillTokens);
+  addRequests(worker, 1);
+  liveRequests++;
+  rowChanged(worker);
+  return handle;
+}
+
+/** Releases a request's prefill tokens (first output token). False when unknown. */
+export function ledgerPrefillComplete(handle: u32): bool {
+  if (!isLive(handle)) return false;
+  releasePrefill(handle);
+  rowChanged(load<u32>(record(handle), 0));
+  return true;
+}
+
+function releasePrefill(handle: u32): void {
+  const r = record(handle);
+  const tokens = load<u32>(r, 4);
+  if (tokens != 0) {
+    addPrefill(load<u32>(r, 0), -<f64>tokens);
+    store<u32>(r, 0, 4);
+  }
+}
+
+/** Releases everything a request holds (completion, error, cancel). False when unknown. */
+export function ledgerFree(handle: u32): bool {
+  if (!isLive(handle)) return false;
+  rowChanged(freeRequest(handle));
+  return true;
+}
+
+/** Releases a live request without updating its worker's key and leaves; returns the worker. */
+function freeRequest(handle: u32): u32 {
+  releasePrefill(handle);
+  const r = record(handle);
+  const worker = load<u32>(r, 0);
+  const hashes = load<usize>(r, 8);
+  const count = load<u32>(r, 12);
+  if (count > 0) {
+    for (let i: u32 = 0; i < count; i++) {
+      if (seqRelease(worker, load<u64>(hashes + (<usize>i << 3)))) addDecode(worker, -1);
+    }
+    release(hashes, <usize>count << 3);
+  }
+  addRequests(worker, -1);
+  store<u32>(r, 0, 24);
+  poolGive(requests, handle);
+  liveRequests--;
+  return worker;
+}
+
+function reserveDropped(): void {
+  if (droppedCapacity < requests.high) {
+    const cap = grownCapacity(droppedCapacity, requests.high);
+    dropped = regrow(dropped, droppedCapacity, cap, 4);
+    droppedCapacity = cap;
+  }
+}
+
+/** Frees every request added more than maxAgeMs before now; returns how many (handles at ledgerDroppedPtr). */
+export function ledgerSweep(now: f64, maxAgeMs: f64): u32 {
+  reserveDropped();
+  let count: u32 = 0;
+  for (let h: u32 = 0; h < requests.high; h++) {
+    if (isLive(h) && now - load<f64>(record(h), 16) > maxAgeMs) {
+      rowChanged(freeRequest(h));
+      store<u32>(dropped + (<usize>count << 2), h);
+      count++;
+    }
+  }
+  return count;
+}
+
+/** Frees every request booked on a worker (its removal); returns how many (handles at ledgerDroppedPtr). */
+export function dropWorkerRequests(slot: u32): u32 {
+  reserveDropped();
+  let count: u32 = 0;
+  for (let h: u32 = 0; h < requests.high; h++) {
+    if (isLive(h) && load<u32>(record(h), 0) == slot) {
+      freeRequest(h);
+      store<u32>(dropped + (<usize>count << 2), h);
+      count++;
+    }
+  }
+  return count;
+}
+
+export function ledgerDroppedPtr(): usize {
+  return dropped;
+}
+
+export function ledgerLiveRequests(): u32 {
+  return liveRequests;
+}
+
+/** Distinct sequence hashes active on any worker. */
+export function ledgerActiveHashes(): u32 {
+  return seqActiveCount();
+}

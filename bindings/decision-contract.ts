@@ -1,0 +1,98 @@
+// The contract of the fused decision (bindings/decider.ts over the wasm core,
+// bindings/reference/decider.ts over the twins): one call per decision that
+// finds a prompt's cached prefixes, projects it onto the workers it touches,
+// picks a worker under the request's constraints and books it. Constraints
+// arrive as slot sets and per-taint-group tables the caller keeps up to date
+// (router/partition/), never as per-worker arrays built per request.
+import type { BusyThresholds, EligibilityCounts, SelectionPath } from './selection-contract.js';
+
+/** A prompt's local and chained sequence hashes. */
+export interface PromptHashes {
+  readonly local: BigUint64Array;
+  readonly sequence: BigUint64Array;
+}
+
+/** Per taint group (index = group id, as LoadLedger.setGroup numbers them). */
+export interface GroupTable {
+  /** 1 where the group's workers carry every required taint. */
+  readonly allowed: Uint8Array;
+  /** The cost multiplier of the group's preferred taints (1 for none). */
+  readonly multipliers: Float64Array;
+}
+
+export interface DecisionConstraints {
+  /** The only slots the request may use (a pin, the caller's allowed workers); null: every slot. */
+  readonly slots: Uint32Array | null;
+  /** Slots it must not use (workers that already failed it); null: none. */
+  readonly excluded: Uint32Array | null;
+  /** Which taint groups it may use and at what cost multiplier; null: all, multiplier 1. */
+  readonly groups: GroupTable | null;
+}
+
+export const NO_CONSTRAINTS: DecisionConstraints = Object.freeze({ slots: null, excluded: null, groups: null });
+
+/** Cost kinds of the core (assembly/cost/kind.ts). */
+export const CostKind = { kv: 0 } as const;
+
+/** The cost a decision minimises and its picker's temperature (checked once per object). */
+export interface DecisionCost {
+  readonly kind: number;
+  readonly overlapCredit: number;
+  readonly prefillLoadScale: number;
+  readonly activeRequestWeight: number;
+  /** 0 takes the cheapest (ties uniformly); T > 0 samples a softmax over normalised costs. */
+  readonly temperature: number;
+}
+
+export interface DecisionRequest {
+  readonly prompt: PromptHashes;
+  readonly promptTokens: number;
+  /**
+   * Busy thresholds of the request's class; null: never busy. Read once per
+   * object: changed thresholds come as a new object.
+   */
+  readonly busy: BusyThresholds | null;
+  readonly constraints: DecisionConstraints;
+  readonly cost: DecisionCost;
+  /** Books the request on the picked worker under this id, at this time. */
+  readonly book?: { readonly requestId: string; readonly now: number } | null;
+  /** Runs the full scan, which fills the selector's columns (explain reads them). */
+  readonly fullScan?: boolean;
+}
+
+export interface Decision {
+  /** The picked slot, -1 when no worker is eligible. */
+  readonly slot: number;
+  /** Its cost (+Infinity when none). */
+  readonly cost: number;
+  /** Its cached prefix depth, in blocks. */
+  readonly overlapBlocks: number;
+  readonly counts: EligibilityCounts;
+  readonly path: SelectionPath;
+  /** The booking recorded the prompt in the index as routed there (a worker without KV events). */
+  readonly routed: boolean;
+}
+
+export interface DecisionKernel {
+  readonly blockSize: number;
+  /** Hashes a prompt's tokens (u32s, validated by the caller) and finds its cached prefixes. */
+  prepare(tokens: ArrayLike<number>, seed: bigint): PromptHashes;
+  /** The deepest cached prefix of the prompt, in blocks, on a worker the allow-list and groups allow. */
+  bestDepth(prompt: PromptHashes, constraints: DecisionConstraints): number;
+  decide(request: DecisionRequest): Decision;
+  /**
+   * The eligibility pass alone, for a caller that filters and scores itself:
+   * the selector's columns and the ledger's projection describe the request
+   * afterwards.
+   */
+  eligibility(request: DecisionRequest): EligibilityCounts;
+  /** After eligibility (and the caller's filtering of ELIGIBLE): the request's cost and pick over the eligible rows. */
+  pickEligible(request: DecisionRequest): number;
+  /** Whether a booking on this worker records its blocks as routed (it publishes no KV events). */
+  setRouted(slot: number, routed: boolean): void;
+  /**
+   * Keeps the fast path ready for decisions with this cost and these busy
+   * thresholds (a decision opens its own otherwise, O(rows) the first time).
+   */
+  openView(cost: DecisionCost, busy: BusyThresholds | null): void;
+}

@@ -1,0 +1,106 @@
+// Pure-TS twin of Decider: the fused decision as the plain composition of the
+// twins, every step recomputed from scratch: find the prompt's matches in the
+// index, project it onto the ledger, turn the constraints into the list of
+// allowed slots and the per-slot cost multipliers, run the full scan, book.
+import type {
+  Decision,
+  DecisionConstraints,
+  DecisionKernel,
+  DecisionRequest,
+  PromptHashes,
+} from '../decision-contract.js';
+import { checkCount, duplicateRequest, type EligibilityCounts } from '../selection-contract.js';
+import type { BlockHasher } from './block-hasher.js';
+import type { ReferenceLoadTable } from './load-table.js';
+import type { ReferencePrefixIndex } from './prefix-index.js';
+import type { ReferenceSelector } from './selector.js';
+
+export class ReferenceDecider implements DecisionKernel {
+  readonly blockSize: number;
+  private readonly hasher: BlockHasher;
+  private readonly index: ReferencePrefixIndex;
+  private readonly ledger: ReferenceLoadTable;
+  private readonly selector: ReferenceSelector;
+  private readonly routed = new Set<number>();
+
+  constructor(options: { hasher: BlockHasher; index: ReferencePrefixIndex; ledger: ReferenceLoadTable; selector: ReferenceSelector; blockSize: number }) {
+    checkCount('blockSize', options.blockSize);
+    this.blockSize = options.blockSize;
+    this.hasher = options.hasher;
+    this.index = options.index;
+    this.ledger = options.ledger;
+    this.selector = options.selector;
+  }
+
+  prepare(tokens: ArrayLike<number>, seed: bigint): PromptHashes {
+    const local = this.hasher.localHashes(tokens, this.blockSize, seed);
+    return { local, sequence: this.hasher.sequenceHashes(local, seed) };
+  }
+
+  bestDepth(prompt: PromptHashes, constraints: DecisionConstraints): number {
+    const matches = this.index.findMatches(prompt.local);
+    const ok = (slot: number) => (!constraints.slots || constraints.slots.includes(slot)) && this.groupAllowed(slot, constraints);
+    let best = 0;
+    for (let i = 0; i < matches.count; i++) if (ok(matches.slots[i]!)) best = Math.max(best, matches.depths[i]!);
+    return best;
+  }
+
+  decide(request: DecisionRequest): Decision {
+    const book = request.book ?? null;
+    if (book && this.ledger.has(book.requestId)) throw duplicateRequest(book.requestId);
+    const counts = this.eligibility(request);
+    const slot = this.pickEligible(request);
+    let routed = false;
+    if (slot >= 0 && book) {
+      const cached = Math.min(this.ledger.projection.overlapBlocks[slot]! * this.blockSize, request.promptTokens);
+      this.ledger.add(book.requestId, slot, request.prompt.sequence, request.promptTokens - cached, book.now);
+      if (this.routed.has(slot) && request.prompt.local.length > 0) {
+        this.index.insertRouted(this.ledger.workers.keyOf(slot), request.prompt.local, book.now);
+        routed = true;
+      }
+    }
+    return {
+      slot,
+      cost: slot >= 0 ? this.selector.columns.cost[slot]! : Infinity,
+      overlapBlocks: slot >= 0 ? this.ledger.projection.overlapBlocks[slot]! : 0,
+      counts,
+      path: 'scan',
+      routed,
+    };
+  }
+
+  eligibility(request: DecisionRequest): EligibilityCounts {
+    const overlaps = this.index.findMatches(request.prompt.local);
+    this.ledger.project({ seqHashes: request.prompt.sequence, promptTokens: request.promptTokens, blockSize: this.blockSize, overlaps });
+    return this.selector.eligibility({ busy: request.busy ?? undefined, allowedSlots: this.allowedSlots(request.constraints) });
+  }
+
+  pickEligible(request: DecisionRequest): number {
+    const { kind: _kind, temperature, ...cost } = request.cost;
+    const groups = request.constraints.groups;
+    const multipliers = groups ? Array.from({ length: this.ledger.rows }, (_, slot) => groups.multipliers[this.ledger.groupOf(slot)] ?? 1) : undefined;
+    this.selector.score({ cost, multipliers });
+    return this.selector.pick(temperature);
+  }
+
+  setRouted(slot: number, routed: boolean): void {
+    if (routed) this.routed.add(slot);
+    else this.routed.delete(slot);
+  }
+
+  /** The twin always scans: nothing to keep ready. */
+  openView(): void {}
+
+  /** The slots the constraints allow (undefined: every slot): listed, in an allowed group, not excluded. */
+  private allowedSlots(constraints: DecisionConstraints): number[] | undefined {
+    if (!constraints.slots && !constraints.excluded && !constraints.groups) return undefined;
+    const excluded = new Set(constraints.excluded ?? []);
+    const candidates = constraints.slots ? [...new Set(constraints.slots)] : Array.from({ length: this.ledger.rows }, (_, slot) => slot);
+    return candidates.filter((slot) => !excluded.has(slot) && this.groupAllowed(slot, constraints));
+  }
+
+  private groupAllowed(slot: number, constraints: DecisionConstraints): boolean {
+    const groups = constraints.groups;
+    return !groups || groups.allowed[this.ledger.groupOf(slot)] === 1;
+  }
+}

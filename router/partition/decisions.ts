@@ -1,0 +1,219 @@
+// The decision pipeline of a partition: a request's constraints, a gate's or
+// session's soft target, the fused core decision (or the JS policy pipeline),
+// the booking, and the errors that name why no worker could take it. A busy
+// class asks for capacity before it admits: the decision made for the
+// capacity check is kept and booked by the admission while nothing changed
+// (the same request, allowed set and thresholds, and no change to the
+// ledger, the index or the workers since), so it runs one selection, not two.
+import { CostKind, type DecisionConstraints, type DecisionCost, type DecisionRequest } from '../../bindings/decision-contract.js';
+import type { BusyThresholds, EligibilityCounts, LoadLedger } from '../../bindings/selection-contract.js';
+import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
+import type { Clock } from '../clock.js';
+import { RouterError } from '../errors.js';
+import type { CapacityVerdict } from '../scheduler/contracts.js';
+import type { SelectionPolicy } from '../selection/contracts.js';
+import type { CacheIndex } from './cache-index.js';
+import type { Constraints } from './constraints.js';
+import type { Kernels } from './kernels.js';
+import type { Pipeline } from './pipeline.js';
+import type { RoutedRequest } from './types.js';
+import type { WorkerSet } from './worker-set.js';
+
+/** A decision's outcome: the slot (-1: none), its overlap, and the eligibility counts. */
+export interface Choice {
+  readonly slot: number;
+  readonly overlapBlocks: number;
+  readonly counts: EligibilityCounts;
+}
+
+/** The capacity check's decision, while it may still be booked. */
+interface Kept {
+  request: RoutedRequest | null;
+  allowed: readonly WorkerKey[] | null;
+  busy: BusyThresholds | null;
+  ledger: number;
+  index: number;
+  workers: number;
+  choice: Choice;
+}
+
+export interface DecisionsOptions {
+  model: string;
+  blockSize: number;
+  clock: Clock;
+  policy: SelectionPolicy;
+  kernels: Kernels;
+  workers: WorkerSet;
+  cache: CacheIndex;
+  constraints: Constraints;
+  pipeline: Pipeline;
+}
+
+export class Decisions {
+  private readonly model: string;
+  private readonly blockSize: number;
+  private readonly clock: Clock;
+  private readonly ledger: LoadLedger;
+  private readonly kernels: Kernels;
+  private readonly workers: WorkerSet;
+  private readonly cache: CacheIndex;
+  private readonly constraints: Constraints;
+  private readonly pipeline: Pipeline;
+  /** When each live booking was made, in booking order (which is time order): what the ledger sweep reads ages from. */
+  readonly bookedAt = new Map<string, number>();
+  /** The core cost, when the policy is the core's and has no JS filters. */
+  private readonly coreCost: DecisionCost | null;
+  /** The cost passed to the pipeline's core pick (policies with filters). */
+  private readonly pipelineCost: DecisionCost;
+  private readonly kept: Kept = { request: null, allowed: null, busy: null, ledger: -1, index: -1, workers: -1, choice: { slot: -1, overlapBlocks: 0, counts: noCounts() } };
+
+  constructor(options: DecisionsOptions) {
+    this.model = options.model;
+    this.blockSize = options.blockSize;
+    this.clock = options.clock;
+    this.kernels = options.kernels;
+    this.ledger = options.kernels.ledger;
+    this.workers = options.workers;
+    this.cache = options.cache;
+    this.constraints = options.constraints;
+    this.pipeline = options.pipeline;
+    const core = options.policy.coreCost;
+    const cost: DecisionCost = core
+      ? { kind: CostKind[core.kind], overlapCredit: core.overlapCredit, prefillLoadScale: core.prefillLoadScale, activeRequestWeight: core.activeRequestWeight, temperature: core.temperature }
+      : { kind: CostKind.kv, overlapCredit: 1, prefillLoadScale: 1, activeRequestWeight: 0, temperature: 0 };
+    this.coreCost = core && options.policy.filters.length === 0 ? cost : null;
+    this.pipelineCost = cost;
+  }
+
+  /** The cost decisions take the fast path with (null when a JS policy decides). */
+  get fastPathCost(): DecisionCost | null {
+    return this.coreCost;
+  }
+
+  /** Picks a worker (a soft target first when it is eligible and not busy); books it when `book`. */
+  decide(
+    request: RoutedRequest,
+    allowed: readonly WorkerKey[] | null,
+    busy: BusyThresholds | null,
+    target: WorkerKey | null,
+    exclude: readonly WorkerKey[],
+    book: boolean,
+  ): Choice | RouterError {
+    const constraints = this.constraints.of(request, allowed, exclude);
+    if (target) {
+      const slot = this.workers.slots.slotOf(target.id, target.rank);
+      if (slot !== undefined && this.constraints.allows(constraints, slot)) {
+        const alone = this.select(request, { ...constraints, slots: Uint32Array.of(slot) }, busy, book);
+        if (alone.slot >= 0) return alone;
+      }
+    }
+    const kept = this.keptFor(request, allowed, busy, exclude);
+    if (kept) {
+      if (book) this.book(request, kept.slot, this.cachedOf(request, kept.overlapBlocks));
+      this.kept.request = null;
+      return kept;
+    }
+    const choice = this.select(request, constraints, busy, book);
+    return choice.slot < 0 ? this.errorFor(request, choice.counts) : choice;
+  }
+
+  /** Whether some eligible worker is not busy for the class; keeps the decision for the admission that follows. */
+  capacity(request: RoutedRequest, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null): CapacityVerdict {
+    const choice = this.select(request, this.constraints.of(request, allowed, []), busy, false);
+    this.keep(request, allowed, busy, choice);
+    if (choice.counts.eligible > 0) return 'free';
+    return choice.counts.allowed === 0 ? 'none' : 'busy';
+  }
+
+  /** Best cached prefix, in tokens, over the workers the request may use. */
+  cachedTokens(request: RoutedRequest, allowed: readonly WorkerKey[] | null): number {
+    const depth = this.kernels.decider.bestDepth(this.prompt(request), this.constraints.of(request, allowed, []));
+    return Math.min(depth * this.blockSize, request.promptTokens);
+  }
+
+  /** The fused decision's request for this routed request. */
+  request(request: RoutedRequest, constraints: DecisionConstraints, busy: BusyThresholds | null, book: boolean, fullScan = false): DecisionRequest {
+    return {
+      prompt: this.prompt(request),
+      promptTokens: request.promptTokens,
+      busy,
+      constraints,
+      cost: this.coreCost ?? this.pipelineCost,
+      book: book ? { requestId: request.id, now: this.clock.now() } : null,
+      fullScan,
+    };
+  }
+
+  /**
+   * Books a request on a slot in the ledger (and, for a worker without KV
+   * events, records its blocks as routed there).
+   */
+  book(request: RoutedRequest, slot: number, cachedTokens: number): void {
+    const now = this.clock.now();
+    this.ledger.add(request.id, slot, request.seqHashes, Math.max(0, request.promptTokens - cachedTokens), now);
+    this.bookedAt.set(request.id, now);
+    if (this.workers.isApproximate(slot)) this.cache.insertRouted(this.workers.slots.keyOf(slot), request.localHashes, now);
+  }
+
+  /** One selection: the core's fused decision, or the JS pipeline; booked when `book`. */
+  select(request: RoutedRequest, constraints: DecisionConstraints, busy: BusyThresholds | null, book: boolean, fullScan = false): Choice {
+    if (this.coreCost) {
+      const decision = this.kernels.decider.decide(this.request(request, constraints, busy, book, fullScan));
+      if (decision.routed) this.cache.routedByDecision();
+      if (book && decision.slot >= 0) {
+        // The core booked it: record when, as book() does, and the routed
+        // prompt when the index lives outside the decision's core (sharded).
+        const now = this.clock.now();
+        this.bookedAt.set(request.id, now);
+        if (!decision.routed && this.workers.isApproximate(decision.slot)) this.cache.insertRouted(this.workers.slots.keyOf(decision.slot), request.localHashes, now);
+      }
+      return decision;
+    }
+    const { slot, counts } = this.pipeline.run(request, this.request(request, constraints, busy, false));
+    const overlapBlocks = slot >= 0 ? this.ledger.projection.overlapBlocks[slot]! : 0;
+    if (book && slot >= 0) this.book(request, slot, this.cachedOf(request, overlapBlocks));
+    return { slot, overlapBlocks, counts };
+  }
+
+  private cachedOf(request: RoutedRequest, overlapBlocks: number): number {
+    return Math.min(overlapBlocks * this.blockSize, request.promptTokens);
+  }
+
+  private prompt(request: RoutedRequest): { local: BigUint64Array; sequence: BigUint64Array } {
+    return { local: request.localHashes, sequence: request.seqHashes };
+  }
+
+  private keep(request: RoutedRequest, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null, choice: Choice): void {
+    const k = this.kept;
+    k.request = request;
+    k.allowed = allowed;
+    k.busy = busy;
+    k.ledger = this.ledger.version;
+    k.index = this.cache.version;
+    k.workers = this.workers.version;
+    k.choice = choice;
+  }
+
+  /** The capacity check's decision for this request, while nothing it depends on changed. */
+  private keptFor(request: RoutedRequest, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null, exclude: readonly WorkerKey[]): Choice | null {
+    const k = this.kept;
+    if (k.request !== request || k.allowed !== allowed || k.busy !== busy || exclude.length > 0) return null;
+    if (k.ledger !== this.ledger.version || k.index !== this.cache.version || k.workers !== this.workers.version) return null;
+    return k.choice.slot >= 0 ? k.choice : null;
+  }
+
+  /** Why no worker could take the request, from its decision's counts. */
+  errorFor(request: RoutedRequest, counts: EligibilityCounts): RouterError {
+    if (request.pin) {
+      return counts.overloaded > 0
+        ? new RouterError('KVR_ERR_PINNED_OVERLOADED', `worker ${workerLabel(request.pin)} is busy, please retry later`)
+        : new RouterError('KVR_ERR_NO_WORKERS', `worker ${workerLabel(request.pin)} is not available`);
+    }
+    if (counts.overloaded > 0) return new RouterError('KVR_ERR_ALL_OVERLOADED');
+    return new RouterError('KVR_ERR_NO_WORKERS', `no worker is available for model ${this.model}`);
+  }
+}
+
+function noCounts(): EligibilityCounts {
+  return { present: 0, available: 0, allowed: 0, overloaded: 0, eligible: 0 };
+}

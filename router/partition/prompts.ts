@@ -1,0 +1,71 @@
+// A request's prompt as the partition keeps it: its tokens checked, its seed
+// (LoRA adapter and cache salt), both hash lists from one core call (which
+// also finds the prompt's cached prefixes), and the fields the scheduler and
+// selection read.
+import { DEFAULT_SEED, seedFor } from '../../bindings/reference/hash-inputs.js';
+import type { DecisionKernel } from '../../bindings/decision-contract.js';
+import { workerLabel } from '../../bindings/workers.js';
+import { RouterError } from '../errors.js';
+import type { WorkerSet } from './worker-set.js';
+import type { RequestFields, RoutedRequest } from './types.js';
+
+/** Distinct (LoRA, salt) seeds kept before the memo starts over (salts come from clients). */
+const SEED_LIMIT = 4096;
+
+/** Token ids must be u32 integers; one tight loop per array kind keeps element access monomorphic. */
+function checkTokens(tokens: ArrayLike<number>): void {
+  for (let i = 0; i < tokens.length; i++) {
+    const t = tokens[i]!;
+    if (t >>> 0 !== t) throw new RangeError(`tokens[${i}] must be an integer in [0, 2^32), got ${t}`);
+  }
+}
+
+export class Prompts {
+  private readonly seeds = new Map<string, bigint>();
+
+  constructor(
+    private readonly model: string,
+    private readonly workers: WorkerSet,
+    private readonly decider: DecisionKernel,
+  ) {}
+
+  /** Hashes a prompt into blocks and validates the pin; the result is what the scheduler queues. */
+  prepare(fields: RequestFields, tokens: ArrayLike<number>): RoutedRequest {
+    if (fields.pin) {
+      const meta = this.workers.get(fields.pin.id);
+      if (!meta || fields.pin.rank >= meta.slots.length) {
+        throw new RouterError('KVR_ERR_UNKNOWN_WORKER', `worker ${workerLabel(fields.pin)} does not serve model ${this.model}`);
+      }
+    }
+    if (!(tokens instanceof Uint32Array)) checkTokens(tokens);
+    const { local, sequence } = this.decider.prepare(tokens, this.seedOf(fields.loraName ?? null, fields.cacheSalt ?? null));
+    return {
+      id: fields.id,
+      promptTokens: tokens.length,
+      sessionId: fields.sessionId,
+      sessionFinal: fields.sessionFinal,
+      policyClass: fields.policyClass,
+      priority: fields.priority,
+      tier: fields.tier,
+      pin: fields.pin,
+      allowedWorkers: fields.allowedWorkers,
+      localHashes: local,
+      seqHashes: sequence,
+      requiredTaints: fields.requiredTaints ?? [],
+      preferredTaints: fields.preferredTaints ?? [],
+    };
+  }
+
+  /** The hash seed of a LoRA adapter and cache salt. */
+  seedOf(lora: string | null, salt: string | null): bigint {
+    if (!lora && !salt) return DEFAULT_SEED;
+    const key = `${lora ?? ''}\u0000${salt ?? ''}`;
+    let seed = this.seeds.get(key);
+    if (seed === undefined) {
+      seed = seedFor({ lora, salt });
+      if (this.seeds.size >= SEED_LIMIT) this.seeds.clear();
+      this.seeds.set(key, seed);
+    }
+    return seed;
+  }
+}
