@@ -87,8 +87,13 @@ export class TextCache<V> {
     return undefined;
   }
 
-  /** Stores a value; one heavier than the whole capacity is not kept. */
-  set(text: string, value: V, tag = ''): void {
+  /**
+   * Stores a value; one heavier than the whole capacity is not kept. The text
+   * is copied (see detached) unless `owned`: a caller that hands over a text
+   * no other string lives inside, and looks it up again by that same string,
+   * gets a hit without its characters being compared.
+   */
+  set(text: string, value: V, tag = '', owned = false): void {
     const weight = this.weigh(value);
     if (weight > this.capacity) return;
     const fp = fingerprint(text) ^ fingerprint(tag);
@@ -97,7 +102,7 @@ export class TextCache<V> {
     else this.buckets.delete(fp);
     const same = bucket.findIndex((e) => e.text === text && e.tag === tag);
     if (same >= 0) this.total -= bucket.splice(same, 1)[0]!.weight;
-    bucket.unshift({ text: detached(text), tag, value, weight });
+    bucket.unshift({ text: owned ? text : detached(text), tag, value, weight });
     while (bucket.length > BUCKET_LIMIT) this.total -= bucket.pop()!.weight;
     this.buckets.set(fp, bucket);
     this.total += weight;

@@ -141,7 +141,9 @@ export class PromptEncoder {
    * looked up in the cache whole (message segments repeat turn after turn:
    * one lookup per message instead of one scan of the whole prompt). A new
    * part is tokenized piece by piece but stored only as a whole, so its
-   * tokens are not cached twice.
+   * tokens are not cached twice. Parts are kept as the cache's keys as given:
+   * they are the chat renderer's own cached copies, which come back as the
+   * same strings turn after turn.
    */
   plan(parts: readonly string[]): EncodePlan {
     if (this.current === 'whole' || parts.length === 1 || !this.separable(parts)) return this.planText(parts.join(''), this.current);
@@ -153,7 +155,7 @@ export class PromptEncoder {
         slots.map((slot, i) => {
           if (slot instanceof Uint32Array) return slot;
           const partIds = joinIds(slot.map((s) => idsOf(s, ids)));
-          this.cache.set(parts[i]!, partIds);
+          this.cache.set(parts[i]!, partIds, '', true);
           return partIds;
         }),
       ),
