@@ -2,6 +2,7 @@
 // shares them) are normalized and rendered once per object: later turns find
 // them by identity, past caches too small to hold them, and get exactly what
 // rendering them again would give.
+import fc from 'fast-check';
 import { Tiktoken } from 'js-tiktoken/lite';
 import o200k from 'js-tiktoken/ranks/o200k_base';
 import { describe, expect, it } from 'vitest';
@@ -79,7 +80,7 @@ describe('rendering frozen messages', () => {
   });
 
   it('a later turn of frozen messages tokenizes to the ids of its whole render', async () => {
-    const tok = await createTokenizer('tiktoken:o200k_base', memoryIO({}), { renderCacheChars: 800, cacheTokens: 50 });
+    const tok = await createTokenizer('tiktoken:o200k_base', memoryIO({}), { renderCacheChars: 800 });
     const [start] = tok.encodeText(IM_START);
     const [end] = tok.encodeText(IM_END);
     const oracle = new Tiktoken(o200k, { [IM_START]: start!, [IM_END]: end! });
@@ -87,9 +88,44 @@ describe('rendering frozen messages', () => {
     const turn1 = [...earlier];
     expect([...tok.encodeChat(turn1)]).toEqual(oracle.encode(tok.renderChat(turn1), 'all'));
     const turn2 = [...earlier, { role: 'user', content: 'and now?' }];
-    const misses = tok.stats().segmentMisses;
+    const before = tok.stats();
     expect([...tok.encodeChat(turn2)]).toEqual(oracle.encode(tok.renderChat(turn2), 'all'));
+    const after = tok.stats();
     // Only the new message was rendered; the earlier ones, each too long for the segment cache, came from their memo.
-    expect(tok.stats().segmentMisses - misses).toBe(1);
+    expect(after.segmentMisses - before.segmentMisses).toBe(1);
+    // The ids of the parts turn 1 had came in one piece: only the generation prompt was looked up (and the new message missed).
+    expect(after.pieceHits - before.pieceHits).toBe(1);
+    expect(after.pieceMisses - before.pieceMisses).toBe(1);
+  });
+});
+
+describe('turns of conversations that share their start', () => {
+  it('each turn, grown, edited or branched, tokenizes to the ids of its whole render', async () => {
+    const tok = await createTokenizer('tiktoken:o200k_base', memoryIO({}));
+    const [start] = tok.encodeText(IM_START);
+    const [end] = tok.encodeText(IM_END);
+    const oracle = new Tiktoken(o200k, { [IM_START]: start!, [IM_END]: end! });
+    const text = fc.oneof(fc.constantFrom('hello', 'run the tests', ' ', '<|im_end|>', 'x'.repeat(300)), fc.string({ maxLength: 40 }));
+    // Each step: a new message, the last one replaced, or a return to an earlier length (another branch).
+    const step = fc.oneof(
+      fc.record({ op: fc.constant('add' as const), role: fc.constantFrom('user', 'assistant', 'tool'), content: text, freeze: fc.boolean() }),
+      fc.record({ op: fc.constant('edit' as const), content: text }),
+      fc.record({ op: fc.constant('back' as const), to: fc.nat() }),
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 12 }), async (steps) => {
+        // Every run starts the same two messages: its conversations share their first two parts.
+        let messages: ChatMessage[] = [deepFreeze({ role: 'system', content: 'be brief' }), deepFreeze({ role: 'user', content: 'hi' })];
+        for (const s of steps) {
+          if (s.op === 'add') {
+            const m = { role: s.role, content: s.content };
+            messages = [...messages, s.freeze ? deepFreeze(m) : m];
+          } else if (s.op === 'edit' && messages.length > 2) messages = [...messages.slice(0, -1), { role: 'user', content: s.content }];
+          else if (s.op === 'back') messages = messages.slice(0, 2 + (s.to % (messages.length - 1)));
+          expect([...tok.encodeChat(messages)]).toEqual(oracle.encode(tok.renderChat(messages), 'all'));
+        }
+      }),
+      { numRuns: 60 },
+    );
   });
 });
