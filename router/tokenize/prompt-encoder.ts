@@ -95,6 +95,12 @@ interface Conversation {
   ends: Uint32Array;
 }
 
+/**
+ * Conversations of fewer parts are not kept: looking their parts up one by
+ * one costs about what keeping them would.
+ */
+const CONVERSATION_MIN_PARTS = 8;
+
 /** How many leading parts two part lists share. */
 function sharedParts(earlier: readonly string[], parts: readonly string[]): number {
   const n = Math.min(earlier.length, parts.length);
@@ -106,10 +112,10 @@ function sharedParts(earlier: readonly string[], parts: readonly string[]): numb
 export class PromptEncoder {
   readonly cache: TextCache<Uint32Array>;
   /**
-   * The last encoding of each conversation, by its first two parts (the
-   * head and the first message): its next turn, which repeats every earlier
-   * part, takes their ids in one piece instead of looking each part up.
-   * Bounded by its ids like the piece cache.
+   * The last encoding of each long conversation, by its first two parts
+   * (the head and the first message): its next turn, which repeats every
+   * earlier part, takes their ids in one piece instead of looking each part
+   * up. Bounded by its ids like the piece cache.
    */
   private readonly conversations: TextCache<Conversation>;
   private current: TokenizeMode = 'incremental';
@@ -201,7 +207,7 @@ export class PromptEncoder {
       }
       const prompt = joinIds(pieces);
       // Its own copy: the prompt's ids are the caller's.
-      this.conversations.set(parts[1]!, { parts: parts.slice(), ids: prompt.slice(), ends }, parts[0]!, true);
+      if (parts.length >= CONVERSATION_MIN_PARTS) this.conversations.set(parts[1]!, { parts: parts.slice(), ids: prompt.slice(), ends }, parts[0]!, true);
       return prompt;
     });
   }

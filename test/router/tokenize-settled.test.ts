@@ -29,6 +29,7 @@ function conversation(system: string): ChatMessage[] {
     { role: 'user', content: long(1) },
     { role: 'assistant', content: long(2), tool_calls: [{ id: 'c1', type: 'function', function: { name: 'run', arguments: '{"cmd":"ls"}' } }] },
     { role: 'tool', tool_call_id: 'c1', content: [{ type: 'text', text: long(3) }] },
+    ...[4, 5, 6, 7, 8].map((seed) => ({ role: seed % 2 === 0 ? 'assistant' : 'user', content: long(seed) })),
   ];
 }
 
