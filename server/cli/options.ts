@@ -43,6 +43,27 @@ export function positive(value: string): number {
   return n;
 }
 
+/** A number, fractions allowed, in [min, max]. */
+export function real(min: number, max: number, want: string) {
+  return (value: string): number => {
+    const n = numeric(value, true);
+    if (!Number.isFinite(n) || n < min || n > max) throw new InvalidArgumentError(`expected ${want}.`);
+    return n;
+  };
+}
+
+/** One value, or a comma-separated list of them, each taken by `parse`. */
+export function listOf<T>(parse: (value: string) => T, want: string) {
+  return (value: string): T[] =>
+    value.split(',').map((part) => {
+      try {
+        return parse(part);
+      } catch {
+        throw new InvalidArgumentError(`expected ${want}.`);
+      }
+    });
+}
+
 /** An unsigned integer up to 2^64 - 1, decimal or 0x hex (seeds and hashes). */
 export function u64(value: string): bigint {
   const text = value.trim();

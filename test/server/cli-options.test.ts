@@ -7,8 +7,8 @@ import { describe, expect, it } from 'vitest';
 import { COMMANDS, registerCommands } from '../../server/cli/commands.js';
 import { kvrouter } from './cli-process.js';
 
-/** A numeric option's placeholder: a count, a factor, milliseconds, seconds. */
-const NUMERIC = / <(n|x|ms|s)>$/;
+/** A numeric option's placeholder: a count, a factor, milliseconds, seconds, a ratio. */
+const NUMERIC = / <(n|x|ms|s|r)>$/;
 
 /** Every command's numeric options, as `--name <arg>`, read from the commands themselves. */
 async function numericOptions(): Promise<{ command: string; flags: string; parses: boolean }[]> {
@@ -48,6 +48,11 @@ describe.concurrent('kvrouter options', () => {
         'relay --stream-max-bytes <n>',
         'hash --block-size <n>',
         'hash --seed <n>',
+        'replay --workers <n>',
+        'replay --arrival-speedup <x>',
+        'replay --event-delay-ms <ms>',
+        'replay --capacity-precision <r>',
+        'replay --seed <n>',
       ]),
     );
     const runs = await Promise.all(options.map(({ command, flags }) => kvrouter(command, flags.split(' ')[0]!, 'abc')));
@@ -65,6 +70,9 @@ describe.concurrent('kvrouter options', () => {
       [['mock', '--engine-speedup', '0'], "option '--engine-speedup <x>' argument '0' is invalid. expected a number > 0."],
       [['relay', '--worker-id', 'w', '--endpoint', 'tcp://10.0.0.5:5557', '--stream-max-age-ms', '999'], "option '--stream-max-age-ms <ms>' argument '999' is invalid. expected a whole number of ms >= 1000."],
       [['hash', '--block-size', '4294967296', '1'], "option '--block-size <n>' argument '4294967296' is invalid. expected an integer in 1..4294967295."],
+      [['replay', '--capacity-precision', '2'], "option '--capacity-precision <r>' argument '2' is invalid. expected a number between 0.001 and 1."],
+      [['replay', '--event-delay-ms', '-1'], "option '--event-delay-ms <ms>' argument '-1' is invalid. expected a number of ms >= 0."],
+      [['replay', '--arrival-speedup', '2,0'], "option '--arrival-speedup <x>' argument '2,0' is invalid. expected a number > 0, or a comma-separated list of them."],
     ];
     const runs = await Promise.all(cases.map(([args]) => kvrouter(...args)));
     runs.forEach((run, i) => {
