@@ -112,6 +112,8 @@ export interface LimitsConfig {
   kvIngestMaxBlocksPerCall: number;
   /** Most blocks the index may hold for one worker fed over HTTP. */
   kvIngestMaxBlocksPerWorker: number;
+  /** Bytes of long chat bodies kept so a conversation's next turn parses only its new part (0: none kept). */
+  bodyReuseBytes: number;
 }
 
 /** Taking failing workers out of selection (server/workers/outliers.ts). */
@@ -173,6 +175,7 @@ export const DEFAULTS = {
     ledgerSweepAgeMs: 300_000,
     kvIngestMaxBlocksPerCall: 65_536,
     kvIngestMaxBlocksPerWorker: 1 << 20,
+    bodyReuseBytes: 64 * 1024 * 1024,
   } satisfies LimitsConfig,
   outlierEjection: {
     consecutiveConnectFailures: 3,
@@ -314,6 +317,7 @@ function readLimits(f: Fields): LimitsConfig {
     ledgerSweepAgeMs: f.number('ledger_sweep_age_ms', d.ledgerSweepAgeMs, { integer: true, min: 1 }),
     kvIngestMaxBlocksPerCall: f.number('kv_ingest_max_blocks_per_call', d.kvIngestMaxBlocksPerCall, { integer: true, min: 1 }),
     kvIngestMaxBlocksPerWorker: f.number('kv_ingest_max_blocks_per_worker', d.kvIngestMaxBlocksPerWorker, { integer: true, min: 1 }),
+    bodyReuseBytes: f.number('body_reuse_bytes', d.bodyReuseBytes, { integer: true, min: 0 }),
   };
 }
 

@@ -8,7 +8,7 @@
 import type { FastifyInstance } from 'fastify';
 import { workerLabel } from '../../bindings/workers.js';
 import type { Partition } from '../../router/partition.js';
-import { parseJsonBody, requestFields } from '../request/fields.js';
+import { requestFields } from '../request/fields.js';
 import { promptIds, type PromptKind } from '../request/prompt.js';
 import type { RouterRuntime } from '../runtime.js';
 import { describeEjection, ejectionBody } from '../workers/ejection-view.js';
@@ -17,7 +17,7 @@ import { resolveModel } from './openai.js';
 
 export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): void {
   app.post('/router/explain', async (request) => {
-    const body = parseJsonBody(request.body as Buffer);
+    const body = rt.bodies.parse(request.body as Buffer);
     const model = resolveModel(rt, body);
     // A body with messages is a chat request; otherwise a completion.
     const kind: PromptKind = body.messages !== undefined ? 'chat' : 'completion';
