@@ -1,8 +1,8 @@
 import { MULT_GROUP, MULT_NONE, allowListCount, allowedAt, buildAllowedMask, allowedColumn, constraintsBegin, constraintsEnd, groupAllowed } from './constraints';
-import { costBegin, costMatchesConfigured } from './cost/kind';
+import { costBegin, costBookedDepth, costMatchesConfigured } from './cost/kind';
 import { NIL } from './grow';
 import { hashLocalPtr, hashPrompt, hashSequencePtr } from './block-hash';
-import { depthOf, ledgerProject } from './ledger/projection';
+import { depthOf, heldOf, ledgerProject } from './ledger/projection';
 import { ledgerAdd } from './ledger/requests';
 import { groupOf, isRouted, rowCount } from './ledger/rows';
 import { viewFind } from './ledger/views';
@@ -195,7 +195,7 @@ export function decideRun(): i32 {
   }
   const depth = depthOf(<u32>slot);
   setU32(124, depth);
-  if (flags & FLAG_BOOK) book(<u32>slot, depth, promptTokens, blockSize, seqPtr, blocks);
+  if (flags & FLAG_BOOK) book(<u32>slot, costBookedDepth(kind, depth, heldOf(<u32>slot)), promptTokens, blockSize, seqPtr, blocks);
   return slot;
 }
 

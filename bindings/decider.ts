@@ -15,6 +15,7 @@ import type { BlockHasher } from './block-hasher.js';
 import type { Core, CoreExports } from './core.js';
 import {
   NO_CONSTRAINTS,
+  coreWeights,
   type Decision,
   type DecisionConstraints,
   type DecisionCost,
@@ -23,7 +24,7 @@ import {
   type PromptHashes,
 } from './decision-contract.js';
 import type { LoadTable } from './load-table.js';
-import { busyLimits, checkCount, checkFinite, checkTemperature, costWeights, duplicateRequest, type BusyThresholds, type EligibilityCounts } from './selection-contract.js';
+import { busyLimits, checkCount, checkFinite, checkTemperature, duplicateRequest, type BusyThresholds, type EligibilityCounts } from './selection-contract.js';
 import { HashSlab } from './hash-slab.js';
 import { Multipliers, type Selector } from './selector.js';
 
@@ -41,7 +42,7 @@ interface DecideExports {
   selectGroupAllowedPtr(): number;
   selectGroupMultiplierPtr(): number;
   selectCountsPtr(): number;
-  selectCost(overlapCredit: number, prefillLoadScale: number, activeRequestWeight: number, multipliers: number): void;
+  selectCostKind(kind: number, overlapCredit: number, first: number, second: number, multipliers: number): void;
   selectPick(temperature: number): number;
   ledgerSetRouted(slot: number, routed: number): number;
 }
@@ -133,6 +134,7 @@ export class Decider implements DecisionKernel {
   private readonly output: { ptr: number; view: BigUint64Array } = { ptr: 0, view: new BigUint64Array(0) };
   // The last cost and busy thresholds seen, checked and converted once per object.
   private checkedCost: DecisionCost | null = null;
+  private weights: readonly [number, number, number] = [1, 1, 0];
   /** The cost the ledger's keys were last configured for by this Decider. */
   private keyedFor: DecisionCost | null = null;
   private readonly limitsOf = new WeakMap<BusyThresholds, readonly [number, number, number]>();
@@ -201,9 +203,9 @@ export class Decider implements DecisionKernel {
   }
 
   pickEligible(request: DecisionRequest): number {
-    const { overlapCredit, prefillLoadScale, activeRequestWeight, temperature } = request.cost;
-    this.ex.selectCost(overlapCredit, prefillLoadScale, activeRequestWeight, request.constraints.groups ? Multipliers.group : Multipliers.none);
-    return this.ex.selectPick(temperature);
+    const [credit, first, second] = this.weightsOf(request.cost);
+    this.ex.selectCostKind(request.cost.kind, credit, first, second, request.constraints.groups ? Multipliers.group : Multipliers.none);
+    return this.ex.selectPick(request.cost.temperature);
   }
 
   setRouted(slot: number, routed: boolean): void {
@@ -218,8 +220,19 @@ export class Decider implements DecisionKernel {
   /** The ledger keeps its keys under this cost (configured again only when the cost object changes). */
   private keyFor(cost: DecisionCost): void {
     if (cost === this.keyedFor) return;
-    this.ledger.configureCost({ kind: cost.kind, scale: cost.prefillLoadScale, weight: cost.activeRequestWeight, blockSize: this.blockSize });
+    const [, scale, weight] = this.weightsOf(cost);
+    this.ledger.configureCost({ kind: cost.kind, scale, weight, blockSize: this.blockSize });
     this.keyedFor = cost;
+  }
+
+  /** The cost's weights as the core takes them, checked once per cost object. */
+  private weightsOf(cost: DecisionCost): readonly [number, number, number] {
+    if (cost !== this.checkedCost) {
+      checkTemperature(cost.temperature);
+      this.weights = coreWeights(cost);
+      this.checkedCost = cost;
+    }
+    return this.weights;
   }
 
   /**
@@ -256,11 +269,7 @@ export class Decider implements DecisionKernel {
   private stageRequest(request: DecisionRequest, fastPath: boolean): number {
     const { cost, prompt } = request;
     checkCount('promptTokens', request.promptTokens);
-    if (cost !== this.checkedCost) {
-      checkTemperature(cost.temperature);
-      costWeights(cost);
-      this.checkedCost = cost;
-    }
+    const [credit, scale, weight] = this.weightsOf(cost);
     const limits = this.limits(request.busy);
     if (fastPath) {
       this.keyFor(cost);
@@ -272,13 +281,13 @@ export class Decider implements DecisionKernel {
     this.stageConstraints(request.constraints ?? NO_CONSTRAINTS);
     const { f64, u32 } = this.views();
     f64[F.promptTokens] = request.promptTokens;
-    f64[F.credit] = cost.overlapCredit;
+    f64[F.credit] = credit;
     f64[F.temperature] = cost.temperature;
     f64[F.prefillTokens] = limits[0];
     f64[F.prefillFraction] = limits[1];
     f64[F.decodeFraction] = limits[2];
-    f64[F.scale] = cost.prefillLoadScale;
-    f64[F.weight] = cost.activeRequestWeight;
+    f64[F.scale] = scale;
+    f64[F.weight] = weight;
     u32[U.blockSize] = this.blockSize;
     u32[U.kind] = cost.kind;
     u32[U.matches] = this.matches.count;

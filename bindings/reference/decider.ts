@@ -2,13 +2,7 @@
 // twins, every step recomputed from scratch: find the prompt's matches in the
 // index, project it onto the ledger, turn the constraints into the list of
 // allowed slots and the per-slot cost multipliers, run the full scan, book.
-import type {
-  Decision,
-  DecisionConstraints,
-  DecisionKernel,
-  DecisionRequest,
-  PromptHashes,
-} from '../decision-contract.js';
+import { CostKind, coreWeights, type Decision, type DecisionConstraints, type DecisionKernel, type DecisionRequest, type PromptHashes } from '../decision-contract.js';
 import { checkCount, duplicateRequest, type EligibilityCounts } from '../selection-contract.js';
 import type { BlockHasher } from './block-hasher.js';
 import type { ReferenceLoadTable } from './load-table.js';
@@ -52,7 +46,10 @@ export class ReferenceDecider implements DecisionKernel {
     const slot = this.pickEligible(request);
     let routed = false;
     if (slot >= 0 && book) {
-      const cached = Math.min(this.ledger.projection.overlapBlocks[slot]! * this.blockSize, request.promptTokens);
+      // The ttft cost books the prefix the worker's active requests hold as cached too (assembly/cost/kind.ts).
+      const overlap = this.ledger.projection.overlapBlocks[slot]!;
+      const depth = request.cost.kind === CostKind.ttft ? Math.max(overlap, this.ledger.projectedHeldBlocks[slot]!) : overlap;
+      const cached = Math.min(depth * this.blockSize, request.promptTokens);
       this.ledger.add(book.requestId, slot, request.prompt.sequence, request.promptTokens - cached, book.now);
       if (this.routed.has(slot) && request.prompt.local.length > 0) {
         this.index.insertRouted(this.ledger.workers.keyOf(slot), request.prompt.local, book.now);
@@ -76,11 +73,13 @@ export class ReferenceDecider implements DecisionKernel {
   }
 
   pickEligible(request: DecisionRequest): number {
-    const { kind: _kind, temperature, ...cost } = request.cost;
+    const cost = request.cost;
+    coreWeights(cost);
     const groups = request.constraints.groups;
     const multipliers = groups ? Array.from({ length: this.ledger.rows }, (_, slot) => groups.multipliers[this.ledger.groupOf(slot)] ?? 1) : undefined;
-    this.selector.score({ cost, multipliers });
-    return this.selector.pick(temperature);
+    if (cost.kind === CostKind.ttft) this.selector.score({ ttft: cost, multipliers });
+    else this.selector.score({ cost, multipliers });
+    return this.selector.pick(cost.temperature);
   }
 
   setRouted(slot: number, routed: boolean): void {

@@ -8,7 +8,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_SEED } from '../../bindings/block-hasher.js';
-import type { Decision, DecisionRequest } from '../../bindings/decision-contract.js';
+import { CostKind, type Decision, type DecisionRequest } from '../../bindings/decision-contract.js';
 import { BS, BUSY, CHAINS, COSTS, constraintsOf, promptOf, stepArb, twinKit, wasmKit, type Kit, type Step } from './decider.fixtures.js';
 
 const WORKERS = 12;
@@ -90,6 +90,7 @@ function stepPath(kit: ReturnType<typeof wasmKit>, request: DecisionRequest, rou
     const groups = constraints.groups;
     allowedSlots = candidates.filter((s) => !excluded.has(s) && (!groups || (s < kit.ledger.rows && groups.allowed[groupOf(kit, s)] === 1)));
   }
+  if (request.cost.kind !== CostKind.kv) throw new Error('the step API decides by the kv cost only');
   const { kind: _kind, temperature, ...cost } = request.cost;
   kit.selector.enableFastPath({ blockSize: BS, cost, busy: request.busy ?? undefined });
   const selection = kit.selector.select({ busy: request.busy ?? undefined, allowedSlots, cost, temperature, fullScan: request.fullScan });
@@ -231,7 +232,7 @@ describe('Decider against its twin where workers tie', () => {
         }
         decisions.forEach((d, n) => {
           const tokens = CHAINS[d.chain]!.slice(0, d.length);
-          const cost = { kind: 0, overlapCredit: d.credit, prefillLoadScale: 1, activeRequestWeight: 0, temperature: 0 };
+          const cost = { kind: CostKind.kv, overlapCredit: d.credit, prefillLoadScale: 1, activeRequestWeight: 0, temperature: 0 };
           const groups = d.groups && { allowed: Uint8Array.of(1, 1, 1), multipliers: Float64Array.from(d.groups) };
           const constraints = { slots: null, excluded: d.excluded.length > 0 ? Uint32Array.from(d.excluded) : null, groups };
           const [a, b] = kits.map((kit) => {
