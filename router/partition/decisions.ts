@@ -11,11 +11,12 @@ import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
 import type { Clock } from '../clock.js';
 import { RouterError } from '../errors.js';
 import type { CapacityVerdict } from '../scheduler/contracts.js';
-import type { SelectionPolicy } from '../selection/contracts.js';
+import type { CoreCost, SelectionPolicy } from '../selection/contracts.js';
 import type { CacheIndex } from './cache-index.js';
 import type { Constraints } from './constraints.js';
 import type { Kernels } from './kernels.js';
 import type { Pipeline } from './pipeline.js';
+import type { Speeds } from './speeds.js';
 import type { RoutedRequest } from './types.js';
 import type { WorkerSet } from './worker-set.js';
 
@@ -47,6 +48,7 @@ export interface DecisionsOptions {
   cache: CacheIndex;
   constraints: Constraints;
   pipeline: Pipeline;
+  speeds: Speeds;
 }
 
 export class Decisions {
@@ -59,6 +61,7 @@ export class Decisions {
   private readonly cache: CacheIndex;
   private readonly constraints: Constraints;
   private readonly pipeline: Pipeline;
+  private readonly speeds: Speeds;
   /** When each live booking was made, in booking order (which is time order): what the ledger sweep reads ages from. */
   readonly bookedAt = new Map<string, number>();
   /** The core cost, when the policy is the core's and has no JS filters. */
@@ -77,10 +80,9 @@ export class Decisions {
     this.cache = options.cache;
     this.constraints = options.constraints;
     this.pipeline = options.pipeline;
+    this.speeds = options.speeds;
     const core = options.policy.coreCost;
-    const cost: DecisionCost = core
-      ? { kind: CostKind[core.kind], overlapCredit: core.overlapCredit, prefillLoadScale: core.prefillLoadScale, activeRequestWeight: core.activeRequestWeight, temperature: core.temperature }
-      : { kind: CostKind.kv, overlapCredit: 1, prefillLoadScale: 1, activeRequestWeight: 0, temperature: 0 };
+    const cost: DecisionCost = core ? decisionCost(core) : { kind: CostKind.kv, overlapCredit: 1, prefillLoadScale: 1, activeRequestWeight: 0, temperature: 0 };
     this.coreCost = core && options.policy.filters.length === 0 ? cost : null;
     this.pipelineCost = cost;
   }
@@ -161,13 +163,25 @@ export class Decisions {
       const decision = this.kernels.decider.decide(this.request(request, constraints, busy, book, fullScan));
       if (decision.routed) this.cache.routedByDecision();
       // The core booked it: record when, as book() does.
-      if (book && decision.slot >= 0) this.bookedAt.set(request.id, this.clock.now());
+      if (book && decision.slot >= 0) {
+        this.bookedAt.set(request.id, this.clock.now());
+        this.expectFirstToken(request, decision.slot);
+      }
       return decision;
     }
     const { slot, counts } = this.pipeline.run(request, this.request(request, constraints, busy, false));
     const overlapBlocks = slot >= 0 ? this.ledger.projection.overlapBlocks[slot]! : 0;
-    if (book && slot >= 0) this.book(request, slot, this.cachedOf(request, overlapBlocks));
+    if (book && slot >= 0) {
+      this.book(request, slot, this.cachedOf(request, overlapBlocks));
+      this.expectFirstToken(request, slot);
+    }
     return { slot, overlapBlocks, counts };
+  }
+
+  /** A booking of this router's own: its worker's speed is learned from its first token (speeds.ts). */
+  private expectFirstToken(request: RoutedRequest, slot: number): void {
+    // The slot's active prefill now: what was ahead of the request, and the request's own uncached tokens.
+    this.speeds.booked(request.id, slot, this.ledger.columns.activePrefillTokens[slot]!, this.clock.now());
   }
 
   private cachedOf(request: RoutedRequest, overlapBlocks: number): number {
@@ -207,6 +221,11 @@ export class Decisions {
     if (counts.overloaded > 0) return new RouterError('KVR_ERR_ALL_OVERLOADED');
     return new RouterError('KVR_ERR_NO_WORKERS', `no worker is available for model ${this.model}`);
   }
+}
+
+function decisionCost(core: CoreCost): DecisionCost {
+  if (core.kind === 'ttft') return { kind: CostKind.ttft, reuseWeight: core.reuseWeight, decodeWeight: core.decodeWeight, temperature: core.temperature };
+  return { kind: CostKind.kv, overlapCredit: core.overlapCredit, prefillLoadScale: core.prefillLoadScale, activeRequestWeight: core.activeRequestWeight, temperature: core.temperature };
 }
 
 function noCounts(): EligibilityCounts {

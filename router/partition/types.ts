@@ -5,6 +5,7 @@ import type { BusyThresholds } from '../../bindings/selection-contract.js';
 import type { Clock } from '../clock.js';
 import type { SchedRequest } from '../scheduler/contracts.js';
 import type { SelectionPolicy } from '../selection/contracts.js';
+import type { SpeedPrior } from './speeds.js';
 
 export interface WorkerSpec {
   id: string;
@@ -64,6 +65,8 @@ export interface PartitionOptions {
    * view of their own when first used.
    */
   fastPathBusy?: BusyThresholds | null;
+  /** What a worker's prefill speed is taken to be until its times to first token are learned (speeds.ts). */
+  speedPrior?: SpeedPrior;
 }
 
 export interface WorkerExplanation {

@@ -42,8 +42,21 @@ export interface WorkerPicker {
  * scores only the workers a request touches and finds the rest in its trees.
  * `kind` names the core's cost (assembly/cost/kind.ts); its weights follow.
  */
-export interface CoreCost extends Required<CostWeights> {
+export type CoreCost = KvCoreCost | TtftCoreCost;
+
+/** The kv cost (assembly/cost/kv.ts). */
+export interface KvCoreCost extends Required<CostWeights> {
   kind: 'kv';
+  temperature: number;
+}
+
+/** The ttft cost (assembly/cost/ttft.ts): predicted time to first token from the workers' learned speeds. */
+export interface TtftCoreCost {
+  kind: 'ttft';
+  /** How much more an uncached token weighs per engine step of the fleet's queued prefill. */
+  reuseWeight: number;
+  /** Tokens of queued prefill one decoding request counts as. */
+  decodeWeight: number;
   temperature: number;
 }
 
