@@ -1,12 +1,12 @@
 import { MULT_GROUP, MULT_NONE, allowListCount, allowedAt, buildAllowedMask, allowedColumn, constraintsBegin, constraintsEnd, groupAllowed } from './constraints';
 import { costBegin, costBookedDepth, costMatchesConfigured } from './cost/kind';
-import { NIL } from './grow';
+import { NIL, grownCapacity, regrow } from './grow';
 import { hashLocalPtr, hashPrompt, hashSequencePtr } from './block-hash';
 import { depthOf, heldOf, ledgerProject } from './ledger/projection';
 import { ledgerAdd } from './ledger/requests';
 import { groupOf, isRouted, rowCount } from './ledger/rows';
 import { viewFind } from './ledger/views';
-import { indexInput, indexInsertRouted } from './prefix-index';
+import { STORED, indexFailedUpdate, indexInput, indexInsertRouted } from './prefix-index';
 import { findMatches } from './prefix-match';
 import { outDepthsPtr, outSlotsPtr } from './prefix-slots';
 import { FALLBACK, PATH_FAST, PATH_SCAN, decideFast, fusedDecision, fusedProjectionPartial, projectFused } from './select-fast';
@@ -20,7 +20,7 @@ import { scanDecide, scanEligibility, selectLastCost } from './select';
 // request arrival: hash the tokens (both lists, block-hash.ts) and find their
 // matches, so the matches are in the index's output for the decision.
 //
-// The decision block, at decideBlock() (152 bytes):
+// The decision block, at decideBlock() (160 bytes):
 //   +0   promptTokens     f64  in
 //   +8   overlapCredit    f64  in
 //   +16  temperature      f64  in   0: the cheapest (fast path); > 0: softmax (scan)
@@ -40,15 +40,19 @@ import { scanDecide, scanEligibility, selectLastCost } from './select';
 //   +104 listCount        i32  in   staged allow-list entries; -1: none
 //   +108 excludedCount    u32  in   staged exclusions
 //   +112 groupCount       i32  in   staged group-table entries; -1: none (every group, multiplier 1)
-//   +116 matches          u32  in   (slot, depth) pairs in the index's output; written by FLAG_FIND
+//   +116 matches          u32  in   (slot, depth) pairs at matchSlots/matchDepths; written by FLAG_FIND
 //   +120 slot             i32  out  the picked worker, -1 when none is eligible
 //   +124 overlap          u32  out  its cached prefix depth, in blocks
 //   +128 handle           u32  out  the booked request's ledger handle (FLAG_BOOK), NIL when none
 //   +132 path             u32  out  PATH_FAST or PATH_SCAN (select-fast.ts)
 //   +136 bestDepth        u32  out  decideBestDepth: the deepest match on an allowed worker
-//   +140 routed           u32  out  1 when the booking recorded the prompt as routed in the index
+//   +140 routed           u32  out  1 when the booking recorded the prompt as routed in the index,
+//                                   2 when it had no memory to (the worker's entries were cleared)
 //   +144 partial          u32  out  1 when the fast path left workers it did not need out of
 //                                   the projection (its columns then do not describe the request)
+//   +148 matchSlots       u32  in   where the matches' slots are: the index's output (decideMatch,
+//                                   FLAG_FIND) or the host's (decideUseMatches)
+//   +152 matchDepths      u32  in   where their depths are
 // The counts of the decision are at selectCountsPtr() (select.ts).
 
 export const FLAG_FIND: u32 = 1;
@@ -56,7 +60,12 @@ export const FLAG_BOOK: u32 = 2;
 export const FLAG_SCAN: u32 = 4;
 export const FLAG_ELIGIBILITY: u32 = 8;
 
-const block: usize = memory.data(152, 8);
+const block: usize = memory.data(160, 8);
+
+// Matches found outside this core (a model's index sharded over several
+// cores), staged by the host: room for `matchCapacity` (slot, depth) pairs.
+let hostMatches: usize = 0;
+let matchCapacity: u32 = 0;
 
 export function decideBlock(): usize {
   return block;
@@ -96,7 +105,26 @@ export function decidePrepare(tokenCount: u32, blockSize: u32, seed: u64): u32 {
 export function decideMatch(): u32 {
   const count = findMatches(<usize>u32At(92), u32At(100), false);
   setU32(116, count);
+  setU32(148, <u32>outSlotsPtr());
+  setU32(152, <u32>outDepthsPtr());
   return count;
+}
+
+/** Room for `count` host matches (u32 slots, then u32 depths) at the returned address. May grow memory. */
+export function decideReserveMatches(count: u32): usize {
+  if (count > matchCapacity) {
+    const cap = grownCapacity(matchCapacity, count);
+    hostMatches = regrow(hostMatches, matchCapacity * 2, cap * 2, 4);
+    matchCapacity = cap;
+  }
+  return hostMatches;
+}
+
+/** Uses the `count` matches the host staged at decideReserveMatches' address (slots, then depths) instead of the index's. */
+export function decideUseMatches(count: u32): void {
+  setU32(116, count);
+  setU32(148, <u32>hostMatches);
+  setU32(152, <u32>(hostMatches + (<usize>count << 2)));
 }
 
 /**
@@ -109,8 +137,8 @@ export function decideBestDepth(): u32 {
   // A short list (a pin) is searched; a longer one becomes a mask.
   const searched = list >= 0 && list <= 16;
   if (list > 16) buildAllowedMask();
-  const slots = outSlotsPtr();
-  const depths = outDepthsPtr();
+  const slots = <usize>u32At(148);
+  const depths = <usize>u32At(152);
   const count = u32At(116);
   const n = rowCount();
   const mask = allowedColumn();
@@ -169,8 +197,8 @@ export function decideRun(): i32 {
     view = viewFind(prefillTokens, prefillFraction, decodeFraction);
   }
   const fused = view != NIL && fusedDecision();
-  if (fused) projectFused(view, seqPtr, blocks, promptTokens, blockSize, outSlotsPtr(), outDepthsPtr(), u32At(116));
-  else ledgerProject(seqPtr, blocks, promptTokens, blockSize, outSlotsPtr(), outDepthsPtr(), u32At(116));
+  if (fused) projectFused(view, seqPtr, blocks, promptTokens, blockSize, <usize>u32At(148), <usize>u32At(152), u32At(116));
+  else ledgerProject(seqPtr, blocks, promptTokens, blockSize, <usize>u32At(148), <usize>u32At(152), u32At(116));
   if (flags & FLAG_ELIGIBILITY) {
     scanEligibility(prefillTokens, prefillFraction, decodeFraction);
     constraintsEnd();
@@ -182,7 +210,7 @@ export function decideRun(): i32 {
   setU32(132, slot0 == FALLBACK ? PATH_SCAN : PATH_FAST);
   // The scan reads every worker's projection: make it whole again.
   if (slot0 == FALLBACK && fused && fusedProjectionPartial()) {
-    ledgerProject(seqPtr, blocks, promptTokens, blockSize, outSlotsPtr(), outDepthsPtr(), u32At(116));
+    ledgerProject(seqPtr, blocks, promptTokens, blockSize, <usize>u32At(148), <usize>u32At(152), u32At(116));
   }
   const slot = slot0 == FALLBACK ? scanDecide(prefillTokens, prefillFraction, decodeFraction, temperature) : slot0;
   setU32(144, fused && slot0 != FALLBACK && fusedProjectionPartial() ? 1 : 0);
@@ -205,7 +233,12 @@ function book(slot: u32, depth: u32, promptTokens: u32, blockSize: u32, seqPtr: 
   setU32(128, ledgerAdd(slot, seqPtr, blocks, <u32>(<f64>promptTokens - cached), now));
   if (!isRouted(slot) || blocks == 0) return;
   const input = indexInput(blocks);
-  memory.copy(input, <usize>u32At(92), <usize>blocks << 3);
-  indexInsertRouted(slot, blocks, now);
-  setU32(140, 1);
+  if (input != 0) memory.copy(input, <usize>u32At(92), <usize>blocks << 3);
+  // Without memory, as for any update that cannot complete, the worker's
+  // entries are cleared and the failure counted (routed 2); the booking stands.
+  if (input != 0 && indexInsertRouted(slot, blocks, now) == STORED) setU32(140, 1);
+  else {
+    indexFailedUpdate(slot);
+    setU32(140, 2);
+  }
 }

@@ -2,7 +2,7 @@
 // Each kernel lives in its own file; this entry only re-exports them.
 // The ABI (exports, layouts, ownership) is documented in docs/core-abi.md.
 export { abiVersion } from './abi';
-export { liveBytes } from './alloc';
+export { liveBytes, coreFailAllocation, coreHeapHasRoom } from './alloc';
 export {
   lanesCreateHeap,
   lanesDestroyHeap,
@@ -59,28 +59,44 @@ export {
   selectPick,
 } from './select';
 export { selectDecide, selectLastPath } from './select-fast';
-export { decideBlock, decidePrepare, decideMatch, decideBestDepth, decideRun } from './decide';
+export { decideBlock, decidePrepare, decideMatch, decideReserveMatches, decideUseMatches, decideBestDepth, decideRun } from './decide';
 export { selectSeed, selectNextRandom } from './random';
 export { hrwReserve, hrwOutPtr, hrwTopK } from './rendezvous';
 export {
   indexInput,
   indexConfigure,
+  indexConfigureShard,
+  indexSetMemoryBound,
   indexStored,
   indexRemoved,
   indexCleared,
+  indexFailedUpdates,
   indexFind,
   indexOutSlots,
   indexOutDepths,
   indexInsertRouted,
   indexExpire,
+  indexRoutedTop,
+  indexRoutedTopPtr,
+  indexRoutedPop,
   indexNodes,
   indexBlocks,
   indexRoutedBlocks,
   indexUnknownParents,
   indexUnknownRemovals,
+  indexEvictedBlocks,
+  indexSlotEvicted,
+  indexHeldBytes,
+  indexUsedBytes,
+  indexEvictionLog,
+  indexEvictionLogPtr,
+  indexEvictionLogCount,
+  indexEvictionLogClear,
+  indexReset,
   indexDumpNodes,
   indexDumpSlot,
   indexDumpBuffer,
   indexDumpRelease,
   indexVerify,
 } from './prefix-index';
+export { bpeVocabInput, bpeVocabBuild, bpeTextInput, bpePieceInput, bpeOutPtr, bpeEncode, bpeTune, bpeStats } from './bpe';

@@ -1,21 +1,29 @@
-import { CHILDREN_INDEXED, COUNT, FIRST, FLAGS, LOCAL, NEXT, NONE, ORPHANS, ROOT, childFind, memberFind, memberSlots, nodeAt, treeStarted } from './prefix-nodes';
-import { activeList, markSlot, nextStamp, outDepthsPtr, outSlotsPtr, slotMark } from './prefix-slots';
+import { FIRST, LOCAL, NEXT, ORPHANS, ROOT, UNTRACKED, INFO, childFind, isWide, memberCount, memberHas, nodeAt, stampAt, treeStarted } from './prefix-nodes';
+import { NO_SLOT, isBitmap, memberBlock, memberCopy, memberMark, memberNext, memberRank, writeWord } from './prefix-members';
+import { blockCap } from './prefix-memory';
+import { currentEpoch } from './prefix-evict';
+import { activeList, globalSlot, nextStamp, outDepthsPtr, outSlotsPtr, slotMark, slotOffset, slotStride } from './prefix-slots';
 
 // findMatches: for each worker holding the prompt's first block, how many
 // leading blocks it holds (it holds the nodes of blocks 0..d-1 along the
 // prompt's path and not block d). Output: `count` (slot, depth) pairs in the
-// outSlots/outDepths columns, each slot once, in no particular order.
+// outSlots/outDepths columns, each slot once, in no particular order; slots
+// are the model's (see prefix-slots.ts).
 //
 // The walk keeps the set of still-matching workers in one of two forms:
 // - implicit: exactly the current node's members. While the next node has no
-//   orphans its members are a subset of the current node's, so equal member
-//   counts mean nobody dropped out (O(1) per block); a smaller count means
-//   marking the child's members and emitting the unmarked current members.
-// - explicit: a list of slots, once a node with orphans breaks the subset
-//   rule; intersected per block by marking the child's members or, when the
-//   list is much shorter than the child, by looking each slot up. When the
-//   list shrinks to the child's size it is the child's member set again and
-//   the walk goes back to implicit.
+//   orphans under a node that tracks them, its members are a subset of the
+//   current node's, so equal member counts mean nobody dropped out (O(1) per
+//   block); a smaller count means emitting the current members the child
+//   lacks.
+// - explicit: a list of slots, once a node with orphans (or under a node that
+//   does not track them) breaks the subset rule; intersected per block by
+//   marking the child's members or, when the list is much shorter than the
+//   child, by looking each slot up. When the list shrinks to the child's size
+//   it is the child's member set again and the walk goes back to implicit.
+//
+// Every node walked gets the current epoch's stamp (prefix-evict.ts): what
+// lookups use is what eviction keeps.
 //
 // earlyExit: after matching a depth d at which exactly one worker still
 // matches, stop. That worker is reported with depth d, a lower bound on its
@@ -26,16 +34,17 @@ import { activeList, markSlot, nextStamp, outDepthsPtr, outSlotsPtr, slotMark } 
 // An explicit list much shorter than the child's members is intersected by
 // looking each slot up rather than by marking all the child's members.
 const LOOKUP_RATIO: u32 = 8;
-// A drop-out leaving at most this many survivors (and a sixteenth of the
-// set) copies every slot out and takes the survivors back, instead of
-// checking each slot's mark.
+// A drop-out leaving at most this many survivors copies every member out and
+// takes the survivors back, instead of checking each member; and under a node
+// that does not track orphans, a child this small is checked member by
+// member for being a subset of the current set.
 const FEW_SURVIVORS: u32 = 32;
 
 let out: u32 = 0; // pairs written so far
 
 @inline
 function emit(slot: u32, depth: u32): void {
-  store<u32>(outSlotsPtr() + (<usize>out << 2), slot);
+  store<u32>(outSlotsPtr() + (<usize>out << 2), globalSlot(slot));
   store<u32>(outDepthsPtr() + (<usize>out << 2), depth);
   out++;
 }
@@ -48,36 +57,49 @@ function fillDepths(from: u32, to: u32, depth: u32): void {
   for (; p < end; p += 4) store<u32>(p, depth);
 }
 
-/** Emits every member of n at depth. */
-function emitMembers(n: u32, depth: u32): void {
-  const count = load<u32>(nodeAt(n), COUNT);
-  memory.copy(outSlotsPtr() + (<usize>out << 2), memberSlots(n), <usize>count << 2);
-  fillDepths(out, out + count, depth);
-  out += count;
+/** Emits every member of the node at p at depth. */
+function emitMembers(p: usize, depth: u32): void {
+  const start = out;
+  out += memberCopy(p, outSlotsPtr() + (<usize>out << 2), slotStride(), slotOffset());
+  fillDepths(start, out, depth);
 }
 
-function markMembers(n: u32): u32 {
-  const stamp = nextStamp();
-  const slots = memberSlots(n);
-  const count = load<u32>(nodeAt(n), COUNT);
-  for (let i: u32 = 0; i < count; i++) markSlot(load<u32>(slots + (<usize>i << 2)), stamp);
-  return stamp;
+@inline
+function stampWalked(n: u32): void {
+  const s = stampAt(n);
+  const epoch = <u16>currentEpoch();
+  if (load<u16>(s) != epoch) store<u16>(s, epoch);
 }
 
 /** Emits at depth the members of cur that are not members of child (child's members are a subset). */
-function emitDropped(cur: u32, child: u32, depth: u32): void {
-  const curCount = load<u32>(nodeAt(cur), COUNT);
-  const childCount = load<u32>(nodeAt(child), COUNT);
-  const curSlots = memberSlots(cur);
-  if (childCount <= FEW_SURVIVORS && childCount * 16 <= curCount) {
+function emitDropped(curAt: usize, childAt: usize, depth: u32): void {
+  const curBlock = memberBlock(curAt);
+  const childBlock = memberBlock(childAt);
+  if (curBlock != 0 && childBlock != 0 && isBitmap(curBlock) && isBitmap(childBlock)) {
+    // Word by word: the bits of cur that child lacks, written as slots, the depths after.
+    const words = blockCap(curBlock);
+    const childWords = blockCap(childBlock);
+    const dense = memberCount(curAt) - memberCount(childAt) >= words << 3;
+    const start = out;
+    let at = outSlotsPtr() + (<usize>out << 2);
+    for (let w: u32 = 0; w < words; w++) {
+      let word = load<u32>(curBlock + 4 + (<usize>w << 2));
+      if (w < childWords) word &= ~load<u32>(childBlock + 4 + (<usize>w << 2));
+      at = writeWord(at, word, w << 5, slotStride(), slotOffset(), dense);
+    }
+    out = <u32>((at - outSlotsPtr()) >> 2);
+    fillDepths(start, out, depth);
+    return;
+  }
+  const survivors = memberCount(childAt);
+  if (survivors <= FEW_SURVIVORS) {
     // Copy all, then swap each survivor out, highest position first, so the
     // entry pulled in from the end is never a survivor still to be removed.
     const start = out;
-    emitMembers(cur, depth);
+    emitMembers(curAt, depth);
     const positions = activeList();
-    const childSlots = memberSlots(child);
-    for (let i: u32 = 0; i < childCount; i++) {
-      const at = memberFind(cur, load<u32>(childSlots + (<usize>i << 2)));
+    for (let s = memberNext(childAt, 0, survivors), i: u32 = 0; s != NO_SLOT; s = memberNext(childAt, s + 1, survivors), i++) {
+      const at = memberRank(curAt, s);
       let j = i;
       for (; j > 0 && load<u32>(positions + (<usize>(j - 1) << 2)) < at; j--) {
         store<u32>(positions + (<usize>j << 2), load<u32>(positions + (<usize>(j - 1) << 2)));
@@ -85,18 +107,29 @@ function emitDropped(cur: u32, child: u32, depth: u32): void {
       store<u32>(positions + (<usize>j << 2), at);
     }
     const slotsOut = outSlotsPtr();
-    for (let i: u32 = 0; i < childCount; i++) {
+    for (let i: u32 = 0; i < survivors; i++) {
       out--;
       const at = start + load<u32>(positions + (<usize>i << 2));
       store<u32>(slotsOut + (<usize>at << 2), load<u32>(slotsOut + (<usize>out << 2)));
     }
     return;
   }
-  const stamp = markMembers(child);
-  for (let k: u32 = 0; k < curCount; k++) {
-    const slot = load<u32>(curSlots + (<usize>k << 2));
+  const stamp = nextStamp();
+  memberMark(childAt, stamp);
+  // Copy cur's members out, then emit the unmarked ones.
+  const list = activeList();
+  const count = memberCopy(curAt, list, 1, 0);
+  for (let k: u32 = 0; k < count; k++) {
+    const slot = load<u32>(list + (<usize>k << 2));
     if (slotMark(slot) != stamp) emit(slot, depth);
   }
+}
+
+/** Whether every member of the node at cp is a member of the node at pp. */
+function within(cp: usize, pp: usize): bool {
+  const count = memberCount(cp);
+  for (let s = memberNext(cp, 0, count); s != NO_SLOT; s = memberNext(cp, s + 1, count)) if (!memberHas(pp, s)) return false;
+  return true;
 }
 
 /** Walks the hashes at ptr (count u64 local hashes); returns the number of (slot, depth) pairs. */
@@ -105,19 +138,20 @@ export function findMatches(ptr: usize, count: u32, earlyExit: bool): u32 {
   if (count == 0 || !treeStarted()) return 0;
   let cur = childFind(ROOT, load<u64>(ptr));
   if (cur == 0) return 0;
-  let curCount = load<u32>(nodeAt(cur), COUNT);
+  let curAt = nodeAt(cur);
+  let curCount = memberCount(curAt);
   if (curCount == 0) return 0;
+  stampWalked(cur);
   let depth: u32 = 1;
   const list = activeList();
   let listed: u32 = 0; // explicit form when > 0
-  let curAt = nodeAt(cur);
   for (let i: u32 = 1; i < count && !(earlyExit && curCount == 1); i++) {
     // The next block's node: the sibling-list walk inlined, since along a
     // prompt most nodes have a single child.
     const local = load<u64>(ptr + (<usize>i << 3));
     let child: u32;
     let cp: usize = 0;
-    if (load<u32>(curAt, FLAGS) & CHILDREN_INDEXED) {
+    if (isWide(curAt)) {
       child = childFind(cur, local);
       if (child != 0) cp = nodeAt(child);
     } else {
@@ -127,32 +161,32 @@ export function findMatches(ptr: usize, count: u32, earlyExit: bool): u32 {
       }
     }
     if (child == 0) break;
-    const childCount = load<u32>(cp, COUNT);
+    const childCount = memberCount(cp);
+    if (childCount == 0) break;
+    stampWalked(child);
     if (listed == 0) {
-      if (load<u32>(cp, ORPHANS) == 0) {
-        if (childCount != curCount) {
-          if (childCount == 0) break;
-          emitDropped(cur, child, depth);
-        }
+      const tracked = (load<u32>(curAt, INFO) & UNTRACKED) == 0;
+      if (tracked ? load<u16>(cp, ORPHANS) == 0 : childCount <= FEW_SURVIVORS && within(cp, curAt)) {
+        if (childCount != curCount) emitDropped(curAt, cp, depth);
         cur = child;
         curAt = cp;
         curCount = childCount;
         depth++;
         continue;
       }
-      // The child has members outside the current set: list the set.
-      memory.copy(list, memberSlots(cur), <usize>curCount << 2);
-      listed = curCount;
+      // The child may have members outside the current set: list the set.
+      listed = memberCopy(curAt, list, 1, 0);
     }
     let kept: u32 = 0;
     if (listed * LOOKUP_RATIO < childCount) {
       for (let k: u32 = 0; k < listed; k++) {
         const slot = load<u32>(list + (<usize>k << 2));
-        if (memberFind(child, slot) != NONE) store<u32>(list + (<usize>(kept++) << 2), slot);
+        if (memberHas(cp, slot)) store<u32>(list + (<usize>(kept++) << 2), slot);
         else emit(slot, depth);
       }
     } else {
-      const stamp = markMembers(child);
+      const stamp = nextStamp();
+      memberMark(cp, stamp);
       for (let k: u32 = 0; k < listed; k++) {
         const slot = load<u32>(list + (<usize>k << 2));
         if (slotMark(slot) == stamp) store<u32>(list + (<usize>(kept++) << 2), slot);
@@ -168,7 +202,7 @@ export function findMatches(ptr: usize, count: u32, earlyExit: bool): u32 {
     curCount = kept;
   }
   if (listed == 0) {
-    emitMembers(cur, depth);
+    emitMembers(curAt, depth);
   } else {
     for (let k: u32 = 0; k < listed; k++) emit(load<u32>(list + (<usize>k << 2)), depth);
   }

@@ -1,76 +1,97 @@
-import { alloc, release, resize } from './alloc';
-import { TABLE_HEADER_BYTES, tableDelete, tableFind, tableFindNext, tableInsert, tableRelease } from './prefix-table';
+import { give, pooledChange, take } from './prefix-memory';
+import { INFO, MEMBERS, NO_SLOT, memberAdd, memberCount, memberHas, memberNext, memberRemove } from './prefix-members';
+import { TABLE_HEADER_BYTES, tableDelete, tableFind, tableFindNext, tableInsert, tableRelease, tableReserve } from './prefix-table';
 import { addSlotOrphans, slotOrphans } from './prefix-slots';
 
 // The radix tree of the prefix index: pooled node records, their children
-// and their members (the workers holding each node), with the two counts
-// findMatches relies on kept exact on every change:
-//   orphans(n)   members of n that do not hold n's parent (0 under the root)
-//   kids(w, n)   children of n that member w also holds
+// and their members (the workers holding each block), with the count
+// findMatches relies on kept exact:
+//   orphans(c)   members of c that do not hold c's parent
+// for the children of nodes that track it (list-regime nodes, see below).
 // A node is freed once it has neither members nor children, and its freed
 // ancestors with it. Layouts are drawn in prefix-index.ts.
+//
+// Children, by regime:
+// - list: at most CHILD_LIST_MAX children in a singly linked sibling list
+//   (first, next). A chain node has one child, so the walk is the one record
+//   read a lookup needs anyway.
+// - wide: more children (back to the list at CHILD_LIST_BACK): the node's
+//   `first` points at a child array (u32 count, u32 capacity, then the child
+//   ids; a child's `next` is its position there) and the shared children
+//   table maps (parent, block) to the child.
+// A wide node does not track its children's orphans: leaving it would mean
+// finding which of possibly thousands of children the worker holds. Under an
+// untracked node findMatches intersects its sets explicitly, as it does
+// where members drop out anyway. A node back in the list regime tracks its
+// children again once it has room to record their orphans; one that cannot
+// (no memory for the registry) stays untracked, which is always valid.
+//
+// Orphan memberships under tracked parents are registered (key parent << 32
+// | slot -> a: the child) so that a worker joining the parent finds the
+// children that stop being orphans directly; each worker's orphan total
+// (prefix-slots.ts) says when there is nothing to look up.
 
 export const ROOT: u32 = 0;
 export const NONE: u32 = 0xffffffff;
-/** kids value clearSlot uses to mark a membership already accounted for. */
-export const KIDS_DONE: u32 = 0xffffffff;
 
 export const LOCAL: usize = 0;
 export const PARENT: usize = 8;
-export const DEPTH: usize = 12;
-export const COUNT: usize = 16;
-export const ORPHANS: usize = 20;
-export const FIRST: usize = 24;
-export const NEXT: usize = 28;
-export const PREV: usize = 32;
-export const NCHILD: usize = 36;
-export const FLAGS: usize = 40;
-export const WCAP: usize = 44;
-const MEMBERS: usize = 48;
+export const FIRST: usize = 12;
+export const NEXT: usize = 16;
+export const ORPHANS: usize = 24; // u16
+const STAMP: usize = 26; // u16
+/** Orphans a node can count; one more and its parent stops tracking them. */
+const ORPHANS_MAX: u32 = 0xffff;
+export { INFO, MEMBERS };
 
-export const CHILDREN_INDEXED: u32 = 1;
-export const MEMBERS_INDEXED: u32 = 2;
-const FREE: u32 = 4;
+// Flags in the top byte of the info word (the member count has the low 24 bits).
+const WIDE: u32 = 1 << 24;
+export const UNTRACKED: u32 = 1 << 25;
+const FREE: u32 = 1 << 26;
+const LIST_SHIFT: u32 = 27; // bits 27-29: children in the list regime
+const LIST_BITS: u32 = 7 << LIST_SHIFT;
 
-// Regimes, with hysteresis so a node hovering at a bound does not rebuild
-// its index on every change. Few children: walk the sibling list (a chain
-// node has one child, so the walk is the one record read the lookup needs
-// anyway). Few members: scan the inline array. Beyond, the global tables.
 export const CHILD_LIST_MAX: u32 = 4;
 export const CHILD_LIST_BACK: u32 = 2;
-export const MEMBER_SCAN_MAX: u32 = 8;
-export const MEMBER_SCAN_BACK: u32 = 4;
 
-/** Bytes per member: a u32 slot and an (exts, kids) pair. */
-const MEMBER_BYTES: usize = 12;
-export const M_EXTS: usize = 0;
-export const M_KIDS: usize = 4;
-
-// Headers of the global tables (children, members, orphans), in static data
-// so an empty index holds no heap memory for them.
+// Headers of the shared tables (children of wide nodes, orphan memberships),
+// in static data so an empty index holds no heap memory for them.
 export const childTable: usize = memory.data(<i32>TABLE_HEADER_BYTES, 16);
-export const memberTable: usize = memory.data(<i32>TABLE_HEADER_BYTES, 16);
 export const orphanTable: usize = memory.data(<i32>TABLE_HEADER_BYTES, 16);
 
 // The pool is a list of fixed chunks, so records never move: growing adds a
 // chunk and copies nothing, and a record's address stays valid while it lives.
-const NODE_SHIFT: usize = 6; // 64-byte records
-const CHUNK_BITS: u32 = 13; // 8,192 records (512 KiB) per chunk
-const CHUNK_MASK: u32 = (1 << CHUNK_BITS) - 1;
-const CHUNK_BYTES: usize = (<usize>1) << (<usize>CHUNK_BITS + NODE_SHIFT);
-// Chunk table: per chunk, the 64-byte aligned address records start at (so
-// a record is one cache line) and the address alloc returned, to free it.
+// A chunk holds 8,192 records of 32 bytes.
+const NODE_SHIFT: usize = 5;
+const CHUNK_BITS: u32 = 13;
+const CHUNK_NODES: u32 = 1 << CHUNK_BITS;
+const CHUNK_MASK: u32 = CHUNK_NODES - 1;
+const CHUNK_BYTES: usize = (<usize>CHUNK_NODES) << NODE_SHIFT;
+/** Bytes a node costs in the pool. */
+const NODE_BYTES: usize = 32;
+/** Node ids fit the 30 bits an external-id entry has for them. */
+const NODE_LIMIT: u32 = 0x3fffff00;
+
+// Chunk table: per chunk, the 32-byte aligned address records start at and
+// the address the heap returned, to free it.
 let chunks: usize = 0;
-let chunkSlots: u32 = 0; // capacity of the chunk list
+let chunkSlots: u32 = 0;
 let chunkCount: u32 = 0;
 let poolTop: u32 = 0; // records ever handed out, root included
 let freeHead: u32 = 0; // 0: none (the root is never free)
+let freeCount: u32 = 0;
 let liveNodes: u32 = 0; // root excluded
 let memberships: u32 = 0;
 
 @inline
 export function nodeAt(n: u32): usize {
   return <usize>load<u32>(chunks + (<usize>(n >> CHUNK_BITS) << 3)) + (<usize>(n & CHUNK_MASK) << NODE_SHIFT);
+}
+
+/** The address of a node's u16 stamp (prefix-evict.ts). */
+@inline
+export function stampAt(n: u32): usize {
+  return nodeAt(n) + STAMP;
 }
 
 export function nodeCount(): u32 {
@@ -91,77 +112,112 @@ export function nodeTop(): u32 {
 }
 
 export function nodeIsLive(n: u32): bool {
-  return n != ROOT && n < poolTop && (load<u32>(nodeAt(n), FLAGS) & FREE) == 0;
+  return n != ROOT && n < poolTop && (load<u32>(nodeAt(n), INFO) & FREE) == 0;
 }
 
-export function startTree(): void {
-  if (chunks != 0) return;
+@inline
+export function isTracked(n: u32): bool {
+  return n == ROOT || (load<u32>(nodeAt(n), INFO) & UNTRACKED) == 0;
+}
+
+/** Starts the tree (chunk table, first chunk, root); false when there is no memory. */
+export function startTree(): bool {
+  if (chunks != 0) return true;
+  const table = take(16 << 3);
+  if (table == 0) return false;
+  chunks = table;
   chunkSlots = 16;
-  chunks = alloc(<usize>chunkSlots << 3);
-  addChunk();
+  if (!addChunk()) {
+    give(chunks, 16 << 3);
+    chunks = 0;
+    chunkSlots = 0;
+    return false;
+  }
   poolTop = 1;
-  initRecord(ROOT, ROOT, 0, 0);
+  freeCount--;
+  pooledChange(-<isize>NODE_BYTES);
+  initRecord(ROOT, ROOT, 0);
+  return true;
 }
 
 /** Frees the whole tree; only when it holds no node besides the root. */
 export function releaseTree(): void {
   if (chunks == 0) return;
-  for (let c: u32 = 0; c < chunkCount; c++) release(<usize>load<u32>(chunks + (<usize>c << 3), 4), CHUNK_BYTES + 48);
-  release(chunks, <usize>chunkSlots << 3);
+  for (let c: u32 = 0; c < chunkCount; c++) give(<usize>load<u32>(chunks + (<usize>c << 3), 4), CHUNK_BYTES + 32);
+  pooledChange(-<isize>(<usize>freeCount * NODE_BYTES));
+  give(chunks, <usize>chunkSlots << 3);
   tableRelease(childTable);
-  tableRelease(memberTable);
   tableRelease(orphanTable);
-  chunks = 0;
-  chunkSlots = chunkCount = poolTop = freeHead = liveNodes = memberships = 0;
+  forgetTree();
 }
 
-function initRecord(n: u32, parent: u32, local: u64, depth: u32): void {
+/** Drops the tree without freeing it (the state is abandoned after a trap). */
+export function forgetTree(): void {
+  chunks = 0;
+  chunkSlots = chunkCount = poolTop = freeHead = freeCount = liveNodes = memberships = 0;
+  memory.fill(childTable, 0, TABLE_HEADER_BYTES);
+  memory.fill(orphanTable, 0, TABLE_HEADER_BYTES);
+}
+
+function initRecord(n: u32, parent: u32, local: u64): void {
   const p = nodeAt(n);
-  // Four vector stores rather than memory.fill: this runs for every new block,
-  // and a bulk-memory call costs more than the 64 bytes it clears.
+  // Two vector stores rather than memory.fill: this runs for every new block.
   const zero = i64x2.splat(0);
   v128.store(p, zero);
   v128.store(p, zero, 16);
-  v128.store(p, zero, 32);
-  v128.store(p, zero, 48);
   store<u64>(p, local, LOCAL);
   store<u32>(p, parent, PARENT);
-  store<u32>(p, depth, DEPTH);
-  store<u32>(p, 1, WCAP);
 }
 
-function addChunk(): void {
+function addChunk(): bool {
   if (chunkCount == chunkSlots) {
-    chunks = resize(chunks, <usize>chunkSlots << 3, <usize>chunkSlots << 4);
+    const grown = take(<usize>chunkSlots << 4);
+    if (grown == 0) return false;
+    memory.copy(grown, chunks, <usize>chunkSlots << 3);
+    give(chunks, <usize>chunkSlots << 3);
+    chunks = grown;
     chunkSlots <<= 1;
   }
-  // alloc aligns to 16 bytes; 48 more let the records start on a cache line.
-  const raw = alloc(CHUNK_BYTES + 48);
+  // The heap aligns to 16 bytes; 16 more let records start on 32 (two a line).
+  const raw = take(CHUNK_BYTES + 32);
+  if (raw == 0) return false;
   const entry = chunks + (<usize>(chunkCount++) << 3);
-  store<u32>(entry, <u32>((raw + 63) & ~(<usize>63)));
+  store<u32>(entry, <u32>((raw + 31) & ~(<usize>31)));
   store<u32>(entry, <u32>raw, 4);
+  freeCount += CHUNK_NODES;
+  pooledChange(<isize>(<usize>CHUNK_NODES * NODE_BYTES));
+  return true;
 }
 
-function allocNode(parent: u32, local: u64, depth: u32): u32 {
+/** Makes sure `count` more nodes can be made without memory; false when there is none. */
+export function poolReserve(count: u32): bool {
+  while (freeCount < count) {
+    if (poolTop + count > NODE_LIMIT || !addChunk()) return false;
+  }
+  return true;
+}
+
+function allocNode(parent: u32, local: u64): u32 {
   let n = freeHead;
   if (n != 0) {
     freeHead = load<u32>(nodeAt(n), NEXT);
   } else {
-    if (poolTop == chunkCount << CHUNK_BITS) addChunk();
     n = poolTop++;
   }
-  initRecord(n, parent, local, depth);
+  freeCount--;
+  pooledChange(-<isize>NODE_BYTES);
+  initRecord(n, parent, local);
   liveNodes++;
   return n;
 }
 
-// A member array goes back inline when its count drops to one, so a node
-// freed with none has nothing else to release.
 function freeNode(n: u32): void {
   const p = nodeAt(n);
-  store<u32>(p, FREE, FLAGS);
+  store<u32>(p, FREE, INFO);
   store<u32>(p, freeHead, NEXT);
   freeHead = n;
+  freeCount++;
+  pooledChange(<isize>NODE_BYTES);
   liveNodes--;
 }
 
@@ -172,10 +228,31 @@ export function childKey(parent: u32, local: u64): u64 {
   return local ^ ((<u64>parent + 1) * 0xc2b2ae3d27d4eb4f);
 }
 
+@inline
+export function isWide(p: usize): bool {
+  return (load<u32>(p, INFO) & WIDE) != 0;
+}
+
+/** Children of a node. */
+export function childCount(p: usize): u32 {
+  return isWide(p) ? load<u32>(<usize>load<u32>(p, FIRST)) : (load<u32>(p, INFO) & LIST_BITS) >> LIST_SHIFT;
+}
+
+/** The k-th child (k < childCount): for walks over a node's children. */
+@inline
+export function wideChild(p: usize, k: u32): u32 {
+  return load<u32>(<usize>load<u32>(p, FIRST) + 8 + (<usize>k << 2));
+}
+
+@inline
+function setListCount(p: usize, count: u32): void {
+  store<u32>(p, (load<u32>(p, INFO) & ~LIST_BITS) | (count << LIST_SHIFT), INFO);
+}
+
 /** The child of `parent` for this block, or 0. */
 export function childFind(parent: u32, local: u64): u32 {
   const pp = nodeAt(parent);
-  if (load<u32>(pp, FLAGS) & CHILDREN_INDEXED) {
+  if (isWide(pp)) {
     const key = childKey(parent, local);
     let e = tableFind(childTable, key);
     while (e != 0) {
@@ -196,65 +273,151 @@ export function childFind(parent: u32, local: u64): u32 {
   return 0;
 }
 
-/** The child of `parent` for this block, created (without members) if absent. */
-export function childEnsure(parent: u32, local: u64): u32 {
-  const found = childFind(parent, local);
-  if (found != 0) return found;
-  const c = allocNode(parent, local, load<u32>(nodeAt(parent), DEPTH) + 1);
+/**
+ * Makes room for one more child of `parent` (its child array and the
+ * children table); false when there is no memory. With poolReserve(1), a
+ * childAdd after it cannot fail.
+ */
+export function childReserve(parent: u32): bool {
   const pp = nodeAt(parent);
-  const first = load<u32>(pp, FIRST);
-  store<u32>(nodeAt(c), first, NEXT);
-  if (first != 0) store<u32>(nodeAt(first), c, PREV);
-  store<u32>(pp, c, FIRST);
-  const nchild = load<u32>(pp, NCHILD) + 1;
-  store<u32>(pp, nchild, NCHILD);
-  const flags = load<u32>(pp, FLAGS);
-  if (flags & CHILDREN_INDEXED) {
-    tableInsert(childTable, childKey(parent, local), c, 0);
-  } else if (nchild > CHILD_LIST_MAX) {
-    for (let k = first; k != 0; k = load<u32>(nodeAt(k), NEXT)) {
-      tableInsert(childTable, childKey(parent, load<u64>(nodeAt(k), LOCAL)), k, 0);
+  if (isWide(pp)) {
+    const arr = <usize>load<u32>(pp, FIRST);
+    const count = load<u32>(arr);
+    const cap = load<u32>(arr, 4);
+    if (count == cap) {
+      const next = cap + (cap >> 1);
+      const grown = take(8 + (<usize>next << 2));
+      if (grown == 0) return false;
+      memory.copy(grown, arr, 8 + (<usize>count << 2));
+      store<u32>(grown, next, 4);
+      give(arr, 8 + (<usize>cap << 2));
+      store<u32>(pp, <u32>grown, FIRST);
     }
-    tableInsert(childTable, childKey(parent, local), c, 0);
-    store<u32>(pp, flags | CHILDREN_INDEXED, FLAGS);
+    return tableReserve(childTable, 1);
   }
+  if (childCount(pp) < CHILD_LIST_MAX) return true;
+  // The next child makes the node wide: its array and table entries.
+  return tableReserve(childTable, CHILD_LIST_MAX + 1) && pendingArray(2 * CHILD_LIST_MAX);
+}
+
+// A child array taken ahead of a list node going wide, so the switch cannot fail.
+let pending: usize = 0;
+let pendingCap: u32 = 0;
+
+function pendingArray(cap: u32): bool {
+  if (pending != 0) return true;
+  pending = take(8 + (<usize>cap << 2));
+  if (pending == 0) return false;
+  pendingCap = cap;
+  return true;
+}
+
+/** Frees a child array taken ahead and not used (the index is being emptied). */
+export function releasePending(): void {
+  if (pending != 0) give(pending, 8 + (<usize>pendingCap << 2));
+  pending = 0;
+}
+
+/** Adds a new child (no members yet) for the block; room reserved (poolReserve, childReserve). */
+export function childAdd(parent: u32, local: u64): u32 {
+  const c = allocNode(parent, local);
+  const pp = nodeAt(parent);
+  if (isWide(pp)) {
+    appendWide(parent, pp, c, local);
+    return c;
+  }
+  const listed = childCount(pp);
+  if (listed < CHILD_LIST_MAX) {
+    store<u32>(nodeAt(c), load<u32>(pp, FIRST), NEXT);
+    store<u32>(pp, c, FIRST);
+    setListCount(pp, listed + 1);
+    if (load<u32>(pp, INFO) & UNTRACKED) retrack(parent);
+    return c;
+  }
+  // Going wide: the listed children move to the array taken ahead.
+  if (parent != ROOT) untrack(parent);
+  const arr = pending;
+  pending = 0;
+  store<u32>(arr, 0);
+  store<u32>(arr, pendingCap, 4);
+  let k = load<u32>(pp, FIRST);
+  store<u32>(pp, <u32>arr, FIRST);
+  setListCount(pp, 0);
+  store<u32>(pp, load<u32>(pp, INFO) | WIDE, INFO);
+  while (k != 0) {
+    const kp = nodeAt(k);
+    const next = load<u32>(kp, NEXT);
+    appendWide(parent, pp, k, load<u64>(kp, LOCAL));
+    k = next;
+  }
+  appendWide(parent, pp, c, local);
   return c;
+}
+
+function appendWide(parent: u32, pp: usize, c: u32, local: u64): void {
+  const arr = <usize>load<u32>(pp, FIRST);
+  const count = load<u32>(arr);
+  store<u32>(arr + 8 + (<usize>count << 2), c);
+  store<u32>(arr, count + 1);
+  store<u32>(nodeAt(c), count, NEXT);
+  tableInsert(childTable, childKey(parent, local), c, 0);
 }
 
 function childUnlink(c: u32): void {
   const cp = nodeAt(c);
   const parent = load<u32>(cp, PARENT);
-  const next = load<u32>(cp, NEXT);
-  const prev = load<u32>(cp, PREV);
   const pp = nodeAt(parent);
-  if (prev != 0) store<u32>(nodeAt(prev), next, NEXT);
-  else store<u32>(pp, next, FIRST);
-  if (next != 0) store<u32>(nodeAt(next), prev, PREV);
-  const nchild = load<u32>(pp, NCHILD) - 1;
-  store<u32>(pp, nchild, NCHILD);
-  const flags = load<u32>(pp, FLAGS);
-  if (flags & CHILDREN_INDEXED) {
-    unindexChild(parent, c);
-    if (nchild <= CHILD_LIST_BACK) {
-      for (let k = load<u32>(pp, FIRST); k != 0; k = load<u32>(nodeAt(k), NEXT)) unindexChild(parent, k);
-      store<u32>(pp, flags & ~CHILDREN_INDEXED, FLAGS);
+  if (!isWide(pp)) {
+    let prev: u32 = 0;
+    let k = load<u32>(pp, FIRST);
+    while (k != c) {
+      prev = k;
+      k = load<u32>(nodeAt(k), NEXT);
     }
+    const next = load<u32>(cp, NEXT);
+    if (prev == 0) store<u32>(pp, next, FIRST);
+    else store<u32>(nodeAt(prev), next, NEXT);
+    setListCount(pp, childCount(pp) - 1);
+    if (load<u32>(pp, INFO) & UNTRACKED) retrack(parent);
+    return;
   }
+  const arr = <usize>load<u32>(pp, FIRST);
+  const count = load<u32>(arr) - 1;
+  const pos = load<u32>(cp, NEXT);
+  const last = load<u32>(arr + 8 + (<usize>count << 2));
+  store<u32>(arr + 8 + (<usize>pos << 2), last);
+  store<u32>(nodeAt(last), pos, NEXT);
+  store<u32>(arr, count);
+  unindexChild(parent, c, load<u64>(cp, LOCAL));
+  if (count > CHILD_LIST_BACK) return;
+  // Back to the list: nothing to allocate.
+  let first: u32 = 0;
+  for (let i: u32 = 0; i < count; i++) {
+    const k = load<u32>(arr + 8 + (<usize>i << 2));
+    unindexChild(parent, k, load<u64>(nodeAt(k), LOCAL));
+    store<u32>(nodeAt(k), first, NEXT);
+    first = k;
+  }
+  give(arr, 8 + (<usize>load<u32>(arr, 4) << 2));
+  store<u32>(pp, first, FIRST);
+  store<u32>(pp, load<u32>(pp, INFO) & ~WIDE, INFO);
+  setListCount(pp, count);
+  if (parent != ROOT) retrack(parent);
 }
 
-function unindexChild(parent: u32, c: u32): void {
-  const key = childKey(parent, load<u64>(nodeAt(c), LOCAL));
+function unindexChild(parent: u32, c: u32, local: u64): void {
+  const key = childKey(parent, local);
   let e = tableFind(childTable, key);
   while (e != 0 && load<u32>(e, 8) != c) e = tableFindNext(childTable, e, key);
-  if (e == 0) unreachable(); // the table lost an indexed child: trap, never loop
+  if (e == 0) unreachable(); // the table lost a child: trap, never loop
   tableDelete(childTable, e);
 }
 
 /** Frees n and then each ancestor left with neither members nor children. */
-export function pruneUp(n: u32): void {
+function pruneUp(n: u32): void {
   while (n != ROOT) {
     const p = nodeAt(n);
-    if (load<u32>(p, COUNT) != 0 || load<u32>(p, NCHILD) != 0) return;
+    if (memberCount(p) != 0 || childCount(p) != 0) return;
     const parent = load<u32>(p, PARENT);
     childUnlink(n);
     freeNode(n);
@@ -262,120 +425,79 @@ export function pruneUp(n: u32): void {
   }
 }
 
-// ---- members --------------------------------------------------------------
-
-@inline
-export function memberKey(n: u32, slot: u32): u64 {
-  return (<u64>n << 32) | <u64>slot;
-}
-
-/**
- * The member slots of n: `count` u32 in a row, so a node's workers copy out
- * in one go. The array is cap slots, then cap (exts, kids) pairs.
- */
-@inline
-export function memberSlots(n: u32): usize {
-  const p = nodeAt(n);
-  return load<u32>(p, WCAP) == 1 ? p + MEMBERS : <usize>load<u32>(p, MEMBERS);
-}
-
-/** The (exts u32, kids u32) pair of n's member at pos. */
-@inline
-export function memberMeta(n: u32, pos: u32): usize {
-  const p = nodeAt(n);
-  const cap = load<u32>(p, WCAP);
-  const base = cap == 1 ? p + MEMBERS : <usize>load<u32>(p, MEMBERS);
-  return base + (<usize>cap << 2) + (<usize>pos << 3);
-}
-
-/** The position of slot among n's members, or NONE. */
-export function memberFind(n: u32, slot: u32): u32 {
-  const p = nodeAt(n);
-  if (load<u32>(p, FLAGS) & MEMBERS_INDEXED) {
-    const e = tableFind(memberTable, memberKey(n, slot));
-    return e == 0 ? NONE : load<u32>(e, 8);
-  }
-  const count = load<u32>(p, COUNT);
-  const base = load<u32>(p, WCAP) == 1 ? p + MEMBERS : <usize>load<u32>(p, MEMBERS);
-  for (let i: u32 = 0; i < count; i++) {
-    if (load<u32>(base + (<usize>i << 2)) == slot) return i;
-  }
-  return NONE;
-}
-
-function memberAppend(n: u32, slot: u32): u32 {
-  const p = nodeAt(n);
-  const pos = load<u32>(p, COUNT);
-  const cap = load<u32>(p, WCAP);
-  if (pos == cap) moveMembers(p, cap, cap << 1, pos);
-  store<u32>(memberSlots(n) + (<usize>pos << 2), slot);
-  store<u64>(memberMeta(n, pos), 0);
-  const count = pos + 1;
-  store<u32>(p, count, COUNT);
-  const flags = load<u32>(p, FLAGS);
-  if (flags & MEMBERS_INDEXED) {
-    tableInsert(memberTable, memberKey(n, slot), pos, 0);
-  } else if (count > MEMBER_SCAN_MAX) {
-    const slots = memberSlots(n);
-    for (let i: u32 = 0; i < count; i++) tableInsert(memberTable, memberKey(n, load<u32>(slots + (<usize>i << 2))), i, 0);
-    store<u32>(p, flags | MEMBERS_INDEXED, FLAGS);
-  }
-  memberships++;
-  return pos;
-}
-
-function memberRemoveAt(n: u32, pos: u32): void {
-  const p = nodeAt(n);
-  const slots = memberSlots(n);
-  const last = load<u32>(p, COUNT) - 1;
-  const flags = load<u32>(p, FLAGS);
-  const at = slots + (<usize>pos << 2);
-  if (flags & MEMBERS_INDEXED) tableDelete(memberTable, tableFind(memberTable, memberKey(n, load<u32>(at))));
-  if (pos != last) {
-    store<u32>(at, load<u32>(slots + (<usize>last << 2)));
-    store<u64>(memberMeta(n, pos), load<u64>(memberMeta(n, last)));
-    if (flags & MEMBERS_INDEXED) store<u32>(tableFind(memberTable, memberKey(n, load<u32>(at))), pos, 8);
-  }
-  store<u32>(p, last, COUNT);
-  if ((flags & MEMBERS_INDEXED) && last <= MEMBER_SCAN_BACK) {
-    for (let i: u32 = 0; i < last; i++) {
-      tableDelete(memberTable, tableFind(memberTable, memberKey(n, load<u32>(slots + (<usize>i << 2)))));
-    }
-    store<u32>(p, flags & ~MEMBERS_INDEXED, FLAGS);
-  }
-  const cap = load<u32>(p, WCAP);
-  if (cap > 1) {
-    if (last <= 1) moveMembers(p, cap, 1, last);
-    else if (last * 4 <= cap) moveMembers(p, cap, cap >> 1, last);
-  }
-  memberships--;
-}
-
-// Moves n's member array to a new capacity (1 = inline in the record).
-function moveMembers(p: usize, cap: u32, next: u32, count: u32): void {
-  const from = cap == 1 ? p + MEMBERS : <usize>load<u32>(p, MEMBERS);
-  const to = next == 1 ? p + MEMBERS : alloc(<usize>next * MEMBER_BYTES);
-  memory.copy(to + (<usize>next << 2), from + (<usize>cap << 2), <usize>count << 3);
-  memory.copy(to, from, <usize>count << 2);
-  if (next > 1) store<u32>(p, <u32>to, MEMBERS);
-  if (cap > 1) release(from, <usize>cap * MEMBER_BYTES);
-  store<u32>(p, next, WCAP);
-}
-
-// ---- membership with orphans and kids kept exact ---------------------------
-//
-// The orphan registry holds one entry per orphan membership (w holds c but
-// not c's parent p): key p << 32 | w, a = c. Joining p then finds the
-// children to un-orphan directly, however many children p has.
+// ---- orphan tracking ----------------------------------------------------------
 
 @inline
 function orphanKey(parent: u32, slot: u32): u64 {
   return (<u64>parent << 32) | <u64>slot;
 }
 
+// While set, nodes do not start tracking again (clearSlot removes a worker's
+// memberships without the orphan bookkeeping, which a retrack would see half done).
+let holdRetrack = false;
+
+export function setHoldRetrack(hold: bool): void {
+  holdRetrack = hold;
+}
+
+/** Stops tracking orphans of n's children: their registry entries go. Never allocates. */
+function untrack(n: u32): void {
+  const p = nodeAt(n);
+  if (load<u32>(p, INFO) & UNTRACKED) return;
+  store<u32>(p, load<u32>(p, INFO) | UNTRACKED, INFO);
+  const wide = isWide(p);
+  const count = childCount(p);
+  let c = wide ? 0 : load<u32>(p, FIRST);
+  for (let k: u32 = 0; k < count; k++) {
+    if (wide) c = wideChild(p, k);
+    const cp = nodeAt(c);
+    if (load<u16>(cp, ORPHANS) != 0) {
+      const members = memberCount(cp);
+      for (let s = memberNext(cp, 0, members); s != NO_SLOT; s = memberNext(cp, s + 1, members)) {
+        if (!memberHas(p, s)) orphanEnd(c, n, s);
+      }
+    }
+    if (!wide) c = load<u32>(cp, NEXT);
+  }
+}
+
+// Starts tracking n's children's orphans again, when there is memory to register them.
+function retrack(n: u32): void {
+  if (holdRetrack) return;
+  const p = nodeAt(n);
+  if (isWide(p)) return;
+  let need: u32 = 0;
+  for (let c = load<u32>(p, FIRST); c != 0; c = load<u32>(nodeAt(c), NEXT)) {
+    const orphans = countOrphans(nodeAt(c), p);
+    if (orphans > ORPHANS_MAX) return;
+    need += orphans;
+  }
+  if (!tableReserve(orphanTable, need)) return;
+  for (let c = load<u32>(p, FIRST); c != 0; c = load<u32>(nodeAt(c), NEXT)) {
+    const cp = nodeAt(c);
+    const members = memberCount(cp);
+    for (let s = memberNext(cp, 0, members); s != NO_SLOT; s = memberNext(cp, s + 1, members)) {
+      if (!memberHas(p, s)) orphanAdd(c, n, s);
+    }
+  }
+  store<u32>(p, load<u32>(p, INFO) & ~UNTRACKED, INFO);
+}
+
+/** Members of the child at cp that the node at pp does not have. */
+function countOrphans(cp: usize, pp: usize): u32 {
+  let orphans: u32 = 0;
+  const members = memberCount(cp);
+  for (let s = memberNext(cp, 0, members); s != NO_SLOT; s = memberNext(cp, s + 1, members)) {
+    if (!memberHas(pp, s)) orphans++;
+  }
+  return orphans;
+}
+
+// Registers the orphan membership (slot, c) under parent; room reserved, and
+// c's count below ORPHANS_MAX (a parent whose child would pass it stops tracking).
 function orphanAdd(c: u32, parent: u32, slot: u32): void {
   const p = nodeAt(c);
-  store<u32>(p, load<u32>(p, ORPHANS) + 1, ORPHANS);
+  store<u16>(p, <u16>(load<u16>(p, ORPHANS) + 1), ORPHANS);
   addSlotOrphans(slot, 1);
   tableInsert(orphanTable, orphanKey(parent, slot), c, 0);
 }
@@ -383,7 +505,7 @@ function orphanAdd(c: u32, parent: u32, slot: u32): void {
 /** Ends the orphan membership (slot, c), c's parent being `parent`. */
 export function orphanEnd(c: u32, parent: u32, slot: u32): void {
   const p = nodeAt(c);
-  store<u32>(p, load<u32>(p, ORPHANS) - 1, ORPHANS);
+  store<u16>(p, <u16>(load<u16>(p, ORPHANS) - 1), ORPHANS);
   addSlotOrphans(slot, -1);
   const key = orphanKey(parent, slot);
   let e = tableFind(orphanTable, key);
@@ -392,73 +514,70 @@ export function orphanEnd(c: u32, parent: u32, slot: u32): void {
   tableDelete(orphanTable, e);
 }
 
+// ---- membership -----------------------------------------------------------------
+
 /**
- * Makes slot a member of n (it must not be one) and returns its position.
- * parentPos: the slot's position among the parent's members when the caller
- * knows it holds the parent (a chain being stored), else NONE.
+ * Makes slot a member of n (it must not be one); false (nothing changed) when
+ * there is no memory for its member block. parentHeld: 1 or 0 when the caller
+ * knows whether the slot holds n's parent (a chain being stored), -1 if not.
  */
-export function memberJoin(n: u32, slot: u32, parentPos: u32): u32 {
-  const parent = load<u32>(nodeAt(n), PARENT);
-  const hadOrphans = slotOrphans(slot) != 0;
-  if (parent != ROOT) {
-    const pp = parentPos != NONE ? parentPos : memberFind(parent, slot);
-    if (pp == NONE) {
-      orphanAdd(n, parent, slot);
-    } else {
-      const e = memberMeta(parent, pp);
-      store<u32>(e, load<u32>(e, M_KIDS) + 1, M_KIDS);
+export function memberJoin(n: u32, slot: u32, parentHeld: i32): bool {
+  const p = nodeAt(n);
+  if (!memberAdd(p, slot)) return false;
+  memberships++;
+  const parent = load<u32>(p, PARENT);
+  if (parent != ROOT && isTracked(parent)) {
+    const held = parentHeld >= 0 ? parentHeld != 0 : memberHas(nodeAt(parent), slot);
+    if (!held) {
+      // Without room to register the orphan (or to count it), the parent stops tracking.
+      if (load<u16>(p, ORPHANS) < ORPHANS_MAX && tableReserve(orphanTable, 1)) orphanAdd(n, parent, slot);
+      else untrack(parent);
     }
   }
-  const pos = memberAppend(n, slot);
   // Children of n this worker already held stop being orphans.
-  if (hadOrphans) {
+  if (slotOrphans(slot) != 0 && isTracked(n)) {
     const key = orphanKey(n, slot);
-    let kids: u32 = 0;
     for (let e = tableFind(orphanTable, key); e != 0; e = tableFind(orphanTable, key)) {
       const c = load<u32>(e, 8);
       tableDelete(orphanTable, e);
       const cp = nodeAt(c);
-      store<u32>(cp, load<u32>(cp, ORPHANS) - 1, ORPHANS);
+      store<u16>(cp, <u16>(load<u16>(cp, ORPHANS) - 1), ORPHANS);
       addSlotOrphans(slot, -1);
-      kids++;
     }
-    store<u32>(memberMeta(n, pos), kids, M_KIDS);
   }
-  return pos;
+  return true;
 }
 
-/** Removes the member at pos from n, then frees what is left unused. */
-export function memberLeave(n: u32, pos: u32): void {
-  const slot = load<u32>(memberSlots(n) + (<usize>pos << 2));
-  let kids = load<u32>(memberMeta(n, pos), M_KIDS);
-  const parent = load<u32>(nodeAt(n), PARENT);
-  if (parent != ROOT) {
-    const pp = memberFind(parent, slot);
-    if (pp == NONE) {
-      orphanEnd(n, parent, slot);
-    } else {
-      const pe = memberMeta(parent, pp);
-      store<u32>(pe, load<u32>(pe, M_KIDS) - 1, M_KIDS);
-    }
-  }
-  memberRemoveAt(n, pos);
-  // A removal in the middle of the worker's chain orphans the children it
-  // holds below. Engines evict tails first, so this walk is rare; it stops
-  // once it has found them all.
-  for (let c = load<u32>(nodeAt(n), FIRST); kids != 0 && c != 0; c = load<u32>(nodeAt(c), NEXT)) {
-    if (memberFind(c, slot) != NONE) {
+/** Removes slot from n's members, then frees what is left unused. Never allocates. */
+export function memberLeave(n: u32, slot: u32): void {
+  const p = nodeAt(n);
+  const parent = load<u32>(p, PARENT);
+  if (parent != ROOT && isTracked(parent) && !memberHas(nodeAt(parent), slot)) orphanEnd(n, parent, slot);
+  memberRemove(p, slot);
+  memberships--;
+  // Children of n the worker holds become orphans (a removal in the middle
+  // of its chain; engines evict tails first, so usually there are none).
+  if (!isWide(p) && isTracked(n)) {
+    for (let c = load<u32>(p, FIRST); c != 0; c = load<u32>(nodeAt(c), NEXT)) {
+      if (!memberHas(nodeAt(c), slot)) continue;
+      if (load<u16>(nodeAt(c), ORPHANS) == ORPHANS_MAX || !tableReserve(orphanTable, 1)) {
+        untrack(n);
+        break;
+      }
       orphanAdd(c, n, slot);
-      kids--;
     }
   }
   pruneUp(n);
 }
 
 /**
- * Removes the member at pos without touching orphans or kids: for clearSlot,
- * which settles those for the whole worker before removing anything.
+ * Removes slot from n's members without the orphan bookkeeping: for
+ * clearSlot, which settles orphans for the whole worker first.
  */
-export function memberDrop(n: u32, pos: u32): void {
-  memberRemoveAt(n, pos);
+export function memberDrop(n: u32, slot: u32): void {
+  memberRemove(nodeAt(n), slot);
+  memberships--;
   pruneUp(n);
 }
+
+export { memberCount, memberHas, NO_SLOT };

@@ -1,13 +1,14 @@
-import { alloc, release } from './alloc';
+import { give, take } from './prefix-memory';
 
-// Open-addressing table of 16-byte entries, used by the prefix index for its
-// children table, its member map and each worker's external-id table.
+// Open-addressing table of 16-byte entries, used by the prefix index for the
+// tables every worker shares (children of wide nodes, orphan memberships,
+// extra references and ids, routed records).
 //
 // Header (16 bytes, kept wherever the owner likes: static data or a column):
 //   +0  entries u32   pointer to the entries; 0 while the table is empty
 //   +4  mask    u32   capacity - 1 (capacity: a power of two >= 16)
 //   +8  size    u32   live entries
-//   +12 spare   u32   not touched here (the per-worker column keeps a count in it)
+//   +12 spare   u32   not touched here
 // Entry:
 //   +0  key u64
 //   +8  a   u32       TABLE_EMPTY marks a free entry
@@ -17,10 +18,12 @@ import { alloc, release } from './alloc';
 // with equal keys apart by what `a` points at, so lookups walk every entry
 // with the key (tableFind, then tableFindNext). Linear probing with
 // backward-shift deletion, so there are no tombstones and absent keys stay
-// cheap however much the table churns. It grows past 3/4 full, shrinks under
-// 1/8 and frees its entries when the last one is deleted, so an emptied table
-// holds no memory. Any insert or delete may move entries: an entry pointer is
-// valid only until the next insert or delete on the same table.
+// cheap however much the table churns. Growing happens only in tableReserve,
+// which can fail (no memory) before anything changes, so inserts after it
+// cannot; a delete shrinks a table under 1/8 full when memory allows, and
+// frees its entries with the last one, so an emptied table holds no memory.
+// Any insert or delete may move entries: an entry pointer is valid only until
+// the next insert or delete on the same table.
 
 export const TABLE_EMPTY: u32 = 0xffffffff;
 export const TABLE_HEADER_BYTES: usize = 16;
@@ -47,17 +50,6 @@ export function tableCapacity(h: usize): u32 {
 @inline
 export function tableEntry(h: usize, slot: u32): usize {
   return <usize>load<u32>(h) + (<usize>slot << 4);
-}
-
-/**
- * Reads the home slot of a key and returns what is there. Reading the home
- * slots of many keys in a row, before working on them one by one, lets the
- * processor fetch those cache lines in parallel (wasm has no prefetch).
- */
-@inline
-export function tableTouch(h: usize, key: u64): u64 {
-  const entries = <usize>load<u32>(h);
-  return entries == 0 ? 0 : load<u64>(entries + (<usize>home(key, load<u32>(h, 4)) << 4));
 }
 
 /** The first entry with this key, or 0. */
@@ -87,51 +79,22 @@ export function tableFindNext(h: usize, e: usize, key: u64): usize {
   }
 }
 
-/** Whether the last tableUpsert added its entry (else it found one). */
-export let tableAdded = false;
-
-/**
- * The entry with this key if there is one (tableAdded = false), else a new
- * entry (key, a, b) (tableAdded = true): one probe for both. For tables
- * whose keys do not repeat; a must not be TABLE_EMPTY.
- */
-export function tableUpsert(h: usize, key: u64, a: u32, b: u32): usize {
-  if (load<u32>(h) != 0 && (load<u32>(h, 8) + 1) * 4 <= (load<u32>(h, 4) + 1) * 3) {
-    const entries = <usize>load<u32>(h);
-    const mask = load<u32>(h, 4);
-    let slot = home(key, mask);
-    while (true) {
-      const e = entries + (<usize>slot << 4);
-      if (load<u32>(e, 8) == TABLE_EMPTY) {
-        store<u64>(e, key);
-        store<u32>(e, a, 8);
-        store<u32>(e, b, 12);
-        store<u32>(h, load<u32>(h, 8) + 1, 8);
-        tableAdded = true;
-        return e;
-      }
-      if (load<u64>(e) == key) {
-        tableAdded = false;
-        return e;
-      }
-      slot = (slot + 1) & mask;
-    }
-  }
-  // Empty or about to grow: look first, so a present key never triggers growth.
-  const found = tableFind(h, key);
-  tableAdded = found == 0;
-  return found != 0 ? found : tableInsert(h, key, a, b);
+/** Makes room for `extra` more entries; false (nothing changed) when there is no memory. */
+export function tableReserve(h: usize, extra: u32): bool {
+  const need = <u64>load<u32>(h, 8) + <u64>extra;
+  const capacity = load<u32>(h) == 0 ? <u64>0 : <u64>load<u32>(h, 4) + 1;
+  if (need * 4 <= capacity * 3) return true;
+  let next = max<u64>(capacity, <u64>MIN_CAPACITY);
+  while (need * 4 > next * 3) next <<= 1;
+  if (next > 0x80000000) return false;
+  return rehash(h, <u32>next);
 }
 
-/** Adds an entry (even when the key is present) and returns it; a must not be TABLE_EMPTY. */
+/**
+ * Adds an entry (even when the key is present) and returns it; room must be
+ * reserved (tableReserve) and a must not be TABLE_EMPTY.
+ */
 export function tableInsert(h: usize, key: u64, a: u32, b: u32): usize {
-  if (load<u32>(h) == 0) {
-    store<u32>(h, <u32>allocEntries(MIN_CAPACITY));
-    store<u32>(h, MIN_CAPACITY - 1, 4);
-    store<u32>(h, 0, 8);
-  } else if ((load<u32>(h, 8) + 1) * 4 > (load<u32>(h, 4) + 1) * 3) {
-    rehash(h, (load<u32>(h, 4) + 1) << 1);
-  }
   return place(h, key, a, b);
 }
 
@@ -170,7 +133,7 @@ export function tableDelete(h: usize, e: usize): void {
 /** Frees the entries; the header then describes an empty table. */
 export function tableRelease(h: usize): void {
   const entries = <usize>load<u32>(h);
-  if (entries != 0) release(entries, entryBytes(load<u32>(h, 4) + 1));
+  if (entries != 0) give(entries, entryBytes(load<u32>(h, 4) + 1));
   store<u32>(h, 0);
   store<u32>(h, 0, 4);
   store<u32>(h, 0, 8);
@@ -183,8 +146,8 @@ function entryBytes(capacity: u32): usize {
 
 function allocEntries(capacity: u32): usize {
   const bytes = entryBytes(capacity);
-  const entries = alloc(bytes);
-  memory.fill(entries, 0xff, bytes);
+  const entries = take(bytes);
+  if (entries != 0) memory.fill(entries, 0xff, bytes);
   return entries;
 }
 
@@ -205,15 +168,18 @@ function place(h: usize, key: u64, a: u32, b: u32): usize {
   }
 }
 
-function rehash(h: usize, capacity: u32): void {
+function rehash(h: usize, capacity: u32): bool {
+  const entries = allocEntries(capacity);
+  if (entries == 0) return false;
   const old = <usize>load<u32>(h);
-  const oldCapacity = load<u32>(h, 4) + 1;
-  store<u32>(h, <u32>allocEntries(capacity));
+  const oldCapacity: u32 = old == 0 ? 0 : load<u32>(h, 4) + 1;
+  store<u32>(h, <u32>entries);
   store<u32>(h, capacity - 1, 4);
   store<u32>(h, 0, 8);
   for (let slot: u32 = 0; slot < oldCapacity; slot++) {
     const e = old + (<usize>slot << 4);
     if (load<u32>(e, 8) != TABLE_EMPTY) place(h, load<u64>(e), load<u32>(e, 8), load<u32>(e, 12));
   }
-  release(old, entryBytes(oldCapacity));
+  if (old != 0) give(old, entryBytes(oldCapacity));
+  return true;
 }

@@ -24,6 +24,7 @@ import {
   type PromptHashes,
 } from './decision-contract.js';
 import type { LoadTable } from './load-table.js';
+import type { MatchResult } from './prefix-index-api.js';
 import { busyLimits, checkCount, checkFinite, checkTemperature, duplicateRequest, type BusyThresholds, type EligibilityCounts } from './selection-contract.js';
 import { HashSlab } from './hash-slab.js';
 import { Multipliers, type Selector } from './selector.js';
@@ -32,6 +33,8 @@ interface DecideExports {
   decideBlock(): number;
   decidePrepare(tokenCount: number, blockSize: number, seed: bigint): number;
   decideMatch(): number;
+  decideReserveMatches(count: number): number;
+  decideUseMatches(count: number): void;
   decideBestDepth(): number;
   decideRun(): number;
   selectReserveAllowed(count: number): void;
@@ -107,6 +110,12 @@ class Staged<T extends Uint8Array | Uint32Array | Float64Array> {
   }
 }
 
+/** Finds a prompt's matches outside the decision's core; epoch() changes whenever they may have. */
+export interface HostMatcher {
+  find(local: BigUint64Array): MatchResult;
+  epoch(): number;
+}
+
 /** Where a prompt's hashes and matches are in core memory, and since which writes. */
 interface Residency {
   local: BigUint64Array | null;
@@ -139,9 +148,14 @@ export class Decider implements DecisionKernel {
   private keyedFor: DecisionCost | null = null;
   private readonly limitsOf = new WeakMap<BusyThresholds, readonly [number, number, number]>();
   private readonly matches: Residency & { count: number } = { local: null, epoch: -1, count: 0 };
+  private readonly matcher: HostMatcher | null;
 
-  /** The hasher, ledger and selector of one Core (its PrefixIndex lives there too). */
-  constructor(options: { hasher: BlockHasher; ledger: LoadTable; selector: Selector; blockSize: number }) {
+  /**
+   * The hasher, ledger and selector of one Core. Its PrefixIndex lives there
+   * too and is searched in the core, unless `matcher` finds the matches (an
+   * index sharded over several cores): they are then staged for each decision.
+   */
+  constructor(options: { hasher: BlockHasher; ledger: LoadTable; selector: Selector; blockSize: number; matcher?: HostMatcher }) {
     checkCount('blockSize', options.blockSize);
     if (options.blockSize === 0) throw new RangeError('blockSize must be at least 1');
     this.core = options.ledger.core;
@@ -151,6 +165,7 @@ export class Decider implements DecisionKernel {
     this.ledger = options.ledger;
     this.ex = this.core.kernel<DecideExports & HashExports>();
     this.block = this.ex.decideBlock() >>> 0;
+    this.matcher = options.matcher ?? null;
   }
 
   prepare(tokens: ArrayLike<number>, seed: bigint): PromptHashes {
@@ -161,15 +176,22 @@ export class Decider implements DecisionKernel {
     const prompt = { local: lists.first, sequence: lists.second };
     this.hashes.local = prompt.local;
     this.hashes.epoch = this.core.wrote('hashes');
-    this.matches.local = prompt.local;
-    this.matches.epoch = this.core.wrote('matches');
-    this.matches.count = this.views().u32[U.matches]!;
+    if (this.matcher) {
+      this.core.wrote('matches');
+      this.stageHostMatches(prompt);
+    } else {
+      this.matches.local = prompt.local;
+      this.matches.epoch = this.core.wrote('matches');
+      this.matches.count = this.views().u32[U.matches]!;
+    }
     return prompt;
   }
 
   bestDepth(prompt: PromptHashes, constraints: DecisionConstraints): number {
     this.stagePrompt(prompt);
-    if (!this.matchesHeld(prompt)) {
+    if (this.matcher) {
+      if (!this.matchesHeld(prompt)) this.stageHostMatches(prompt);
+    } else if (!this.matchesHeld(prompt)) {
       this.ex.decideMatch();
       this.noteMatches(prompt);
     }
@@ -209,7 +231,8 @@ export class Decider implements DecisionKernel {
   }
 
   setRouted(slot: number, routed: boolean): void {
-    this.ledger.setRouted(slot, routed);
+    // An index outside this core records routed prompts itself (the host books them there).
+    this.ledger.setRouted(slot, routed && !this.matcher);
   }
 
   openView(cost: DecisionCost, busy: BusyThresholds | null): void {
@@ -277,7 +300,10 @@ export class Decider implements DecisionKernel {
     }
     this.stagePrompt(prompt);
     let flags = 0;
-    if (!this.matchesHeld(prompt)) flags |= FLAG_FIND;
+    if (!this.matchesHeld(prompt)) {
+      if (this.matcher) this.stageHostMatches(prompt);
+      else flags |= FLAG_FIND;
+    }
     this.stageConstraints(request.constraints ?? NO_CONSTRAINTS);
     const { f64, u32 } = this.views();
     f64[F.promptTokens] = request.promptTokens;
@@ -327,7 +353,21 @@ export class Decider implements DecisionKernel {
   }
 
   private matchesHeld(prompt: PromptHashes): boolean {
-    return this.matches.local === prompt.local && this.matches.epoch === this.core.epoch('matches');
+    return this.matches.local === prompt.local && this.matches.epoch === (this.matcher ? this.matcher.epoch() : this.core.epoch('matches'));
+  }
+
+  /** The matcher's matches for the prompt, staged in the core for the decisions that follow. */
+  private stageHostMatches(prompt: PromptHashes): void {
+    const found = this.matcher!.find(prompt.local);
+    const ptr = this.ex.decideReserveMatches(found.count) >>> 0;
+    if (found.count > 0) {
+      this.core.u32(ptr, found.count).set(found.slots.subarray(0, found.count));
+      this.core.u32(ptr + 4 * found.count, found.count).set(found.depths.subarray(0, found.count));
+    }
+    this.ex.decideUseMatches(found.count);
+    this.matches.local = prompt.local;
+    this.matches.epoch = this.matcher!.epoch();
+    this.matches.count = found.count;
   }
 
   private noteMatches(prompt: PromptHashes): void {
@@ -377,7 +417,8 @@ export class Decider implements DecisionKernel {
     this.afterRun(request);
     const { f64, u32 } = this.views();
     const slot = u32[U.slot]! | 0;
-    const routed = u32[U.routed] === 1;
+    // 2: the core had no memory to record it and cleared the worker's entries; the index changed either way.
+    const routed = u32[U.routed]! !== 0;
     if (requestId !== null && slot >= 0) this.ledger.adopt(requestId, u32[U.handle]!);
     if (routed) this.core.wrote('matches');
     return {

@@ -12,6 +12,11 @@ export interface MatchResult {
 }
 
 export interface PrefixIndexOptions {
+  /**
+   * Most bytes the index may hold; past it the least recently stored or
+   * matched blocks are forgotten (counted per worker). Default: no bound.
+   */
+  memoryBoundBytes?: number;
   /** Time-to-live of a routed block, refreshed on reinsert (approximate mode). Default 120 s. */
   ttlMs?: number;
   /** Routed blocks kept at most; past it the earliest-expiring are pruned. Default 2^20. */
@@ -33,6 +38,30 @@ export interface PrefixIndexStats {
   unknownRemovals: number;
   /** Bytes the wasm core holds (all its kernels); 0 for the twin. */
   liveBytes: number;
+  /** Bytes the index holds, its pools' free records included; 0 for the twin. */
+  indexBytes: number;
+  /** Ids forgotten under the memory bound (the twin: forgotten through forget()). */
+  evictedBlocks: number;
+  /** Updates the index could not complete for want of memory (their workers were cleared). */
+  allocationFailures: number;
+}
+
+/**
+ * An update the index could not complete: the core had no memory for it, or
+ * trapped in the middle of it, or its worker is no longer registered. The
+ * index is consistent again, and the workers named here hold nothing in it
+ * (they were cleared, or are gone), so their event streams must be treated
+ * as stale.
+ */
+export class IndexFailure extends Error {
+  override name = 'IndexFailure';
+  constructor(
+    readonly kind: 'no-memory' | 'trap' | 'unknown-worker',
+    readonly workers: readonly WorkerKey[],
+    detail: string,
+  ) {
+    super(detail);
+  }
 }
 
 /** An event that rebuilds index state: what `dump()` returns. */
@@ -78,9 +107,16 @@ export interface PrefixIndexApi {
    */
   dump(): IndexEvent[];
   stats(): PrefixIndexStats;
+  /**
+   * Ids of the worker forgotten under the memory bound since it was last
+   * cleared (or the index was last empty): its overlap may be under-estimated.
+   */
+  evictedBlocks(worker: WorkerKey): number;
 }
 
 export interface ResolvedIndexOptions {
+  /** 0: no bound. */
+  memoryBoundBytes: number;
   ttlMs: number;
   maxRoutedBlocks: number;
   /** Routed blocks a prune keeps. */
@@ -105,7 +141,11 @@ export function resolveIndexOptions(opts: PrefixIndexOptions): ResolvedIndexOpti
   if (typeof ratio !== 'number' || !(ratio > 0 && ratio <= 1)) {
     throw new RangeError(`pruneTargetRatio must be in (0, 1], got ${String(ratio)}`);
   }
-  return { ttlMs, maxRoutedBlocks, pruneTarget: Math.floor(maxRoutedBlocks * ratio) };
+  const memoryBoundBytes = opts.memoryBoundBytes ?? 0;
+  if (typeof memoryBoundBytes !== 'number' || !Number.isSafeInteger(memoryBoundBytes) || memoryBoundBytes < 0) {
+    throw new RangeError(`memoryBoundBytes must be a non-negative integer, got ${String(memoryBoundBytes)}`);
+  }
+  return { memoryBoundBytes, ttlMs, maxRoutedBlocks, pruneTarget: Math.floor(maxRoutedBlocks * ratio) };
 }
 
 export function checkWorker(worker: WorkerKey, field = 'worker'): void {

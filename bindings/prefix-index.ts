@@ -5,9 +5,20 @@
 // or overwrites its match output records it (Core.wrote('matches')), so the
 // fused decision (bindings/decider.ts) knows whether the matches it found are
 // still there.
-import { Core, type CoreExports } from './core.js';
-import { WorkerSlots, type WorkerKey } from './workers.js';
+//
+// One PrefixIndex is one core's index. It may be one shard of a model's index
+// (bindings/prefix-index-sharded.ts): then it holds the model's worker slots
+// s with s mod count == index, shares the model's WorkerSlots, and reports
+// the model's slots.
+//
+// When the core cannot complete an update (no memory, or a trap), the worker
+// it was for is cleared (after a trap, every worker of the core: the core's
+// index is abandoned and starts empty), the failure is counted, and an
+// IndexFailure names the workers, whose streams are stale from then on.
+import { Core, CoreAbort, type CoreExports } from './core.js';
+import { WorkerSlots, workerLabel, type WorkerKey } from './workers.js';
 import {
+  IndexFailure,
   checkArrayLike,
   checkHash,
   checkSameLength,
@@ -23,57 +34,113 @@ import {
 } from './prefix-index-api.js';
 import { eventsFromSnapshot, type SnapshotId, type SnapshotNode } from './prefix-index-dump.js';
 
+export { IndexFailure } from './prefix-index-api.js';
 export type { IndexEvent, MatchResult, PrefixIndexApi, PrefixIndexOptions, PrefixIndexStats } from './prefix-index-api.js';
 export { applyIndexEvents } from './prefix-index-dump.js';
 
 interface IndexExports {
   indexInput(capacity: number): number;
   indexConfigure(ttlMs: number, maxRoutedBlocks: number, pruneTarget: number): void;
+  indexConfigureShard(stride: number, offset: number): void;
+  indexSetMemoryBound(bytes: number): void;
   indexStored(slot: number, hasParent: number, count: number): number;
   indexRemoved(slot: number, count: number): void;
   indexCleared(slot: number): void;
   indexFind(ptr: number, count: number, earlyExit: number): number;
   indexOutSlots(): number;
   indexOutDepths(): number;
-  indexInsertRouted(slot: number, count: number, nowMs: number): void;
+  indexInsertRouted(slot: number, count: number, nowMs: number): number;
   indexExpire(nowMs: number): number;
+  indexRoutedTop(): number;
+  indexRoutedTopPtr(): number;
+  indexRoutedPop(): void;
   indexNodes(): number;
   indexBlocks(): number;
   indexRoutedBlocks(): number;
   indexUnknownParents(): number;
   indexUnknownRemovals(): number;
+  indexEvictedBlocks(): number;
+  indexSlotEvicted(slot: number): number;
+  indexHeldBytes(): number;
+  indexFailedUpdates(): number;
+  indexUsedBytes(): number;
+  indexEvictionLog(capacity: number): void;
+  indexEvictionLogPtr(): number;
+  indexEvictionLogCount(): number;
+  indexEvictionLogClear(): void;
+  indexReset(): void;
   indexDumpNodes(): number;
   indexDumpSlot(slot: number): number;
   indexDumpBuffer(): number;
   indexDumpRelease(): void;
 }
 
+/** Return codes of indexStored / indexInsertRouted (assembly/prefix-index.ts). */
+const STORED = 1;
+const NO_MEMORY = 2;
 /** Slot the core treats as a worker holding nothing (removals from unknown workers). */
 const NO_SLOT = 0xffffffff;
 /** Hashes the I/O buffer holds from the start: events up to 255 blocks never grow it. */
 const INITIAL_INPUT = 512;
 /** Largest event or prompt, in blocks: keeps the I/O buffer's size within u32 indexes. */
-const MAX_BLOCKS = 1 << 26;
+export const MAX_BLOCKS = 1 << 26;
+
+/** A routed block a prune would drop first (indexRoutedTop): for a model-wide prune over shards. */
+export interface RoutedTop {
+  expiry: number;
+  external: bigint;
+  slot: number;
+  depth: number;
+}
+
+/** An evicted id, as the index logged it (PrefixIndexOptions of the binding: evictionLog). */
+export interface Eviction {
+  worker: WorkerKey;
+  external: bigint;
+}
+
+export interface PrefixIndexCoreOptions extends PrefixIndexOptions {
+  core?: Core;
+  workers?: WorkerSlots;
+  /** This index as shard `index` of `count` (see the header). */
+  shard?: { count: number; index: number };
+  /** Log up to this many evicted ids for takeEvictions() (tests mirror them on the twin). */
+  evictionLog?: number;
+}
 
 export class PrefixIndex implements PrefixIndexApi {
   readonly workers: WorkerSlots;
-  private readonly core: Core;
+  readonly core: Core;
   private readonly k: IndexExports & CoreExports;
   private readonly ownsSlots: boolean;
+  private readonly shardCount: number;
+  private readonly shardIndex: number;
+  private readonly evictionLog: number;
+  private failures = 0;
   private inputPtr = 0;
   private inputCapacity = 0;
   private inputView: BigUint64Array = new BigUint64Array(0);
   private inputGeneration = -1;
 
-  constructor(opts: PrefixIndexOptions & { core?: Core; workers?: WorkerSlots } = {}) {
+  constructor(opts: PrefixIndexCoreOptions = {}) {
     const options = resolveIndexOptions(opts);
+    const shard = opts.shard ?? { count: 1, index: 0 };
+    if (!Number.isInteger(shard.count) || shard.count < 1 || !Number.isInteger(shard.index) || shard.index < 0 || shard.index >= shard.count) {
+      throw new RangeError(`shard must be { count >= 1, 0 <= index < count }, got ${JSON.stringify(shard)}`);
+    }
     this.core = opts.core ?? new Core();
     this.core.claim('index');
     this.k = this.core.kernel<IndexExports>();
     this.ownsSlots = !opts.workers;
     this.workers = opts.workers ?? new WorkerSlots();
+    this.shardCount = shard.count;
+    this.shardIndex = shard.index;
     this.k.indexConfigure(options.ttlMs, options.maxRoutedBlocks, options.pruneTarget);
-    this.input(INITIAL_INPUT);
+    this.k.indexConfigureShard(shard.count, shard.index);
+    this.k.indexSetMemoryBound(options.memoryBoundBytes);
+    this.evictionLog = opts.evictionLog ?? 0;
+    if (this.evictionLog > 0) this.k.indexEvictionLog(this.evictionLog);
+    if (!this.reserveInput(INITIAL_INPUT)) throw new CoreAbort('the core has no memory for the index I/O buffer');
   }
 
   applyStored(worker: WorkerKey, parent: bigint | null, external: ArrayLike<bigint>, local: ArrayLike<bigint>): boolean {
@@ -83,29 +150,40 @@ export class PrefixIndex implements PrefixIndexApi {
     if (parent !== null) checkHash(parent, 'parent');
     checkWorker(worker);
     const n = blockCount(external, 'external');
-    const view = this.input(1 + 2 * n);
+    const view = this.stagingFor(worker, 1 + 2 * n);
     view[0] = parent ?? 0n;
     stage(external, view, 1, 'external');
     stage(local, view, 1 + n, 'local');
     const slot = this.workers.ensure(worker.id, worker.rank);
     this.core.wrote('matches');
-    return this.k.indexStored(slot, parent === null ? 0 : 1, n) === 1;
+    let status: number;
+    try {
+      status = this.k.indexStored(this.local(slot), parent === null ? 0 : 1, n);
+    } catch (error) {
+      return this.trapped(error, slot);
+    }
+    if (status === NO_MEMORY) this.noMemory(slot, 'storing');
+    return status === STORED;
   }
 
   applyRemoved(worker: WorkerKey, external: ArrayLike<bigint>): void {
     checkArrayLike(external, 'external');
     checkWorker(worker);
     const n = blockCount(external, 'external');
-    stage(external, this.input(n), 0, 'external');
+    const slot = this.workers.slotOf(worker.id, worker.rank);
+    stage(external, this.stagingFor(worker, n), 0, 'external');
     this.core.wrote('matches');
-    this.k.indexRemoved(this.workers.slotOf(worker.id, worker.rank) ?? NO_SLOT, n);
+    try {
+      this.k.indexRemoved(slot === undefined ? NO_SLOT : this.local(slot), n);
+    } catch (error) {
+      this.trapped(error, slot);
+    }
   }
 
   applyCleared(worker: WorkerKey): void {
     checkWorker(worker);
     const slot = this.workers.slotOf(worker.id, worker.rank);
-    if (slot !== undefined) this.k.indexCleared(slot);
-    this.core.wrote('matches');
+    if (slot !== undefined) this.clearSlot(slot);
   }
 
   /**
@@ -114,18 +192,30 @@ export class PrefixIndex implements PrefixIndexApi {
    */
   removeWorker(id: string): void {
     if (typeof id !== 'string' || id.length === 0) throw new TypeError('worker id must be a non-empty string');
-    this.core.wrote('matches');
     for (const slot of this.workers.slotsOf(id)) {
       const { rank } = this.workers.keyOf(slot);
-      this.k.indexCleared(slot);
+      if (this.holds(slot)) this.clearSlot(slot);
       if (this.ownsSlots) this.workers.release(id, rank);
+    }
+  }
+
+  /** Clears one worker slot of this core. Never fails: clearing allocates nothing. */
+  clearSlot(slot: number): void {
+    this.core.wrote('matches');
+    try {
+      this.k.indexCleared(this.local(slot));
+    } catch (error) {
+      this.trapped(error, slot);
     }
   }
 
   findMatches(local: ArrayLike<bigint>, earlyExit = false): MatchResult {
     checkArrayLike(local, 'local');
     const n = blockCount(local, 'local');
-    stage(local, this.input(n), 0, 'local');
+    const view = this.input(n);
+    // Without room for the prompt the index can say nothing about it: no overlap.
+    if (!view) return EMPTY_MATCH;
+    stage(local, view, 0, 'local');
     this.core.wrote('matches');
     return this.result(this.k.indexFind(this.inputPtr, n, earlyExit ? 1 : 0));
   }
@@ -146,15 +236,44 @@ export class PrefixIndex implements PrefixIndexApi {
     checkWorker(worker);
     const n = blockCount(local, 'local');
     if (n === 0) return;
-    stage(local, this.input(n), 0, 'local');
+    stage(local, this.stagingFor(worker, n), 0, 'local');
+    const slot = this.workers.ensure(worker.id, worker.rank);
     this.core.wrote('matches');
-    this.k.indexInsertRouted(this.workers.ensure(worker.id, worker.rank), n, nowMs);
+    let status: number;
+    try {
+      status = this.k.indexInsertRouted(this.local(slot), n, nowMs);
+    } catch (error) {
+      return this.trapped(error, slot);
+    }
+    if (status === NO_MEMORY) this.noMemory(slot, 'recording routed blocks for');
   }
 
   expire(nowMs: number): number {
     checkTime(nowMs);
     this.core.wrote('matches');
-    return this.k.indexExpire(nowMs) >>> 0;
+    try {
+      return this.k.indexExpire(nowMs) >>> 0;
+    } catch (error) {
+      return this.trapped(error, undefined);
+    }
+  }
+
+  /** The routed block the next prune drops first, or null. */
+  routedTop(): RoutedTop | null {
+    if (this.k.indexRoutedTop() === 0) return null;
+    const ptr = this.k.indexRoutedTopPtr() >>> 0;
+    const words = this.core.u32(ptr, 6);
+    return { expiry: this.core.f64(ptr, 1)[0]!, external: this.core.u64(ptr + 8, 1)[0]!, slot: words[4]!, depth: words[5]! };
+  }
+
+  /** Drops the routed block routedTop() returned. */
+  popRouted(): void {
+    this.core.wrote('matches');
+    try {
+      this.k.indexRoutedPop();
+    } catch (error) {
+      this.trapped(error, undefined);
+    }
   }
 
   dump(): IndexEvent[] {
@@ -167,7 +286,8 @@ export class PrefixIndex implements PrefixIndexApi {
       for (let i = 0; i < nodeCount; i++) nodes.push({ id: words[4 * i]!, parent: words[4 * i + 1]!, local: hashes[2 * i + 1]! });
       const workers: { worker: WorkerKey; ids: SnapshotId[] }[] = [];
       for (const [slot, worker] of this.workers.entries()) {
-        const count = k.indexDumpSlot(slot) >>> 0;
+        if (!this.holds(slot)) continue;
+        const count = k.indexDumpSlot(this.local(slot)) >>> 0;
         words = this.core.u32(k.indexDumpBuffer() >>> 0, count * 4);
         hashes = this.core.u64(k.indexDumpBuffer() >>> 0, count * 2);
         const ids: SnapshotId[] = [];
@@ -189,18 +309,76 @@ export class PrefixIndex implements PrefixIndexApi {
       unknownParents: k.indexUnknownParents() >>> 0,
       unknownRemovals: k.indexUnknownRemovals() >>> 0,
       liveBytes: this.core.liveBytes,
+      indexBytes: k.indexHeldBytes() >>> 0,
+      evictedBlocks: k.indexEvictedBlocks(),
+      allocationFailures: this.failures + (this.k.indexFailedUpdates() >>> 0),
     };
   }
 
-  // The I/O buffer as a view of at least `count` hashes; grows it when needed.
-  private input(count: number): BigUint64Array {
-    if (count > this.inputCapacity) {
-      let capacity = Math.max(64, this.inputCapacity);
-      while (capacity < count) capacity *= 2;
-      this.inputPtr = this.k.indexInput(capacity) >>> 0;
-      this.inputCapacity = capacity;
-      this.inputGeneration = -1;
+  /** Bytes the index holds less its pools' free records: what the memory bound is compared with. */
+  get usedBytes(): number {
+    return this.k.indexUsedBytes() >>> 0;
+  }
+
+  evictedBlocks(worker: WorkerKey): number {
+    const slot = this.workers.slotOf(worker.id, worker.rank);
+    return slot === undefined || !this.holds(slot) ? 0 : this.k.indexSlotEvicted(this.local(slot)) >>> 0;
+  }
+
+  /** The evicted ids logged since the last call (needs the evictionLog option). */
+  takeEvictions(): Eviction[] {
+    const count = this.k.indexEvictionLogCount();
+    if (count < 0) throw new RangeError(`more than ${this.evictionLog} evictions happened between two takeEvictions() calls`);
+    const ptr = this.k.indexEvictionLogPtr() >>> 0;
+    const out: Eviction[] = [];
+    if (count > 0) {
+      const ids = this.core.u64(ptr, count * 2);
+      const words = this.core.u32(ptr, count * 4);
+      for (let i = 0; i < count; i++) out.push({ worker: this.workers.keyOf(words[4 * i + 2]!), external: ids[2 * i]! });
     }
+    this.k.indexEvictionLogClear();
+    return out;
+  }
+
+  /** Whether a model slot belongs to this core. */
+  holds(slot: number): boolean {
+    return slot % this.shardCount === this.shardIndex;
+  }
+
+  private local(slot: number): number {
+    return Math.floor(slot / this.shardCount);
+  }
+
+  // An update threw: a trap abandons the core's index (see the header); anything else is rethrown.
+  private trapped(error: unknown, slot: number | undefined): never {
+    if (!(error instanceof WebAssembly.RuntimeError || error instanceof CoreAbort)) throw error;
+    const workers = [...this.workers.entries()].filter(([s]) => this.holds(s)).map(([, key]) => key);
+    this.core.wrote('matches');
+    this.k.indexReset();
+    this.failures++;
+    const during = slot === undefined ? '' : ` while updating worker ${workerLabel(this.workers.keyOf(slot))}`;
+    throw new IndexFailure('trap', workers, `the prefix index core trapped${during} (${(error as Error).message}); its ${workers.length} workers were cleared`);
+  }
+
+  private noMemory(slot: number, doing: string): never {
+    this.clearSlot(slot);
+    this.failures++;
+    const worker = this.workers.keyOf(slot);
+    throw new IndexFailure('no-memory', [worker], `the prefix index ran out of memory ${doing} worker ${workerLabel(worker)}; its cache entries were cleared`);
+  }
+
+  // The I/O buffer for an update of `worker`: a buffer that cannot grow is a failed update.
+  private stagingFor(worker: WorkerKey, count: number): BigUint64Array {
+    const view = this.input(count);
+    if (view) return view;
+    const slot = this.workers.slotOf(worker.id, worker.rank);
+    if (slot === undefined) throw new IndexFailure('no-memory', [], `the prefix index has no memory for an event of ${count} hashes`);
+    return this.noMemory(slot, `staging an event of ${count} hashes of`);
+  }
+
+  // The I/O buffer as a view of at least `count` hashes, grown when needed; null when it cannot grow.
+  private input(count: number): BigUint64Array | null {
+    if (count > this.inputCapacity && !this.reserveInput(count)) return null;
     const generation = this.core.generation;
     if (generation !== this.inputGeneration) {
       this.inputView = this.core.u64(this.inputPtr, this.inputCapacity);
@@ -209,9 +387,20 @@ export class PrefixIndex implements PrefixIndexApi {
     return this.inputView;
   }
 
+  private reserveInput(count: number): boolean {
+    let capacity = Math.max(64, this.inputCapacity);
+    while (capacity < count) capacity *= 2;
+    const ptr = this.k.indexInput(capacity) >>> 0;
+    if (ptr === 0) return false;
+    this.inputPtr = ptr;
+    this.inputCapacity = capacity;
+    this.inputGeneration = -1;
+    return true;
+  }
+
   private result(count: number): MatchResult {
     count >>>= 0;
-    if (count === 0) return { count: 0, slots: new Uint32Array(0), depths: new Uint32Array(0) };
+    if (count === 0) return EMPTY_MATCH;
     return {
       count,
       slots: this.core.u32(this.k.indexOutSlots() >>> 0, count),
@@ -219,6 +408,8 @@ export class PrefixIndex implements PrefixIndexApi {
     };
   }
 }
+
+const EMPTY_MATCH: MatchResult = Object.freeze({ count: 0, slots: new Uint32Array(0), depths: new Uint32Array(0) }) as MatchResult;
 
 /**
  * Copies hashes into the I/O buffer, checking each on the way (one pass: a

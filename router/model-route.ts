@@ -1,6 +1,7 @@
 // Everything that routes one model: its partition (workers, cache index, load
 // ledger, selection) and its admission scheduler, driven by one clock. The
 // live server and the replay both go through this, so they run the same code.
+import type { IndexFailure } from '../bindings/prefix-index-api.js';
 import type { WorkerKey } from '../bindings/workers.js';
 import type { Clock, Timer } from './clock.js';
 import { RouterError } from './errors.js';
@@ -31,6 +32,8 @@ export interface ModelRouteOptions {
   sweepAgeMs?: number;
   routedTtlMs?: number;
   maxRoutedBlocks?: number;
+  /** The prefix index's memory bound (see PartitionOptions). */
+  indexMemoryBytes?: number;
   /** Session affinity (requests with a session id); default off. */
   sessionAffinity?: SessionBindingsOptions | null;
 }
@@ -86,6 +89,7 @@ export class ModelRoute {
       seed: options.seed,
       routedTtlMs: options.routedTtlMs,
       maxRoutedBlocks: options.maxRoutedBlocks,
+      indexMemoryBytes: options.indexMemoryBytes,
       fastPathBusy: this.classes.get(this.defaultClass)!.busy,
     });
     this.sessions = options.sessionAffinity ? new SessionBindings(options.sessionAffinity) : null;
@@ -170,8 +174,8 @@ export class ModelRoute {
     this.scheduler.capacityChanged();
   }
 
-  applyEvents(worker: WorkerKey, batch: KvEventBatch): void {
-    this.partition.applyEvents(worker, batch);
+  applyEvents(worker: WorkerKey, batch: KvEventBatch): IndexFailure | null {
+    return this.partition.applyEvents(worker, batch);
   }
 
   markStale(worker: WorkerKey): void {

@@ -8,6 +8,7 @@
 import type { BusyThresholds } from '../bindings/selection-contract.js';
 import { workerLabel, type WorkerKey, type WorkerSlots } from '../bindings/workers.js';
 import type { Core } from '../bindings/core.js';
+import type { IndexFailure, PrefixIndexApi } from '../bindings/prefix-index-api.js';
 import type { Clock } from './clock.js';
 import { RouterError } from './errors.js';
 import type { KvEventBatch } from './kv-events.js';
@@ -45,6 +46,8 @@ export class Partition implements Placement<RoutedRequest> {
   readonly workers: WorkerSlots;
   /** The wasm core holding this partition's kernels (undefined on the twins). */
   readonly core: Core | undefined;
+  /** The prefix-cache index (possibly sharded over several cores). */
+  readonly index: PrefixIndexApi;
   private readonly clock: Clock;
   private readonly kernels: Kernels;
   private readonly set: WorkerSet;
@@ -76,8 +79,11 @@ export class Partition implements Placement<RoutedRequest> {
       seed: options.seed ?? 0,
       routedTtlMs: options.routedTtlMs,
       maxRoutedBlocks: options.maxRoutedBlocks,
+      indexMemoryBytes: options.indexMemoryBytes,
+      indexShards: options.indexShards,
     });
     this.core = this.kernels.core;
+    this.index = this.kernels.index;
     const { decider, ledger, selector, index, hasher } = this.kernels;
     this.prompts = new Prompts(this.model, this.set, decider);
     this.cache = new CacheIndex(index, hasher, this.set, this.blockSize, (lora, salt) => this.prompts.seedOf(lora, salt));
@@ -269,12 +275,16 @@ export class Partition implements Placement<RoutedRequest> {
 
   // ---- KV events ----
 
-  /** Applies one batch of a worker's KV events to the prefix index. */
-  applyEvents(worker: WorkerKey, batch: KvEventBatch): void {
-    this.cache.applyEvents(worker, batch);
+  /**
+   * Applies one batch of a worker's KV events to the prefix index. Returns the
+   * IndexFailure when the index could not (the worker is gone, or its entries
+   * were cleared): the worker's stream is stale from there.
+   */
+  applyEvents(worker: WorkerKey, batch: KvEventBatch): IndexFailure | null {
+    return this.cache.applyEvents(worker, batch);
   }
 
-  /** The worker's event stream lost messages that cannot be replayed: forget what it holds. */
+  /** The worker's event stream lost messages that cannot be replayed: forget what it holds (nothing, once it is removed). */
   markStale(worker: WorkerKey): void {
     this.cache.markStale(worker);
   }

@@ -3,6 +3,7 @@
 // KV-event counters, index size) is read from it at scrape time, so it costs
 // nothing per request and is never stale.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { shardsFor } from '../bindings/prefix-index-sharded.js';
 import type { EventCounts } from '../router/partition.js';
 import { registerRouteMetrics } from './route-metrics.js';
 import type { KvSourceCounters } from './workers/kv-sources.js';
@@ -39,6 +40,9 @@ const STREAM_EVENTS: readonly [string, keyof KvSourceCounters][] = [
   ['held_dropped', 'heldDropped'],
   ['decode_error', 'decodeErrors'],
   ['skipped_message', 'skippedMessages'],
+  ['index_failure', 'indexFailures'],
+  ['resync', 'resyncs'],
+  ['retired_dropped', 'retiredDropped'],
 ];
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
@@ -262,7 +266,9 @@ export class RouterMetrics {
     });
     new Gauge({
       name: 'kvrouter_prefix_index',
-      help: 'Prefix index size per model: nodes, blocks, routed_blocks (approximate mode), unknown_parents, unknown_removals',
+      help:
+        'Prefix index per model: nodes, blocks ((worker, block) pairs), routed_blocks (approximate mode), unknown_parents, unknown_removals, ' +
+        'bytes (held by the index), bound_bytes (its memory bound, 0: none), shards (wasm cores it is split over)',
       labelNames: ['model', 'stat'],
       registers,
       collect() {
@@ -274,7 +280,30 @@ export class RouterMetrics {
           this.labels(m.name, 'routed_blocks').set(s.routedBlocks);
           this.labels(m.name, 'unknown_parents').set(s.unknownParents);
           this.labels(m.name, 'unknown_removals').set(s.unknownRemovals);
+          this.labels(m.name, 'bytes').set(s.indexBytes);
+          this.labels(m.name, 'bound_bytes').set(m.config.indexMemoryBytes);
+          this.labels(m.name, 'shards').set(shardsFor(m.config.indexMemoryBytes));
         }
+      },
+    });
+    new Counter({
+      name: 'kvrouter_prefix_index_evicted_blocks_total',
+      help: "(worker, block) ids the model's prefix index forgot at its memory bound (the coldest first)",
+      labelNames: ['model'],
+      registers,
+      collect() {
+        this.reset();
+        for (const m of source.models()) this.labels(m.name).inc(m.route.partition.indexStats().evictedBlocks);
+      },
+    });
+    new Counter({
+      name: 'kvrouter_prefix_index_failures_total',
+      help: 'Index updates that could not complete for want of memory (or a core trap); their workers were cleared and their streams marked stale',
+      labelNames: ['model'],
+      registers,
+      collect() {
+        this.reset();
+        for (const m of source.models()) this.labels(m.name).inc(m.route.partition.indexStats().allocationFailures);
       },
     });
     new Gauge({

@@ -64,6 +64,9 @@ export class ReferencePrefixIndex implements PrefixIndexApi {
   private blocks = 0;
   private unknownParents = 0;
   private unknownRemovals = 0;
+  private evicted = 0;
+  /** slot -> ids forgotten since the worker was last cleared. */
+  private readonly evictedBySlot = new Map<number, number>();
 
   constructor(opts: PrefixIndexOptions & { workers?: WorkerSlots } = {}) {
     this.options = resolveIndexOptions(opts);
@@ -216,7 +219,35 @@ export class ReferencePrefixIndex implements PrefixIndexApi {
       unknownParents: this.unknownParents,
       unknownRemovals: this.unknownRemovals,
       liveBytes: 0,
+      indexBytes: 0,
+      evictedBlocks: this.evicted,
+      allocationFailures: 0,
     };
+  }
+
+  evictedBlocks(worker: WorkerKey): number {
+    const slot = this.workers.slotOf(worker.id, worker.rank);
+    return slot === undefined ? 0 : (this.evictedBySlot.get(slot) ?? 0);
+  }
+
+  /**
+   * Forgets ids whatever their references, as the wasm index does when it
+   * evicts them under its memory bound: the way a test applies the wasm
+   * index's evictions here. Ids the worker does not hold are ignored.
+   */
+  forget(worker: WorkerKey, external: readonly bigint[]): void {
+    const slot = this.workers.slotOf(worker.id, worker.rank);
+    const t = slot === undefined ? undefined : this.ids.get(slot);
+    if (slot === undefined || !t) return;
+    for (const id of external) {
+      const b = t.get(id);
+      if (!b) continue;
+      b.refs = 1;
+      b.expiry = null;
+      this.unbind(slot, id);
+      this.evicted++;
+      this.evictedBySlot.set(slot, (this.evictedBySlot.get(slot) ?? 0) + 1);
+    }
   }
 
   private child(parent: TreeNode, local: bigint): TreeNode {
@@ -284,6 +315,7 @@ export class ReferencePrefixIndex implements PrefixIndexApi {
   }
 
   private clear(slot: number): void {
+    this.evictedBySlot.delete(slot);
     const t = this.ids.get(slot);
     if (!t) return;
     this.ids.delete(slot);
@@ -309,6 +341,8 @@ export class ReferencePrefixIndex implements PrefixIndexApi {
       cur.parent.children.delete(cur.local);
       this.nodes--;
     }
+    // An emptied index starts over: no worker's count of evicted ids survives it.
+    if (this.nodes === 0) this.evictedBySlot.clear();
   }
 
   private routedBlocks(): { slot: number; external: bigint; binding: Binding }[] {

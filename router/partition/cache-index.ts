@@ -3,10 +3,11 @@
 // workers forgotten, approximate-mode routing recorded, routed blocks expired,
 // and a version bumped on every change, so decisions made on older matches
 // know they are stale.
-import type { PrefixIndexApi } from '../../bindings/prefix-index-api.js';
-import type { WorkerKey } from '../../bindings/workers.js';
+import { IndexFailure, type PrefixIndexApi } from '../../bindings/prefix-index-api.js';
+import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
 import type { KvEventBatch } from '../kv-events.js';
 import type { EventHasher } from './kernels.js';
+import type { EventCounts } from './types.js';
 import type { WorkerSet } from './worker-set.js';
 
 export class CacheIndex {
@@ -25,10 +26,25 @@ export class CacheIndex {
     return this.changes;
   }
 
-  /** Applies one batch of a worker's KV events to the prefix index. */
-  applyEvents(worker: WorkerKey, batch: KvEventBatch): void {
-    const counts = this.workers.require(worker.id).events;
+  /**
+   * Applies one batch of a worker's KV events to the prefix index. Returns the
+   * IndexFailure when the index could not (the worker is gone, or its entries
+   * were cleared): the worker's stream is stale from there.
+   */
+  applyEvents(worker: WorkerKey, batch: KvEventBatch): IndexFailure | null {
+    const meta = this.workers.get(worker.id);
+    if (!meta) return new IndexFailure('unknown-worker', [worker], `worker ${workerLabel(worker)} is not registered for model ${this.workers.model}`);
     this.changes++;
+    try {
+      this.apply(worker, batch, meta.events);
+    } catch (error) {
+      if (error instanceof IndexFailure) return error;
+      throw error;
+    }
+    return null;
+  }
+
+  private apply(worker: WorkerKey, batch: KvEventBatch, counts: EventCounts): void {
     for (const event of batch.events) {
       if (event.type === 'cleared') {
         this.index.applyCleared(worker);
@@ -59,11 +75,13 @@ export class CacheIndex {
     }
   }
 
-  /** The worker's event stream lost messages that cannot be replayed: forget what it holds. */
+  /** The worker's event stream lost messages that cannot be replayed: forget what it holds (nothing, once it is removed). */
   markStale(worker: WorkerKey): void {
+    const meta = this.workers.get(worker.id);
+    if (!meta) return;
     this.index.applyCleared(worker);
     this.changes++;
-    this.workers.require(worker.id).events.stale++;
+    meta.events.stale++;
   }
 
   removeWorker(id: string): void {
@@ -73,8 +91,13 @@ export class CacheIndex {
 
   /** Approximate mode: the prompt was routed to the worker at `now`. */
   insertRouted(worker: WorkerKey, local: BigUint64Array, now: number): void {
-    this.index.insertRouted(worker, local, now);
     this.changes++;
+    try {
+      this.index.insertRouted(worker, local, now);
+    } catch (error) {
+      // The index had no memory for them: it cleared the worker and counted it; the request goes on.
+      if (!(error instanceof IndexFailure)) throw error;
+    }
   }
 
   /** A fused decision recorded routed blocks itself. */

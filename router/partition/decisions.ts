@@ -162,9 +162,12 @@ export class Decisions {
     if (this.coreCost) {
       const decision = this.kernels.decider.decide(this.request(request, constraints, busy, book, fullScan));
       if (decision.routed) this.cache.routedByDecision();
-      // The core booked it: record when, as book() does.
       if (book && decision.slot >= 0) {
-        this.bookedAt.set(request.id, this.clock.now());
+        // The core booked it: record when, as book() does, and the routed
+        // prompt when the index lives outside the decision's core (sharded).
+        const now = this.clock.now();
+        this.bookedAt.set(request.id, now);
+        if (!decision.routed && this.workers.isApproximate(decision.slot)) this.cache.insertRouted(this.workers.slots.keyOf(decision.slot), request.localHashes, now);
         this.expectFirstToken(request, decision.slot);
       }
       return decision;

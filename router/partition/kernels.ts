@@ -8,7 +8,7 @@ import { Decider } from '../../bindings/decider.js';
 import type { DecisionKernel } from '../../bindings/decision-contract.js';
 import { LoadTable } from '../../bindings/load-table.js';
 import type { PrefixIndexApi } from '../../bindings/prefix-index-api.js';
-import { PrefixIndex } from '../../bindings/prefix-index.js';
+import { ShardedPrefixIndex } from '../../bindings/prefix-index-sharded.js';
 import { BlockHasher as ReferenceBlockHasher } from '../../bindings/reference/block-hasher.js';
 import { ReferenceDecider } from '../../bindings/reference/decider.js';
 import { ReferenceLoadTable } from '../../bindings/reference/load-table.js';
@@ -40,6 +40,9 @@ export interface KernelOptions {
   seed: number;
   routedTtlMs: number | undefined;
   maxRoutedBlocks: number | undefined;
+  indexMemoryBytes: number | undefined;
+  /** Index shards (cores); default: as many as the memory bound needs. */
+  indexShards?: number;
 }
 
 export function createKernels(options: KernelOptions): Kernels {
@@ -54,8 +57,11 @@ export function createKernels(options: KernelOptions): Kernels {
   }
   const core = new Core();
   const hasher = new BlockHasher({ core });
-  const index = new PrefixIndex({ core, ...indexOptions });
+  const index = new ShardedPrefixIndex({ core, ...indexOptions, memoryBoundBytes: options.indexMemoryBytes, shards: options.indexShards });
   const ledger = new LoadTable({ core, workers });
   const selector = new Selector({ ledger, seed });
-  return { core, hasher, index, ledger, selector, decider: new Decider({ hasher, ledger, selector, blockSize }) };
+  // An index over several cores is searched from here, its matches staged in
+  // the decision's core; one in the decision's core is searched in the core.
+  const matcher = index.shards.length > 1 ? { find: (local: BigUint64Array) => index.findMatches(local), epoch: () => index.matchesEpoch() } : undefined;
+  return { core, hasher, index, ledger, selector, decider: new Decider({ hasher, ledger, selector, blockSize, matcher }) };
 }

@@ -57,6 +57,10 @@ export interface PartitionOptions {
   routedTtlMs?: number;
   /** Approximate mode: most routed blocks kept before pruning (default 2^20). */
   maxRoutedBlocks?: number;
+  /** Most bytes the prefix index may hold before it evicts the coldest blocks (default: no bound). */
+  indexMemoryBytes?: number;
+  /** Cores the prefix index is sharded over (default: as many as indexMemoryBytes needs). */
+  indexShards?: number;
   /** 'reference' runs the same decisions on the pure-TS twins (the benchmarks' baseline). */
   kernels?: 'wasm' | 'reference';
   /**

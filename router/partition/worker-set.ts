@@ -40,7 +40,7 @@ export class WorkerSet {
   private capacityList: readonly WorkerCapacity[] | undefined;
 
   constructor(
-    private readonly model: string,
+    readonly model: string,
     private readonly blockSize: number,
     speedMultiplier: (speedClass: number) => number,
   ) {

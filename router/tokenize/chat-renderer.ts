@@ -20,6 +20,9 @@ import { messageTag, type TemplateInput, type TemplateMessage } from './messages
 import { detached, TextCache } from './piece-cache.js';
 import type { RenderMode } from './types.js';
 
+/** Messages up to this long are rendered segment by segment however small the caches. */
+const SEGMENT_LIMIT_MIN = 1 << 20;
+
 /** A template written as code: the same output as its Jinja source, without the interpreter. */
 export type NativeTemplate = (messages: TemplateMessage[], tools: unknown[] | null, addGenerationPrompt: boolean) => string;
 
@@ -38,6 +41,8 @@ interface Head {
 export class ChatRenderer {
   private readonly template: Template | NativeTemplate;
   private readonly heads: TextCache<Head | null>;
+  /** Longest message content rendered segment by segment (the head cache's bound, at least SEGMENT_LIMIT_MIN). */
+  private readonly segmentLimit: number;
   private readonly segments: TextCache<string>;
   private current: RenderMode = 'segmented';
   private nextHeadId = 0;
@@ -61,6 +66,7 @@ export class ChatRenderer {
       throw new Error(`${origin}: chat template does not parse: ${(err as Error).message}`);
     }
     this.segments = new TextCache<string>(cacheChars, (s) => s.length);
+    this.segmentLimit = Math.max(cacheChars / 8, SEGMENT_LIMIT_MIN);
     this.heads = new TextCache<Head | null>(Math.max(1, cacheChars / 8), (h) => (h === null ? 1 : h.text.length + h.generationPrompt.length));
   }
 
@@ -86,12 +92,22 @@ export class ChatRenderer {
    * render. Parts are cached strings, so a caller may cache by them.
    */
   renderParts(input: TemplateInput): string[] {
-    if (this.current === 'segmented') {
+    if (this.current === 'segmented' && this.fitsCache(input)) {
       const parts = this.renderSegmented(input);
       if (parts !== undefined) return parts;
       this.fallbacks++;
     }
     return [this.renderWhole(input)];
+  }
+
+  /**
+   * Whether every message is short enough for its rendered segment to be
+   * cached. A longer one would only be rendered twice, compared and copied
+   * (tens of milliseconds per megabyte) for nothing: it renders whole.
+   */
+  private fitsCache(input: TemplateInput): boolean {
+    for (const m of input.messages) if (m.content.length > this.segmentLimit) return false;
+    return true;
   }
 
   renderWhole(input: TemplateInput): string {

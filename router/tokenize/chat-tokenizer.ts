@@ -2,17 +2,22 @@
 // the whole conversation (messages and tools), then turn the text into ids.
 import type { ChatRenderer } from './chat-renderer.js';
 import { normalizeChat, type TemplateInput } from './messages.js';
-import type { PromptEncoder } from './prompt-encoder.js';
-import type { ChatMessage, ChatOptions, PromptTokenizer, RenderMode, TokenizeMode, TokenizerStats } from './types.js';
+import { encodeTexts, type EncodePlan, type PromptEncoder } from './prompt-encoder.js';
+import type { ChatMessage, ChatOptions, PromptTokenizer, RenderMode, TokenizePlan, TokenizeMode, TokenizerStats } from './types.js';
 
 /** How rendered text becomes ids: through a tokenizer's PromptEncoder, or packed bytes. */
 export interface TextToIds {
   readonly mode: TokenizeMode;
   /** A rendered chat prompt, in consecutive parts: the template already wrote any BOS. */
-  chat(parts: readonly string[]): Uint32Array;
+  chat(parts: readonly string[]): EncodePlan;
   /** A raw completions prompt: the tokenizer adds its own BOS/EOS. */
-  raw(text: string): Uint32Array;
+  raw(text: string): EncodePlan;
   readonly encoder?: PromptEncoder;
+}
+
+/** A plan with nothing left to encode. */
+export function settledPlan(ids: () => Uint32Array): EncodePlan {
+  return { texts: [], whole: false, chars: 0, finish: ids };
 }
 
 export class ChatTokenizer implements PromptTokenizer {
@@ -39,13 +44,22 @@ export class ChatTokenizer implements PromptTokenizer {
   }
 
   encodeChat(messages: ChatMessage[], options?: ChatOptions): Uint32Array {
-    const input = normalizeChat(messages, options);
-    return this.ids.chat(this.rendererFor(input).renderParts(input));
+    return this.planChat(messages, options).run();
   }
 
   encodeText(text: string): Uint32Array {
+    return this.planText(text).run();
+  }
+
+  planChat(messages: ChatMessage[], options?: ChatOptions): TokenizePlan {
+    const input = normalizeChat(messages, options);
+    const parts = this.rendererFor(input).renderParts(input);
+    return this.toPlan(this.ids.chat(parts), () => parts.join(''));
+  }
+
+  planText(text: string): TokenizePlan {
     if (typeof text !== 'string') throw new TypeError('prompt must be a string');
-    return this.ids.raw(text);
+    return this.toPlan(this.ids.raw(text), () => text);
   }
 
   stats(): TokenizerStats {
@@ -65,6 +79,18 @@ export class ChatTokenizer implements PromptTokenizer {
       fallbacks,
       segmentHits,
       segmentMisses,
+    };
+  }
+
+  private toPlan(plan: EncodePlan, prompt: () => string): TokenizePlan {
+    const codec = this.ids.encoder?.codec;
+    return {
+      texts: plan.texts,
+      whole: plan.whole,
+      chars: plan.chars,
+      prompt,
+      finish: (encoded) => plan.finish(encoded),
+      run: () => plan.finish(codec === undefined ? [] : encodeTexts(codec, plan.texts, plan.whole)),
     };
   }
 

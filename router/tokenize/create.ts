@@ -6,11 +6,11 @@
 // segmented or whole rendering.
 import { packBytes } from './bytes.js';
 import { ChatRenderer, type NativeTemplate } from './chat-renderer.js';
-import { ChatTokenizer, type TextToIds } from './chat-tokenizer.js';
+import { ChatTokenizer, settledPlan, type TextToIds } from './chat-tokenizer.js';
 import { renderChatml } from './chatml.js';
 import { loadHfModel } from './hf.js';
 import { probeConversations, probeTexts } from './probes.js';
-import { PromptEncoder, type TextCodec } from './prompt-encoder.js';
+import { joinIds, PromptEncoder, type EncodePlan, type TextCodec } from './prompt-encoder.js';
 import { loadTiktoken } from './tiktoken.js';
 import type { PromptTokenizer, TokenizerIO, TokenizerOptions } from './types.js';
 
@@ -61,6 +61,18 @@ function encoderFor(codec: TextCodec, cacheTokens: number, renderers: Map<string
   return encoder;
 }
 
+/**
+ * The codec of a spec alone (no templates, no caches): what another thread
+ * needs to encode a plan's texts exactly as the spec's tokenizer would.
+ * `bytes` has none.
+ */
+export async function loadTextCodec(spec: string, io: TokenizerIO): Promise<TextCodec | null> {
+  if (spec === 'bytes') return null;
+  if (spec.startsWith('tiktoken:')) return loadTiktoken(spec.slice('tiktoken:'.length));
+  if (spec.startsWith('hf:') && spec.length > 'hf:'.length) return (await loadHfModel(spec.slice('hf:'.length), io)).codec;
+  throw new RangeError(`unknown tokenizer spec "${spec}": expected tiktoken:<encoding>, hf:<dir> or bytes`);
+}
+
 export async function createTokenizer(spec: string, io: TokenizerIO, options?: TokenizerOptions): Promise<PromptTokenizer> {
   if (typeof spec !== 'string') throw new TypeError('tokenizer spec must be a string');
   const { cacheTokens, renderCacheChars } = bounds(options);
@@ -69,7 +81,7 @@ export async function createTokenizer(spec: string, io: TokenizerIO, options?: T
 
   if (spec === 'bytes') {
     const renderers = renderersFor(chatml(), {}, renderCacheChars, spec);
-    const ids: TextToIds = { mode: 'whole', chat: (parts) => packBytes(parts.join('')), raw: packBytes };
+    const ids: TextToIds = { mode: 'whole', chat: (parts) => settledPlan(() => packBytes(parts.join(''))), raw: (text) => settledPlan(() => packBytes(text)) };
     return new ChatTokenizer(spec, renderers, ids);
   }
   if (spec.startsWith('tiktoken:')) {
@@ -80,8 +92,8 @@ export async function createTokenizer(spec: string, io: TokenizerIO, options?: T
       get mode() {
         return encoder.mode;
       },
-      chat: (parts) => encoder.encodeParts(parts),
-      raw: (text) => encoder.encode(text),
+      chat: (parts) => encoder.plan(parts),
+      raw: (text) => encoder.plan([text]),
       encoder,
     });
   }
@@ -92,20 +104,16 @@ export async function createTokenizer(spec: string, io: TokenizerIO, options?: T
     const renderers = renderersFor(model.templates, model.globals, renderCacheChars, spec);
     const encoder = encoderFor(model.codec, cacheTokens, renderers);
     const { before, after } = model.affixes;
-    const raw = (text: string) => {
-      const body = encoder.encode(text);
+    const raw = (text: string): EncodePlan => {
+      const body = encoder.plan([text]);
       if (before.length === 0 && after.length === 0) return body;
-      const out = new Uint32Array(before.length + body.length + after.length);
-      out.set(before, 0);
-      out.set(body, before.length);
-      out.set(after, before.length + body.length);
-      return out;
+      return { ...body, finish: (encoded) => joinIds([...before, body.finish(encoded), ...after]) };
     };
     return new ChatTokenizer(spec, renderers, {
       get mode() {
         return encoder.mode;
       },
-      chat: (parts) => encoder.encodeParts(parts),
+      chat: (parts) => encoder.plan(parts),
       raw,
       encoder,
     });

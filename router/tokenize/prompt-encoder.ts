@@ -1,17 +1,91 @@
 // Turns prompt text into token ids, either piece by piece through the piece
 // cache (incremental) or in one call to the tokenizer (whole). The mode is
 // chosen once at load by comparing both on probe texts.
+//
+// Encoding is split in two: a plan looks everything up in the cache and
+// lists the texts the tokenizer still has to encode; finishing it takes
+// their ids (computed here, or by the same codec on another thread) and
+// assembles the prompt, filling the cache. The work a prompt costs is known
+// before any of it is done.
 import { TextCache } from './piece-cache.js';
-import type { Segment, SpecialSplitter } from './special-split.js';
+import type { SpecialSplitter } from './special-split.js';
 import type { TokenizeMode } from './types.js';
 
 /** What a concrete tokenizer (tiktoken, Hugging Face) provides. */
 export interface TextCodec {
   readonly splitter: SpecialSplitter;
   /** Token ids of text that holds no special token. */
-  encodePiece(piece: string): number[];
+  encodePiece(piece: string): ArrayLike<number>;
   /** Token ids of a whole prompt, special tokens recognized. */
-  encodeWhole(text: string): number[];
+  encodeWhole(text: string): ArrayLike<number>;
+}
+
+/** The texts a prompt still needs tokenized, and how to finish it with their ids. */
+export interface EncodePlan {
+  /** Texts for the codec, each once; empty when the caches held everything. */
+  readonly texts: readonly string[];
+  /** Whether each text goes through encodeWhole (else encodePiece). */
+  readonly whole: boolean;
+  /** UTF-16 code units in `texts`: the tokenizer's work. */
+  readonly chars: number;
+  /** The prompt's ids, given the ids of `texts` in order. Call at most once. */
+  finish(encoded: readonly ArrayLike<number>[]): Uint32Array;
+}
+
+/** Runs a plan's texts through a codec. */
+export function encodeTexts(codec: TextCodec, texts: readonly string[], whole: boolean): ArrayLike<number>[] {
+  return texts.map((t) => (whole ? codec.encodeWhole(t) : codec.encodePiece(t)));
+}
+
+/** A piece of a prompt being assembled: known ids, a special token, or texts[i] (as a negative -1 - i). */
+type Slot = Uint32Array | number;
+
+/** Gathers the texts of a plan, each distinct text once. */
+class Pending {
+  readonly texts: string[] = [];
+  chars = 0;
+  private readonly index = new Map<string, number>();
+
+  /** The slot standing for `text`'s ids. */
+  slot(text: string): number {
+    let i = this.index.get(text);
+    if (i === undefined) {
+      i = this.texts.length;
+      this.texts.push(text);
+      this.index.set(text, i);
+      this.chars += text.length;
+    }
+    return -1 - i;
+  }
+
+  /** A plan over the gathered texts; `assemble` gets their ids in order. */
+  plan(assemble: (ids: readonly Uint32Array[]) => Uint32Array): EncodePlan {
+    return { texts: this.texts, whole: false, chars: this.chars, finish: (encoded) => assemble(encoded.map(asIds)) };
+  }
+}
+
+function idsOf(slot: Slot, encoded: readonly Uint32Array[]): Uint32Array | number {
+  return typeof slot === 'number' && slot < 0 ? encoded[-1 - slot]! : slot;
+}
+
+/** Ids and single special ids, back to back. */
+export function joinIds(parts: readonly (Uint32Array | number)[]): Uint32Array {
+  let total = 0;
+  for (const p of parts) total += typeof p === 'number' ? 1 : p.length;
+  const out = new Uint32Array(total);
+  let at = 0;
+  for (const p of parts) {
+    if (typeof p === 'number') out[at++] = p;
+    else {
+      out.set(p, at);
+      at += p.length;
+    }
+  }
+  return out;
+}
+
+function asIds(ids: ArrayLike<number>): Uint32Array {
+  return ids instanceof Uint32Array ? ids : Uint32Array.from(ids);
 }
 
 export class PromptEncoder {
@@ -19,7 +93,7 @@ export class PromptEncoder {
   private current: TokenizeMode = 'incremental';
 
   constructor(
-    private readonly codec: TextCodec,
+    readonly codec: TextCodec,
     cacheTokens: number,
   ) {
     this.cache = new TextCache<Uint32Array>(cacheTokens, (ids) => ids.length);
@@ -37,7 +111,7 @@ export class PromptEncoder {
   selfCheck(probes: readonly string[]): string | undefined {
     for (const probe of probes) {
       const whole = this.codec.encodeWhole(probe);
-      const pieces = this.encodeIncremental(probe);
+      const pieces = this.run(this.planText(probe, 'incremental'));
       if (!sameIds(whole, pieces)) {
         this.current = 'whole';
         return probe;
@@ -48,75 +122,69 @@ export class PromptEncoder {
   }
 
   encode(text: string): Uint32Array {
-    return this.current === 'incremental' ? this.encodeIncremental(text) : Uint32Array.from(this.codec.encodeWhole(text));
+    return this.run(this.plan([text]));
+  }
+
+  /** Token ids of parts.join(''); see plan. */
+  encodeParts(parts: readonly string[]): Uint32Array {
+    return this.run(this.plan(parts));
+  }
+
+  /** Runs a plan's texts through this encoder's codec and finishes it. */
+  run(plan: EncodePlan): Uint32Array {
+    return plan.finish(encodeTexts(this.codec, plan.texts, plan.whole));
   }
 
   /**
-   * Token ids of parts.join(''). When every part after the first starts with
-   * a special token, each part tokenizes alone, so a part is looked up in the
-   * cache whole (message segments repeat turn after turn: one lookup per
-   * message instead of one scan of the whole prompt). A new part is
-   * tokenized piece by piece but stored only as a whole, so its tokens are
-   * not cached twice.
+   * The plan for the ids of parts.join(''). When every part after the first
+   * starts with a special token, each part tokenizes alone, so a part is
+   * looked up in the cache whole (message segments repeat turn after turn:
+   * one lookup per message instead of one scan of the whole prompt). A new
+   * part is tokenized piece by piece but stored only as a whole, so its
+   * tokens are not cached twice.
    */
-  encodeParts(parts: readonly string[]): Uint32Array {
-    if (this.current === 'whole' || parts.length === 1 || !this.separable(parts)) return this.encode(parts.join(''));
-    const ids: Uint32Array[] = new Array(parts.length);
-    let total = 0;
-    for (let i = 0; i < parts.length; i++) {
-      const part = parts[i]!;
-      let partIds = this.cache.get(part);
-      if (partIds === undefined) {
-        partIds = this.encodeIncremental(part, false);
-        this.cache.set(part, partIds);
-      }
-      ids[i] = partIds;
-      total += partIds.length;
+  plan(parts: readonly string[]): EncodePlan {
+    if (this.current === 'whole' || parts.length === 1 || !this.separable(parts)) return this.planText(parts.join(''), this.current);
+    const pending = new Pending();
+    // Per part: its cached ids, or its segments to assemble (and cache) once encoded.
+    const slots: (Uint32Array | Slot[])[] = parts.map((part) => this.cache.get(part) ?? this.segmentSlots(part, pending, false));
+    return pending.plan((ids) =>
+      joinIds(
+        slots.map((slot, i) => {
+          if (slot instanceof Uint32Array) return slot;
+          const partIds = joinIds(slot.map((s) => idsOf(s, ids)));
+          this.cache.set(parts[i]!, partIds);
+          return partIds;
+        }),
+      ),
+    );
+  }
+
+  private planText(text: string, mode: TokenizeMode): EncodePlan {
+    if (mode === 'whole') {
+      const texts = text.length > 0 ? [text] : [];
+      return { texts, whole: true, chars: text.length, finish: (encoded) => (texts.length > 0 ? asIds(encoded[0]!) : new Uint32Array(0)) };
     }
-    const out = new Uint32Array(total);
-    let at = 0;
-    for (const p of ids) {
-      out.set(p, at);
-      at += p.length;
-    }
-    return out;
+    const pending = new Pending();
+    const slots = this.segmentSlots(text, pending, true);
+    return pending.plan((ids) => {
+      for (let i = 0; i < pending.texts.length; i++) this.cache.set(pending.texts[i]!, ids[i]!);
+      return joinIds(slots.map((s) => idsOf(s, ids)));
+    });
+  }
+
+  /** Splits text at special tokens; each text piece is a cached id list or a pending text. */
+  private segmentSlots(text: string, pending: Pending, cachePieces: boolean): Slot[] {
+    return this.codec.splitter.split(text).map((s) => {
+      if (typeof s === 'number') return s;
+      return (cachePieces ? this.cache.get(s) : undefined) ?? pending.slot(s);
+    });
   }
 
   private separable(parts: readonly string[]): boolean {
     const splitter = this.codec.splitter;
     for (let i = 1; i < parts.length; i++) if (parts[i]!.length > 0 && !splitter.startsWithSpecial(parts[i]!)) return false;
     return true;
-  }
-
-  private encodeIncremental(text: string, cachePieces = true): Uint32Array {
-    const segments: Segment[] = this.codec.splitter.split(text);
-    const parts: (Uint32Array | number)[] = new Array(segments.length);
-    let total = 0;
-    for (let i = 0; i < segments.length; i++) {
-      const s = segments[i]!;
-      if (typeof s === 'number') {
-        parts[i] = s;
-        total++;
-        continue;
-      }
-      let ids = cachePieces ? this.cache.get(s) : undefined;
-      if (ids === undefined) {
-        ids = Uint32Array.from(this.codec.encodePiece(s));
-        if (cachePieces) this.cache.set(s, ids);
-      }
-      parts[i] = ids;
-      total += ids.length;
-    }
-    const out = new Uint32Array(total);
-    let at = 0;
-    for (const p of parts) {
-      if (typeof p === 'number') out[at++] = p;
-      else {
-        out.set(p, at);
-        at += p.length;
-      }
-    }
-    return out;
   }
 }
 

@@ -1,9 +1,12 @@
-// tiktoken encodings shipped inside js-tiktoken, extended with the ChatML
-// markers as special tokens (ids just above the vocabulary).
-import { Tiktoken, type TiktokenBPE } from 'js-tiktoken/lite';
+// tiktoken encodings (the rank files shipped inside js-tiktoken), encoded by
+// the wasm core's byte-pair kernel and extended with the ChatML markers as
+// special tokens (ids just above the vocabulary).
+import type { TiktokenBPE } from 'js-tiktoken/lite';
+import { BytePairEncoder } from '../../bindings/bpe.js';
 import { IM_END, IM_START } from './chatml.js';
-import type { TextCodec } from './prompt-encoder.js';
+import { joinIds, type TextCodec } from './prompt-encoder.js';
 import { SpecialSplitter } from './special-split.js';
+import { tiktokenVocabulary } from './tiktoken-vocabulary.js';
 
 const ENCODINGS: Record<string, () => Promise<{ default: TiktokenBPE }>> = {
   o200k_base: () => import('js-tiktoken/ranks/o200k_base'),
@@ -16,43 +19,43 @@ const ENCODINGS: Record<string, () => Promise<{ default: TiktokenBPE }>> = {
 
 export const TIKTOKEN_ENCODINGS: readonly string[] = Object.keys(ENCODINGS);
 
-/** The largest id the ranks assign: lines are "<tag> <first id> <token> <token> ...". */
-function maxRank(ranks: TiktokenBPE): number {
-  let max = -1;
-  for (const line of ranks.bpe_ranks.split('\n')) {
-    if (line.length === 0) continue;
-    const fields = line.split(' ');
-    max = Math.max(max, Number.parseInt(fields[1]!, 10) + fields.length - 3);
-  }
-  for (const id of Object.values(ranks.special_tokens)) max = Math.max(max, id);
-  return max;
-}
-
-// Parsing an encoding takes ~1 s for o200k_base; tokenizers of one process share it.
-const loaded = new Map<string, Promise<TextCodec>>();
-
-export function loadTiktoken(encoding: string): Promise<TextCodec> {
+/** The rank file of an encoding; a RangeError names the known ones. */
+export function tiktokenRanks(encoding: string): Promise<TiktokenBPE> {
   const load = ENCODINGS[encoding];
   if (load === undefined) {
     return Promise.reject(new RangeError(`unknown tiktoken encoding "${encoding}": expected one of ${TIKTOKEN_ENCODINGS.join(', ')}`));
   }
+  return load().then((m) => m.default);
+}
+
+/** The special tokens of an encoding: its own, and the ChatML markers on the two ids after the largest one. */
+export function tiktokenSpecials(ranks: TiktokenBPE, largestRank: number): Record<string, number> {
+  let largest = largestRank;
+  for (const id of Object.values(ranks.special_tokens)) largest = Math.max(largest, id);
+  return { ...ranks.special_tokens, [IM_START]: largest + 1, [IM_END]: largest + 2 };
+}
+
+// Tokenizers of one process (and one thread) share an encoding's vocabulary in the core.
+const loaded = new Map<string, Promise<TextCodec>>();
+
+export function loadTiktoken(encoding: string): Promise<TextCodec> {
   let codec = loaded.get(encoding);
   if (codec === undefined) {
-    codec = load().then(({ default: ranks }) => tiktokenCodec(ranks));
+    codec = tiktokenRanks(encoding).then(tiktokenCodec);
     loaded.set(encoding, codec);
+    codec.catch(() => loaded.delete(encoding));
   }
   return codec;
 }
 
 function tiktokenCodec(ranks: TiktokenBPE): TextCodec {
-  const first = maxRank(ranks) + 1;
-  const markers = { [IM_START]: first, [IM_END]: first + 1 };
-  const encoder = new Tiktoken(ranks, markers);
-  const specials = { ...ranks.special_tokens, ...markers };
-  return {
-    splitter: new SpecialSplitter(Object.entries(specials).map(([content, id]) => ({ content, id }))),
-    // Pieces hold no special token, so none needs to be allowed.
-    encodePiece: (piece) => encoder.encode(piece, [], []),
-    encodeWhole: (text) => encoder.encode(text, 'all'),
-  };
+  const vocab = tiktokenVocabulary(ranks);
+  let largest = -1;
+  for (const r of vocab.ranks) largest = Math.max(largest, r);
+  const specials = tiktokenSpecials(ranks, largest);
+  const splitter = new SpecialSplitter(Object.entries(specials).map(([content, id]) => ({ content, id })));
+  const bpe = new BytePairEncoder(vocab);
+  const encodeWhole = (text: string) => joinIds(splitter.split(text).map((s) => (typeof s === 'number' ? s : bpe.encode(s))));
+  // Pieces hold no special token; a whole prompt has them split out first, as tiktoken does with every special allowed.
+  return { splitter, encodePiece: (piece) => bpe.encode(piece), encodeWhole };
 }

@@ -56,6 +56,27 @@ export type TokenizeMode = 'incremental' | 'whole';
  */
 export type RenderMode = 'segmented' | 'whole';
 
+/**
+ * A prompt rendered and looked up in the caches, with the text still to
+ * tokenize listed: its cost (`chars`) is known before it is paid, and the
+ * encoding can run here (`run`) or on another thread with the same tokenizer
+ * spec (loadTextCodec, encodeTexts) and be handed back to `finish`.
+ */
+export interface TokenizePlan {
+  /** Texts to encode, each once; empty when the caches held everything. */
+  readonly texts: readonly string[];
+  /** Whether the texts go through the codec's encodeWhole (else encodePiece). */
+  readonly whole: boolean;
+  /** UTF-16 code units in `texts`. */
+  readonly chars: number;
+  /** The rendered prompt text (for routing on its bytes instead of its tokens). */
+  prompt(): string;
+  /** The prompt's ids, given the ids of `texts` in order; fills the caches. Call at most once. */
+  finish(encoded: readonly ArrayLike<number>[]): Uint32Array;
+  /** Encodes `texts` on this thread and finishes. */
+  run(): Uint32Array;
+}
+
 export interface PromptTokenizer {
   readonly spec: string;
   readonly mode: TokenizeMode;
@@ -64,6 +85,10 @@ export interface PromptTokenizer {
   encodeChat(messages: ChatMessage[], options?: ChatOptions): Uint32Array;
   /** Tokenizes a raw prompt as an engine does for completions (adds the tokenizer's BOS/EOS rules). */
   encodeText(text: string): Uint32Array;
+  /** encodeChat in two steps: render and look up now, encode what is left later. */
+  planChat(messages: ChatMessage[], options?: ChatOptions): TokenizePlan;
+  /** encodeText in two steps. */
+  planText(text: string): TokenizePlan;
   /** The prompt text encodeChat tokenizes. */
   renderChat(messages: ChatMessage[], options?: ChatOptions): string;
   stats(): TokenizerStats;

@@ -20,6 +20,7 @@ export const ENV_OVERRIDES: readonly Override[] = [
   { env: 'KVROUTER_LOG_LEVEL', path: ['log_level'], kind: 'string' },
   { env: 'KVROUTER_REQUEST_LOG', path: ['request_log'], kind: 'boolean' },
   { env: 'KVROUTER_TOKENIZER', path: ['tokenizer'], kind: 'string' },
+  { env: 'KVROUTER_INDEX_MEMORY_BYTES', path: ['index_memory_bytes'], kind: 'integer' },
   { env: 'KVROUTER_MAX_BODY_BYTES', path: ['limits', 'max_body_bytes'], kind: 'integer' },
   { env: 'KVROUTER_MAX_RETRIES', path: ['limits', 'max_retries'], kind: 'integer' },
   { env: 'KVROUTER_SHUTDOWN_TIMEOUT_MS', path: ['limits', 'shutdown_timeout_ms'], kind: 'integer' },

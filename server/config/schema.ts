@@ -9,6 +9,8 @@ import { createSelectionPolicy } from '../../router/plugins/selection/index.js';
 import type { BusyThresholds, PolicyClass } from '../../router/scheduler/contracts.js';
 import { TIKTOKEN_ENCODINGS } from '../../router/tokenize/index.js';
 import { createClassifier } from '../../router/plugins/classifiers.js';
+import { totalmem } from 'node:os';
+import { SHARD_BOUND_BYTES } from '../../bindings/prefix-index-sharded.js';
 import { ConfigError, describe, Fields, join } from './fields.js';
 
 export type KvEventsConfig =
@@ -49,6 +51,21 @@ export interface ModelConfig {
   approximate: { ttlMs: number; maxBlocks: number };
   /** Session affinity for requests with x-session-id; null when off. */
   sessionAffinity: SessionAffinityConfig | null;
+  /**
+   * Most bytes the model's prefix index may hold; past it the least recently
+   * stored or matched blocks are forgotten. Over 3 GiB the index is split
+   * over several wasm cores. 0: no bound.
+   */
+  indexMemoryBytes: number;
+  /** How much prompt text one request may have tokenized, and what happens past it. */
+  tokenizeLimit: TokenizeLimitConfig;
+}
+
+export interface TokenizeLimitConfig {
+  /** Most UTF-16 code units of prompt text one request may have tokenized; text found in the tokenizer's caches is free. */
+  maxChars: number;
+  /** Past the limit: `bytes` routes the request on its prompt's bytes (as the bytes tokenizer does), `reject` answers 400. */
+  over: 'bytes' | 'reject';
 }
 
 export interface SessionAffinityConfig {
@@ -169,7 +186,13 @@ export const DEFAULTS = {
     maxEjectionPercent: 50,
   } satisfies OutlierEjectionConfig,
   approximate: { ttlMs: 120_000, maxBlocks: 1 << 20 },
+  /** A quarter of the machine's memory, at most one core's worth (3 GiB). */
+  indexMemoryBytes: Math.min(Math.floor(totalmem() / 4), SHARD_BOUND_BYTES),
   sessionAffinity: { ttlMs: 600_000, maxSessions: 1_000_000 },
+  // Worst cases measured (bench tokenize-hostile): the wasm BPE stays above 8 MB/s, @huggingface/tokenizers
+  // falls to about 0.1 MB/s on one long whitespace or CJK run; either limit is a few seconds of a tokenizer
+  // thread at worst, and about a second of ordinary text.
+  tokenizeLimit: { tiktokenChars: 4 * 1024 * 1024, hfChars: 256 * 1024, over: 'bytes' as const },
   nats: { subjectPrefix: 'kvrouter', syncIntervalMs: 1000, peerTimeoutMs: 5000, kvStream: { maxAgeMs: 3_600_000, maxBytes: 1 << 30 } },
 } as const;
 
@@ -183,7 +206,13 @@ interface ModelDefaults {
   requestClassifier: PluginRef | null;
   approximate: { ttlMs: number; maxBlocks: number };
   sessionAffinity: SessionAffinityConfig | null;
+  indexMemoryBytes: number;
+  /** maxChars null: the default for the model's tokenizer. */
+  tokenizeLimit: { maxChars: number | null; over: 'bytes' | 'reject' };
 }
+
+/** The smallest memory bound an index may be given (besides 0, none). */
+const MIN_INDEX_MEMORY_BYTES = 1 << 20;
 
 export function validateConfig(raw: unknown): RouterConfig {
   const root = new Fields(raw ?? {}, '');
@@ -207,6 +236,8 @@ export function validateConfig(raw: unknown): RouterConfig {
     requestClassifier: null,
     approximate: { ...DEFAULTS.approximate },
     sessionAffinity: null,
+    indexMemoryBytes: DEFAULTS.indexMemoryBytes,
+    tokenizeLimit: { maxChars: null, over: DEFAULTS.tokenizeLimit.over },
   });
   const declared = root.list('models', (value, path) => {
     const f = new Fields(value, path);
@@ -327,7 +358,22 @@ function readModelDefaults(f: Fields, inherited: ModelDefaults): ModelDefaults {
         }))
       : inherited.approximate,
     sessionAffinity: f.has('session_affinity') ? f.object('session_affinity', readSessionAffinity) : inherited.sessionAffinity,
+    indexMemoryBytes: readIndexMemory(f, inherited.indexMemoryBytes),
+    tokenizeLimit: f.has('tokenize_limit')
+      ? f.object('tokenize_limit', (t) => ({
+          maxChars: t.has('max_chars') ? t.number('max_chars', 0, { integer: true, min: 0 }) : null,
+          over: t.oneOf('over', ['bytes', 'reject'] as const, 'bytes'),
+        }))
+      : inherited.tokenizeLimit,
   };
+}
+
+function readIndexMemory(f: Fields, inherited: number): number {
+  const bytes = f.number('index_memory_bytes', inherited, { integer: true, min: 0 });
+  if (bytes !== 0 && bytes < MIN_INDEX_MEMORY_BYTES) {
+    throw new ConfigError(f.at('index_memory_bytes'), `must be 0 (no bound) or at least ${MIN_INDEX_MEMORY_BYTES} (1 MiB), got ${bytes}`);
+  }
+  return bytes;
 }
 
 /** `ttl_ms: 0` turns affinity off (e.g. for one model when the top level turns it on). */
@@ -387,7 +433,9 @@ function finishModel(name: string, d: ModelDefaults, path: string): ModelConfig 
     const { type, params } = d.requestClassifier;
     plugin(where('request_classifier'), () => createClassifier(type, params));
   }
-  return { name, ...d, defaultClass };
+  const limit = DEFAULTS.tokenizeLimit;
+  const maxChars = d.tokenizeLimit.maxChars ?? (d.tokenizer.startsWith('hf:') ? limit.hfChars : limit.tiktokenChars);
+  return { name, ...d, defaultClass, tokenizeLimit: { maxChars, over: d.tokenizeLimit.over } };
 }
 
 function plugin(path: string, build: () => unknown): void {

@@ -23,23 +23,46 @@
 //   and numbers from scratch: reported stale as a restart, never replayed (a
 //   new publisher's buffer does not hold the old stream), and the batch is the
 //   new baseline. A replay in flight is abandoned.
+// - A batch the router's index could not apply (an IndexFailure: no memory,
+//   a trap) leaves the worker cleared: reported stale as an index failure,
+//   and, with replay, the stream is resynchronised: the engine's buffered
+//   batches are fetched from 0 and applied on the cleared worker as on join
+//   (at most once per RESYNC_SPACING applied batches, so a router short of
+//   memory does not replay in a loop).
+// - A batch for a worker the router no longer has (removed while its events
+//   were still arriving) is reported once, as removed; the stream is retired
+//   and later batches are dropped and counted.
 // A stale report is always made before the batch after the hole is applied, so
 // the router clears the worker first and keeps what follows.
 
+import { IndexFailure } from '../../bindings/prefix-index-api.js';
 import type { KvEventBatch } from '../../router/kv-events.js';
 
 export interface StaleReport {
-  kind: 'gap' | 'restart';
+  kind: 'gap' | 'restart' | 'index' | 'removed';
   /** The sequence number that should have come next. */
   expectedSeq: number;
-  /** The sequence number that came instead. */
+  /** The sequence number that came instead (for index and removed: the batch that could not be applied). */
   receivedSeq: number;
   /** For a gap, why it was not closed: no replay socket, the engine no longer held the batches, or the replay failed. */
   replay: 'not-configured' | 'incomplete' | 'failed' | null;
+  /** For index and removed: what the router said. */
+  detail?: string;
 }
 
+/** One log line for a stale report (the caller prefixes the worker). */
+export function describeStale(report: StaleReport): string {
+  if (report.kind === 'index') return `KV batch ${report.receivedSeq} could not be applied: ${report.detail}; the stream is stale from there`;
+  if (report.kind === 'removed') return `KV batch ${report.receivedSeq} arrived after the worker was removed (${report.detail}); its stream is retired`;
+  return `KV event ${report.kind} (expected seq ${report.expectedSeq}, got ${report.receivedSeq}); its cache entries were cleared`;
+}
+
+/** Applied batches between two resynchronisations after index failures. */
+export const RESYNC_SPACING = 1000;
+
 export interface SequencerSink {
-  apply(batch: KvEventBatch, seq: number, replayed: boolean): void;
+  /** Applies a batch; an IndexFailure back means the router could not (see the header). */
+  apply(batch: KvEventBatch, seq: number, replayed: boolean): unknown;
   stale(report: StaleReport): void;
   /** Asks for the engine's buffered batches from `fromSeq`; answer with `replayed(ticket, ...)`. */
   requestReplay(fromSeq: number, ticket: number): void;
@@ -61,7 +84,26 @@ export interface SequencerCounters {
   replayRequests: number;
   replayedBatches: number;
   heldDropped: number;
+  /** Batches the router's index could not apply (the worker was cleared). */
+  indexFailures: number;
+  /** Replays from 0 after an index failure. */
+  resyncs: number;
+  /** Batches dropped because the worker was no longer registered. */
+  retiredDropped: number;
 }
+
+/** The names of the counters, for summing them over sequencers. */
+export const SEQUENCER_COUNTERS: readonly (keyof SequencerCounters)[] = [
+  'gaps',
+  'restarts',
+  'staleReports',
+  'replayRequests',
+  'replayedBatches',
+  'heldDropped',
+  'indexFailures',
+  'resyncs',
+  'retiredDropped',
+];
 
 export interface SequencedBatch {
   seq: number;
@@ -70,16 +112,18 @@ export interface SequencedBatch {
 
 export type ReplayOutcome = 'complete' | 'failed';
 
+export function zeroSequencerCounters(): SequencerCounters {
+  return Object.fromEntries(SEQUENCER_COUNTERS.map((key) => [key, 0])) as unknown as SequencerCounters;
+}
+
 export class WorkerSequencer {
-  readonly counters: SequencerCounters = {
-    gaps: 0,
-    restarts: 0,
-    staleReports: 0,
-    replayRequests: 0,
-    replayedBatches: 0,
-    heldDropped: 0,
-  };
+  readonly counters: SequencerCounters = zeroSequencerCounters();
   private last: number | null = null;
+  private retired = false;
+  /** Set while a replay's answer is applied (no resync starts in the middle of it). */
+  private draining = false;
+  /** Batches applied since the last resync (RESYNC_SPACING at the start, so the first may happen at once). */
+  private sinceResync = RESYNC_SPACING;
   private held: SequencedBatch[] = [];
   private ticket: number | null = null;
   private tickets = 0;
@@ -108,6 +152,10 @@ export class WorkerSequencer {
 
   /** A live batch arrived. */
   offer(seq: number, batch: KvEventBatch): void {
+    if (this.retired) {
+      this.counters.retiredDropped++;
+      return;
+    }
     if (this.ticket !== null) {
       const newest = this.held.length > 0 ? this.held[this.held.length - 1]!.seq : this.last;
       if (newest !== null && seq <= newest) {
@@ -159,6 +207,15 @@ export class WorkerSequencer {
     }
     this.held = [];
     const ordered = [...merged.values()].sort((a, b) => a.item.seq - b.item.seq);
+    this.draining = true;
+    try {
+      this.applyReplayed(ordered, newestReplayed, outcome);
+    } finally {
+      this.draining = false;
+    }
+  }
+
+  private applyReplayed(ordered: { item: SequencedBatch; replayed: boolean }[], newestReplayed: number, outcome: ReplayOutcome): void {
     let progressed = false;
     for (let i = 0; i < ordered.length; i++) {
       const { item, replayed } = ordered[i]!;
@@ -205,8 +262,33 @@ export class WorkerSequencer {
   }
 
   private applyOne(seq: number, batch: KvEventBatch, replayed: boolean): void {
+    if (this.retired) {
+      this.counters.retiredDropped++;
+      return;
+    }
     this.last = seq;
     if (replayed) this.counters.replayedBatches++;
-    this.sink.apply(batch, seq, replayed);
+    this.sinceResync++;
+    const failure = this.sink.apply(batch, seq, replayed);
+    if (failure instanceof IndexFailure) this.failed(seq, failure, replayed);
+  }
+
+  private failed(seq: number, failure: IndexFailure, replayed: boolean): void {
+    if (failure.kind === 'unknown-worker') {
+      this.retired = true;
+      this.ticket = null;
+      this.held = [];
+      this.reportStale({ kind: 'removed', expectedSeq: seq, receivedSeq: seq, replay: null, detail: failure.message });
+      return;
+    }
+    this.counters.indexFailures++;
+    const resync = this.replay && !replayed && !this.draining && this.ticket === null && this.sinceResync >= RESYNC_SPACING;
+    this.reportStale({ kind: 'index', expectedSeq: seq, receivedSeq: seq, replay: resync ? null : this.replay ? 'failed' : 'not-configured', detail: failure.message });
+    if (!resync) return;
+    // The worker holds nothing now: rebuild it from what the engine still buffers, as on join.
+    this.counters.resyncs++;
+    this.sinceResync = 0;
+    this.last = null;
+    this.startReplay(0, []);
   }
 }

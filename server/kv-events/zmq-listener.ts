@@ -9,8 +9,13 @@
 // reports follow WorkerSequencer; replays run one at a time over the engine's
 // replay socket. Nothing a peer sends can throw out of the listener, and a
 // throwing callback is counted and reported to onError, not propagated.
+// onBatch may answer with an IndexFailure (the router could not apply the
+// batch); the sequencer then reports the stream stale and resynchronises it.
+// Once closed, the listener applies nothing more, even a message already
+// received: its worker may be gone, and its slot another worker's.
 
 import { Subscriber } from 'zeromq';
+import { IndexFailure } from '../../bindings/prefix-index-api.js';
 import type { WorkerKey } from '../../bindings/workers.js';
 import type { KvEventBatch } from '../../router/kv-events.js';
 import { decodeKvBatch, decodeSeq } from '../../router/kv-wire.js';
@@ -36,7 +41,8 @@ export interface ZmqKvListenerOptions {
   /** The engine's replay ROUTER endpoint; without it a gap is reported stale at once. */
   replayEndpoint?: string;
   worker: WorkerSpec;
-  onBatch: (batch: KvEventBatch, seq: number, worker: WorkerKey) => void;
+  /** Applies a batch; an IndexFailure back means the router could not (see the header). */
+  onBatch: (batch: KvEventBatch, seq: number, worker: WorkerKey) => unknown;
   /** The worker's index may be wrong from here on: the router should clear its entries. */
   onStale: (reason: KvStaleReason) => void;
   /** Decode, receive, replay and callback errors, for logging. */
@@ -166,6 +172,7 @@ export class ZmqKvListener {
   }
 
   private onMessage(parts: Buffer[]): void {
+    if (this.closed) return;
     this.counters.messages++;
     if (parts.length !== 3) {
       this.counters.skipped.frameCount++;
@@ -236,11 +243,16 @@ export class ZmqKvListener {
     return state;
   }
 
-  private apply(state: WorkerState, batch: KvEventBatch, seq: number): void {
+  private apply(state: WorkerState, batch: KvEventBatch, seq: number): IndexFailure | null {
+    if (this.closed) return null;
     const counts = state.counts;
     counts.batches++;
     for (const event of batch.events) counts[event.type]++;
-    this.guard(() => this.options.onBatch(batch, seq, state.key));
+    let outcome: unknown = null;
+    this.guard(() => {
+      outcome = this.options.onBatch(batch, seq, state.key);
+    });
+    return outcome instanceof IndexFailure ? outcome : null;
   }
 
   private queueReplay(job: ReplayJob): void {

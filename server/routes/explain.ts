@@ -2,11 +2,14 @@
 // without dispatching or booking it. Per worker: cached-prefix overlap, the
 // prefill and decode load the request would add to, its cost, and why a
 // filtered worker was left out (an ejected worker: the failures that ejected
-// it). The first thing to look at when cache hits do not show up.
+// it). The first thing to look at when cache hits do not show up. A worker
+// whose blocks the index evicted at its memory bound (since the worker was
+// last cleared) says so: its overlap may be more than the index still knows.
 import type { FastifyInstance } from 'fastify';
 import { workerLabel } from '../../bindings/workers.js';
+import type { Partition } from '../../router/partition.js';
 import { parseJsonBody, requestFields } from '../request/fields.js';
-import { promptTokens, type PromptKind } from '../request/prompt.js';
+import { promptIds, type PromptKind } from '../request/prompt.js';
 import type { RouterRuntime } from '../runtime.js';
 import { describeEjection, ejectionBody } from '../workers/ejection-view.js';
 import type { WorkerHandle } from '../workers/registry.js';
@@ -18,22 +21,26 @@ export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): v
     const model = resolveModel(rt, body);
     // A body with messages is a chat request; otherwise a completion.
     const kind: PromptKind = body.messages !== undefined ? 'chat' : 'completion';
-    const tokens = promptTokens(model.tokenizer, body, kind);
-    const x = model.route.explain(requestFields(rt.nextRequestId(), request.headers), tokens);
+    const { ids, basis } = await promptIds(model.tokenizer, body, kind, { limit: model.config.tokenizeLimit });
+    const x = model.route.explain(requestFields(rt.nextRequestId(), request.headers), ids);
     const handles = handlesByLabel(rt, model.name);
+    const evicted = evictedByLabel(model.route.partition);
     return {
       model: x.model,
       kind,
       tokenizer: model.tokenizer.spec,
+      prompt_basis: basis,
       block_size: model.config.blockSize,
       policy: x.policy,
       prompt_tokens: x.promptTokens,
       prompt_blocks: x.promptBlocks,
       chosen: x.chosen,
       error: x.error,
+      index_evicted_blocks: model.route.partition.indexStats().evictedBlocks,
       workers: x.workers.map((w) => {
         const handle = handles.get(w.worker);
         const ejection = handle?.health().ejection ?? null;
+        const evictedBlocks = evicted.get(w.worker) ?? 0;
         return {
           worker: w.worker,
           eligible: w.eligible,
@@ -41,6 +48,8 @@ export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): v
           filtered: ejection && !w.eligible && !handle!.draining ? describeEjection(ejection) : w.filtered,
           ejection: ejection && ejectionBody(ejection),
           overlap_blocks: w.overlapBlocks,
+          evicted_blocks: evictedBlocks,
+          overlap_may_be_underestimated: evictedBlocks > 0,
           cached_tokens: w.cachedTokens,
           prefill_tokens: w.prefillTokens,
           decode_blocks: w.decodeBlocks,
@@ -58,6 +67,16 @@ function handlesByLabel(rt: RouterRuntime, model: string): Map<string, WorkerHan
   for (const h of rt.registry.list()) {
     if (h.model.name !== model) continue;
     for (let rank = 0; rank < h.config.dataParallelSize; rank++) out.set(workerLabel({ id: h.id, rank }), h);
+  }
+  return out;
+}
+
+/** Per worker label, the ids the index evicted since the worker was last cleared (workers with none left out). */
+function evictedByLabel(partition: Partition): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const [, key] of partition.workers.entries()) {
+    const n = partition.index.evictedBlocks(key);
+    if (n > 0) out.set(workerLabel(key), n);
   }
   return out;
 }

@@ -5,7 +5,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { RouterError } from '../../router/errors.js';
 import { asRouterError, sendError } from '../http/respond.js';
 import { modelOf, parseJsonBody, requestFields, streamOf } from '../request/fields.js';
-import { promptTokens, type PromptKind } from '../request/prompt.js';
+import { promptIds, type PromptKind } from '../request/prompt.js';
 import type { RouterRuntime } from '../runtime.js';
 import { Exchange } from '../upstream/exchange.js';
 import type { ModelRuntime } from '../workers/model-runtime.js';
@@ -21,7 +21,7 @@ export function resolveModel(rt: RouterRuntime, body: Record<string, unknown>): 
 }
 
 export function registerOpenAiRoutes(app: FastifyInstance, rt: RouterRuntime): void {
-  const generate = (kind: PromptKind) => (request: FastifyRequest, reply: FastifyReply) => {
+  const generate = (kind: PromptKind) => async (request: FastifyRequest, reply: FastifyReply) => {
     const arrivedAt = performance.now();
     reply.hijack();
     let model: ModelRuntime | undefined;
@@ -32,7 +32,9 @@ export function registerOpenAiRoutes(app: FastifyInstance, rt: RouterRuntime): v
       model = resolveModel(rt, body);
       streamOf(body);
       const fields = requestFields(rt.nextRequestId(), request.headers);
-      const tokens = promptTokens(model.tokenizer, body, kind);
+      const { ids: tokens } = await promptIds(model.tokenizer, body, kind, { limit: model.config.tokenizeLimit });
+      // A long prompt is tokenized on another thread; the client may have left meanwhile.
+      if (reply.raw.destroyed) throw new RouterError('KVR_ERR_ABORTED');
       new Exchange(rt, model, request.raw, reply.raw, request.url, raw, arrivedAt, fields.id).start(fields, tokens);
     } catch (thrown) {
       const error = asRouterError(thrown);

@@ -8,7 +8,7 @@ import type { WorkerKey } from '../../bindings/workers.js';
 import type { KvEventBatch } from '../../router/kv-events.js';
 import type { ModelRoute } from '../../router/model-route.js';
 import { offsetEndpoint } from '../cli/mock.js';
-import { WorkerSequencer, type SequencerCounters } from '../kv-events/sequencer.js';
+import { SEQUENCER_COUNTERS, WorkerSequencer, describeStale, zeroSequencerCounters, type SequencerCounters } from '../kv-events/sequencer.js';
 import { ZmqKvListener } from '../kv-events/zmq-listener.js';
 import type { WorkerConfig } from '../config/schema.js';
 
@@ -32,7 +32,7 @@ export interface KvSource {
 export type Logger = (message: string) => void;
 
 export function zeroCounters(): KvSourceCounters {
-  return { gaps: 0, restarts: 0, staleReports: 0, replayRequests: 0, replayedBatches: 0, heldDropped: 0, decodeErrors: 0, skippedMessages: 0, replayFailures: 0 };
+  return { ...zeroSequencerCounters(), decodeErrors: 0, skippedMessages: 0, replayFailures: 0 };
 }
 
 export class ZmqKvSource implements KvSource {
@@ -50,7 +50,7 @@ export class ZmqKvSource implements KvSource {
         worker: { id: worker.id, rank },
         onBatch: (batch, _seq, key) => route.applyEvents(key, batch),
         onStale: (reason) => {
-          warn(`worker ${worker.id}#${reason.worker.rank}: KV event ${reason.kind} (expected seq ${reason.expectedSeq}, got ${reason.receivedSeq}); its cache entries were cleared`);
+          warn(`worker ${worker.id}#${reason.worker.rank}: ${describeStale(reason)}`);
           route.markStale(reason.worker);
         },
         onError: (error) => warn(`worker ${worker.id}: ${error.message}`),
@@ -71,14 +71,7 @@ export class ZmqKvSource implements KvSource {
       out.decodeErrors += s.decodeErrors;
       out.skippedMessages += s.skipped.frameCount + s.skipped.seqFrame + s.skipped.topic;
       out.replayFailures += s.replay.failed;
-      for (const w of s.workers) {
-        out.gaps += w.gaps;
-        out.restarts += w.restarts;
-        out.staleReports += w.staleReports;
-        out.replayRequests += w.replayRequests;
-        out.replayedBatches += w.replayedBatches;
-        out.heldDropped += w.heldDropped;
-      }
+      for (const w of s.workers) for (const key of SEQUENCER_COUNTERS) out[key] += w[key];
     }
     return out;
   }
@@ -136,7 +129,7 @@ export function rankSequencers(worker: WorkerConfig, route: ModelRoute, warn: Lo
       {
         apply: (batch) => route.applyEvents(key, batch),
         stale: (report) => {
-          warn(`worker ${worker.id}#${rank}: KV event ${report.kind} ${via} (expected seq ${report.expectedSeq}, got ${report.receivedSeq}); its cache entries were cleared`);
+          warn(`worker ${worker.id}#${rank}: ${describeStale(report)} (${via})`);
           route.markStale(key);
         },
         requestReplay: () => {
@@ -151,7 +144,7 @@ export function rankSequencers(worker: WorkerConfig, route: ModelRoute, warn: Lo
 /** Adds the sequencers' stream counters into `out`. */
 export function addSequencerCounters(out: KvSourceCounters, sequencers: readonly WorkerSequencer[]): KvSourceCounters {
   for (const s of sequencers) {
-    for (const key of Object.keys(s.counters) as (keyof SequencerCounters)[]) out[key] += s.counters[key];
+    for (const key of SEQUENCER_COUNTERS) out[key] += s.counters[key];
   }
   return out;
 }

@@ -29,6 +29,7 @@ export class ModelRuntime {
       classifier: config.requestClassifier ? createClassifier(config.requestClassifier.type, config.requestClassifier.params) : undefined,
       routedTtlMs: config.approximate.ttlMs,
       maxRoutedBlocks: config.approximate.maxBlocks,
+      indexMemoryBytes: config.indexMemoryBytes,
       sessionAffinity: config.sessionAffinity,
       // Fresh random tie-breaks per process, as replicas must not all pick alike.
       seed: (Math.random() * 0x7fffffff) | 0,

@@ -3,19 +3,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { PrefixIndexApi } from '../../bindings/prefix-index-api.js';
-import { brokenRule, chainId, locals, makeIndex, routedIds } from './prefix-index.fixtures.js';
-
-/** Small deterministic generator (mulberry32), so a failing seed replays. */
-function random(seed: number): (n: number) => number {
-  let s = seed >>> 0;
-  return (n) => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return Math.floor((((t ^ (t >>> 14)) >>> 0) / 2 ** 32) * n);
-  };
-}
+import { brokenRule, chainId, locals, makeIndex, random, routedIds } from './prefix-index.fixtures.js';
 
 const WORKERS = Array.from({ length: 40 }, (_, i) => ({ id: `w${i % 20}`, rank: i < 20 ? 0 : 1 }));
 

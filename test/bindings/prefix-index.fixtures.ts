@@ -4,29 +4,53 @@
 import fc from 'fast-check';
 import { Core } from '../../bindings/core.js';
 import { PrefixIndex } from '../../bindings/prefix-index.js';
+import { ShardedPrefixIndex } from '../../bindings/prefix-index-sharded.js';
 import { ReferencePrefixIndex, chainMix } from '../../bindings/reference/prefix-index.js';
 import type { PrefixIndexApi, PrefixIndexOptions } from '../../bindings/prefix-index-api.js';
 import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
 
-export type IndexKind = 'wasm' | 'twin';
+/** 'sharded': a ShardedPrefixIndex of SHARDS cores. */
+export type IndexKind = 'wasm' | 'twin' | 'sharded';
 
-const cores = new WeakMap<PrefixIndexApi, Core>();
+export const SHARDS = 3;
+
+const cores = new WeakMap<PrefixIndexApi, Core[]>();
 
 export function makeIndex(kind: IndexKind, opts: PrefixIndexOptions = {}): PrefixIndexApi {
   if (kind === 'twin') return new ReferencePrefixIndex(opts);
+  if (kind === 'sharded') {
+    const index = new ShardedPrefixIndex({ ...opts, shards: SHARDS });
+    cores.set(index, index.shards.map((s) => s.core));
+    return index;
+  }
   const core = new Core();
   const index = new PrefixIndex({ ...opts, core });
-  cores.set(index, core);
+  cores.set(index, [core]);
   return index;
 }
 
-/** The wasm index's own consistency check (0: every derived count is exact); 0 for the twin. */
+/** The wasm index's own consistency check (0: every derived count is exact, in every core); 0 for the twin. */
 export function brokenRule(index: PrefixIndexApi): number {
-  const core = cores.get(index);
-  return core ? core.kernel<{ indexVerify(): number }>().indexVerify() : 0;
+  for (const core of cores.get(index) ?? []) {
+    const broken = core.kernel<{ indexVerify(): number }>().indexVerify();
+    if (broken !== 0) return broken;
+  }
+  return 0;
 }
 
 const M64 = (1n << 64n) - 1n;
+
+/** Small deterministic generator (mulberry32): an integer in [0, n) per call, so a failing seed replays. */
+export function random(seed: number): (n: number) => number {
+  let s = seed >>> 0;
+  return (n) => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return Math.floor((((t ^ (t >>> 14)) >>> 0) / 2 ** 32) * n);
+  };
+}
 
 /** The local hash of block value v: spread over the whole u64 range, top bit included. */
 export function blockHash(v: number): bigint {

@@ -73,7 +73,7 @@ describe('Partition on the wasm core against the same partition on the pure-TS t
   });
 });
 
-describe('Partition on the wasm core against the twins, with constraints and busy classes', () => {
+describe('Partition on the wasm core against the twins and an index sharded over two cores, with constraints and busy classes', () => {
   const TAINTS = [[], ['zone=a'], ['zone=a', 'gpu=fast'], ['gpu=fast']];
   const BUSY = [null, { prefillTokens: 60 }, { decodeFraction: 0.3 }];
   const routeStep = fc.record({
@@ -101,12 +101,13 @@ describe('Partition on the wasm core against the twins, with constraints and bus
   it('makes the same decisions, capacity verdicts and errors at every step', () => {
     fc.assert(
       fc.property(fc.array(anyStep, { maxLength: 60 }), fc.nat(1000), (steps, seed) => {
-        const make = (kernels: 'wasm' | 'reference') => {
-          const p = new Partition({ model: 'm', blockSize: BS, clock: new VirtualClock(0), seed, kernels, fastPathBusy: BUSY[1] });
-          ['a', 'b', 'c', 'd', 'e'].forEach((id, i) => p.addWorker({ id, totalBlocks: 64, maxBatchedTokens: 64, taints: TAINTS[i % TAINTS.length] }));
+        const make = (kernels: 'wasm' | 'reference', indexShards?: number) => {
+          const p = new Partition({ model: 'm', blockSize: BS, clock: new VirtualClock(0), seed, kernels, fastPathBusy: BUSY[1], indexShards });
+          // e publishes no KV events: its routed prompts are recorded in the index (in the core, or by the host when sharded).
+          ['a', 'b', 'c', 'd', 'e'].forEach((id, i) => p.addWorker({ id, totalBlocks: 64, maxBatchedTokens: 64, taints: TAINTS[i % TAINTS.length], kvEvents: id !== 'e' }));
           return p;
         };
-        const sides = [make('wasm'), make('reference')] as const;
+        const sides = [make('wasm'), make('reference'), make('wasm', 2)] as const;
         const live: string[] = [];
         let n = 0;
         for (const s of steps) {
@@ -140,6 +141,7 @@ describe('Partition on the wasm core against the twins, with constraints and bus
               return { cached, capacity, admission: RouterError.is(a) ? a.code : a };
             });
             expect(results[0]).toEqual(results[1]);
+            expect(results[2]).toEqual(results[0]);
             if (!RouterError.is(results[0]!.admission) && typeof results[0]!.admission !== 'string') live.push(fields.id);
           } else if (live.length > 0) {
             const id = live[s.pick % live.length]!;
@@ -150,6 +152,8 @@ describe('Partition on the wasm core against the twins, with constraints and bus
             }
           }
           expect(sides[0].load()).toEqual(sides[1].load());
+          expect(sides[2].load()).toEqual(sides[0].load());
+          expect(sides[2].indexStats().routedBlocks).toBe(sides[0].indexStats().routedBlocks);
         }
       }),
       { numRuns: 200 },

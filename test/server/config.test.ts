@@ -1,7 +1,7 @@
 // Config validation: defaults, errors that name the bad field, environment
 // overrides (named in their errors), and the request-classifier seam.
 import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../server/config/fields.js';
@@ -150,5 +150,25 @@ describe('request classifier seam', () => {
       /scheduler_interval_seconds" was removed/,
     );
     expect(failure({ request_classifier: { type: 'cold-pool' }, workers: [worker()] })).toMatch(/known: thunderagent, cold_pool\)/);
+  });
+});
+
+describe('index_memory_bytes', () => {
+  it('defaults to a quarter of the machine memory, at most 3 GiB, and may be set at the top and per model', () => {
+    expect(DEFAULTS.indexMemoryBytes).toBe(Math.min(Math.floor(totalmem() / 4), 3 * 2 ** 30));
+    expect(validateConfig({ workers: [worker()] }).models[0]!.indexMemoryBytes).toBe(DEFAULTS.indexMemoryBytes);
+    const config = validateConfig({
+      index_memory_bytes: 6 * 2 ** 30,
+      models: [{ name: 'a' }, { name: 'b', index_memory_bytes: 0 }],
+      workers: [worker({ model: 'a' }), worker({ id: 'w1', model: 'b' })],
+    });
+    expect(config.models.map((m) => m.indexMemoryBytes)).toEqual([6 * 2 ** 30, 0]);
+    expect(configFromDocument({ workers: [worker()] }, { KVROUTER_INDEX_MEMORY_BYTES: '1073741824' }).models[0]!.indexMemoryBytes).toBe(2 ** 30);
+  });
+
+  it('takes 0 (no bound) or at least 1 MiB, and names the field', () => {
+    expect(failure({ index_memory_bytes: 1000, workers: [worker()] })).toBe('index_memory_bytes: must be 0 (no bound) or at least 1048576 (1 MiB), got 1000');
+    expect(failure({ models: [{ name: 'llama', index_memory_bytes: -1 }], workers: [worker()] })).toMatch(/^models\[0\]\.index_memory_bytes: must be >= 0/);
+    expect(failure({ workers: [worker()] }, { KVROUTER_INDEX_MEMORY_BYTES: 'lots' })).toBe('KVROUTER_INDEX_MEMORY_BYTES: must be an integer, got "lots"');
   });
 });

@@ -7,6 +7,17 @@ import { createTokenizer, type PromptTokenizer } from '../../router/tokenize/ind
 import { modelOf, parseJsonBody, parseWorkerLabel, requestFields, streamOf } from '../../server/request/fields.js';
 import { promptTokens } from '../../server/request/prompt.js';
 
+/** The param a rejected prompt names (or the message when it names none). */
+async function rejectedParam(pending: Promise<unknown>): Promise<string | undefined> {
+  const error: unknown = await pending.then(
+    () => new Error('accepted'),
+    (thrown: unknown) => thrown,
+  );
+  expect(RouterError.is(error)).toBe(true);
+  expect((error as RouterError).status).toBe(400);
+  return ((error as RouterError).details.param as string | undefined) ?? (error as Error).message;
+}
+
 function param(fn: () => unknown): string | undefined {
   try {
     fn();
@@ -138,7 +149,7 @@ describe('prompt token ids', () => {
     tok = await createTokenizer('bytes', { readFile: () => Promise.reject(new Error('no files')) });
   });
 
-  it('renders the whole conversation with its tools and the generation prompt', () => {
+  it('renders the whole conversation with its tools and the generation prompt', async () => {
     const messages = [
       { role: 'system', content: 'be brief' },
       { role: 'user', content: 'hi' },
@@ -146,24 +157,24 @@ describe('prompt token ids', () => {
       { role: 'user', content: 'bye' },
     ];
     const tools = [{ type: 'function', function: { name: 'f' } }];
-    expect(promptTokens(tok, { messages, tools }, 'chat')).toEqual(tok.encodeChat(messages, { tools }));
-    expect(promptTokens(tok, { messages, add_generation_prompt: false }, 'chat')).toEqual(tok.encodeChat(messages, { addGenerationPrompt: false }));
-    expect(promptTokens(tok, { messages }, 'chat').length).toBeGreaterThan(promptTokens(tok, { messages: messages.slice(0, 1) }, 'chat').length);
+    expect(await promptTokens(tok, { messages, tools }, 'chat')).toEqual(tok.encodeChat(messages, { tools }));
+    expect(await promptTokens(tok, { messages, add_generation_prompt: false }, 'chat')).toEqual(tok.encodeChat(messages, { addGenerationPrompt: false }));
+    expect((await promptTokens(tok, { messages }, 'chat')).length).toBeGreaterThan((await promptTokens(tok, { messages: messages.slice(0, 1) }, 'chat')).length);
   });
 
-  it('takes a completion prompt as text, as token ids, or as a batch of one', () => {
-    expect(promptTokens(tok, { prompt: 'abcd' }, 'completion')).toEqual(tok.encodeText('abcd'));
-    expect(Array.from(promptTokens(tok, { prompt: [5, 6, 7] }, 'completion'))).toEqual([5, 6, 7]);
-    expect(Array.from(promptTokens(tok, { prompt: [[9, 8]] }, 'completion'))).toEqual([9, 8]);
-    expect(promptTokens(tok, { prompt: ['abcd'] }, 'completion')).toEqual(tok.encodeText('abcd'));
+  it('takes a completion prompt as text, as token ids, or as a batch of one', async () => {
+    expect(await promptTokens(tok, { prompt: 'abcd' }, 'completion')).toEqual(tok.encodeText('abcd'));
+    expect(Array.from(await promptTokens(tok, { prompt: [5, 6, 7] }, 'completion'))).toEqual([5, 6, 7]);
+    expect(Array.from(await promptTokens(tok, { prompt: [[9, 8]] }, 'completion'))).toEqual([9, 8]);
+    expect(await promptTokens(tok, { prompt: ['abcd'] }, 'completion')).toEqual(tok.encodeText('abcd'));
   });
 
-  it('names what is wrong with a prompt', () => {
-    expect(param(() => promptTokens(tok, {}, 'completion'))).toBe('prompt');
-    expect(param(() => promptTokens(tok, { prompt: ['a', 'b'] }, 'completion'))).toBe('prompt');
-    expect(param(() => promptTokens(tok, { prompt: [1, 2.5] }, 'completion'))).toBe('prompt[1]');
-    expect(param(() => promptTokens(tok, { messages: [] }, 'chat'))).toBe('messages');
-    expect(param(() => promptTokens(tok, { messages: [{ role: 'user', content: 'x' }], tools: 'all' }, 'chat'))).toBe('tools');
-    expect(param(() => promptTokens(tok, { messages: [{ role: 'user', content: 5 }] }, 'chat'))).toMatch(/^messages\[0\]\.content/);
+  it('names what is wrong with a prompt', async () => {
+    expect(await rejectedParam(promptTokens(tok, {}, 'completion'))).toBe('prompt');
+    expect(await rejectedParam(promptTokens(tok, { prompt: ['a', 'b'] }, 'completion'))).toBe('prompt');
+    expect(await rejectedParam(promptTokens(tok, { prompt: [1, 2.5] }, 'completion'))).toBe('prompt[1]');
+    expect(await rejectedParam(promptTokens(tok, { messages: [] }, 'chat'))).toBe('messages');
+    expect(await rejectedParam(promptTokens(tok, { messages: [{ role: 'user', content: 'x' }], tools: 'all' }, 'chat'))).toBe('tools');
+    expect(await rejectedParam(promptTokens(tok, { messages: [{ role: 'user', content: 5 }] }, 'chat'))).toMatch(/^messages\[0\]\.content/);
   });
 });

@@ -1,7 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { KvEventBatch } from '../../router/kv-events.js';
-import { type SequencedBatch, type SequencerOptions, WorkerSequencer } from '../../server/kv-events/sequencer.js';
+import { IndexFailure } from '../../bindings/prefix-index-api.js';
+import { RESYNC_SPACING, type SequencedBatch, type SequencerOptions, WorkerSequencer, describeStale } from '../../server/kv-events/sequencer.js';
 
 // A batch whose ts carries its sequence number, so the test can tell which batch was applied.
 const batchOf = (seq: number): KvEventBatch => ({ ts: seq, events: [], dpRank: null });
@@ -265,5 +266,78 @@ describe('WorkerSequencer properties', () => {
       }),
       { numRuns: 300 },
     );
+  });
+});
+
+describe('WorkerSequencer when the router cannot apply a batch', () => {
+  /** A sink whose apply answers with an IndexFailure for the listed sequence numbers. */
+  function failing(options: SequencerOptions, failAt: Map<number, IndexFailure['kind']>) {
+    const log: string[] = [];
+    const requests: { fromSeq: number; ticket: number }[] = [];
+    const sequencer = new WorkerSequencer(
+      {
+        apply: (_batch, seq, replayed) => {
+          log.push(`apply ${seq}${replayed ? ' (replayed)' : ''}`);
+          const kind = failAt.get(seq);
+          if (!kind) return null;
+          failAt.delete(seq);
+          return new IndexFailure(kind, [{ id: 'w', rank: 0 }], `failure at ${seq}`);
+        },
+        stale: (r) => log.push(`stale ${r.kind} at ${r.receivedSeq} replay ${r.replay}: ${describeStale(r)}`),
+        requestReplay: (fromSeq, ticket) => {
+          requests.push({ fromSeq, ticket });
+          log.push(`replay from ${fromSeq}`);
+        },
+      },
+      options,
+    );
+    const offer = (...seqs: number[]) => seqs.forEach((seq) => sequencer.offer(seq, batchOf(seq)));
+    return { sequencer, log, requests, offer };
+  }
+
+  it('an index failure without replay is reported stale once and the stream goes on', () => {
+    const h = failing({ replay: false }, new Map([[1, 'no-memory']]));
+    h.offer(0, 1, 2);
+    expect(h.log).toEqual([
+      'apply 0',
+      'apply 1',
+      'stale index at 1 replay not-configured: KV batch 1 could not be applied: failure at 1; the stream is stale from there',
+      'apply 2',
+    ]);
+    expect(h.sequencer.counters).toMatchObject({ indexFailures: 1, staleReports: 1, resyncs: 0 });
+  });
+
+  it('with replay, an index failure resynchronises: the engine buffer is replayed from 0 onto the cleared worker', () => {
+    const h = failing({ replay: true, replayOnJoin: false }, new Map([[6, 'trap']]));
+    h.offer(5, 6, 7, 8);
+    expect(h.log).toEqual(['apply 5', 'apply 6', 'stale index at 6 replay null: KV batch 6 could not be applied: failure at 6; the stream is stale from there', 'replay from 0']);
+    // The engine still buffers 3..6; 7 and 8 arrived live meanwhile.
+    h.sequencer.replayed(h.requests[0]!.ticket, items(3, 4, 5, 6), 'complete');
+    expect(h.log.slice(4)).toEqual(['apply 3 (replayed)', 'apply 4 (replayed)', 'apply 5 (replayed)', 'apply 6 (replayed)', 'apply 7', 'apply 8']);
+    expect(h.sequencer.counters).toMatchObject({ indexFailures: 1, resyncs: 1, staleReports: 1 });
+    expect(h.sequencer.lastSeq).toBe(8);
+  });
+
+  it('resynchronises at most once per RESYNC_SPACING applied batches', () => {
+    const fails = new Map<number, IndexFailure['kind']>([[1, 'no-memory'], [3, 'no-memory'], [RESYNC_SPACING + 10, 'no-memory']]);
+    const h = failing({ replay: true, replayOnJoin: false }, fails);
+    h.offer(0, 1);
+    h.sequencer.replayed(h.requests[0]!.ticket, items(0, 1), 'complete');
+    h.offer(2, 3);
+    expect(h.sequencer.counters).toMatchObject({ indexFailures: 2, resyncs: 1 });
+    expect(h.log.at(-1)).toMatch(/stale index at 3 replay failed/);
+    for (let seq = 4; seq <= RESYNC_SPACING + 10; seq++) h.offer(seq);
+    expect(h.sequencer.counters).toMatchObject({ indexFailures: 3, resyncs: 2 });
+  });
+
+  it('a batch for a worker the router no longer has retires the stream: reported once, the rest dropped', () => {
+    const h = failing({ replay: true, replayOnJoin: false }, new Map([[2, 'unknown-worker']]));
+    h.offer(1, 2, 3, 4);
+    expect(h.log).toEqual([
+      'apply 1',
+      'apply 2',
+      'stale removed at 2 replay null: KV batch 2 arrived after the worker was removed (failure at 2); its stream is retired',
+    ]);
+    expect(h.sequencer.counters).toMatchObject({ retiredDropped: 2, staleReports: 1, replayRequests: 0 });
   });
 });
