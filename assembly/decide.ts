@@ -53,6 +53,8 @@ import { scanDecide, scanEligibility, selectLastCost } from './select';
 //   +148 matchSlots       u32  in   where the matches' slots are: the index's output (decideMatch,
 //                                   FLAG_FIND) or the host's (decideUseMatches)
 //   +152 matchDepths      u32  in   where their depths are
+//   +156 cachedBlocks     u32  out  the prefix the cost takes as cached on the picked worker, in
+//                                   blocks (cost/kind.ts costBookedDepth): what a booking books
 // The counts of the decision are at selectCountsPtr() (select.ts).
 
 export const FLAG_FIND: u32 = 1;
@@ -219,11 +221,14 @@ export function decideRun(): i32 {
   setU32(120, <u32>slot);
   if (slot < 0) {
     setU32(124, 0);
+    setU32(156, 0);
     return slot;
   }
   const depth = depthOf(<u32>slot);
+  const cachedBlocks = costBookedDepth(kind, depth, heldOf(<u32>slot));
   setU32(124, depth);
-  if (flags & FLAG_BOOK) book(<u32>slot, costBookedDepth(kind, depth, heldOf(<u32>slot)), promptTokens, blockSize, seqPtr, blocks);
+  setU32(156, cachedBlocks);
+  if (flags & FLAG_BOOK) book(<u32>slot, cachedBlocks, promptTokens, blockSize, seqPtr, blocks);
   return slot;
 }
 

@@ -70,6 +70,7 @@ const U = {
   bestDepth: 34,
   routed: 35,
   partial: 36,
+  cachedBlocks: 39,
 } as const;
 const FLAG_FIND = 1;
 const FLAG_BOOK = 2;
@@ -425,6 +426,7 @@ export class Decider implements DecisionKernel {
       slot,
       cost: f64[F.cost]!,
       overlapBlocks: slot >= 0 ? u32[U.overlap]! : 0,
+      cachedBlocks: slot >= 0 ? u32[U.cachedBlocks]! : 0,
       counts: this.readCounts(),
       path: u32[U.path] === PATH_FAST ? 'fast' : 'scan',
       routed,
@@ -445,7 +447,7 @@ export class Decider implements DecisionKernel {
     if (this.blockViews.u32.length === 0) {
       this.blockViews = {
         f64: this.core.f64(this.block, 18),
-        u32: this.core.u32(this.block, 38),
+        u32: this.core.u32(this.block, 40),
         counts: this.core.u32(this.ex.selectCountsPtr() >>> 0, 5),
       };
     }

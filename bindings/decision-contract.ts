@@ -95,6 +95,12 @@ export interface Decision {
   readonly cost: number;
   /** Its cached prefix depth, in blocks. */
   readonly overlapBlocks: number;
+  /**
+   * The prefix the cost takes as cached there, in blocks, and a booking books
+   * as such: the overlap; for the ttft cost, at least the prompt blocks the
+   * worker's active requests hold (assembly/cost/kind.ts).
+   */
+  readonly cachedBlocks: number;
   readonly counts: EligibilityCounts;
   readonly path: SelectionPath;
   /** The booking recorded the prompt in the index as routed there (a worker without KV events). */

@@ -66,7 +66,7 @@ export class Partition implements Placement<RoutedRequest> {
     this.policy = options.policy ?? defaultCostPolicy();
     // Speed classes group workers only for a cost that charges each class its own speed.
     const classed = this.policy.coreCost?.kind === 'ttft';
-    this.speeds = new Speeds(options.speedPrior ?? DEFAULT_SPEED_PRIOR, (slot, speed, speedClass) => {
+    this.speeds = new Speeds(this.policy.speedPrior ?? DEFAULT_SPEED_PRIOR, (slot, speed, speedClass) => {
       this.kernels.ledger.setSpeed(slot, speed);
       if (classed) this.set.setSpeedClass(slot, speedClass, this.kernels.ledger);
     });

@@ -45,11 +45,11 @@ export class ReferenceDecider implements DecisionKernel {
     const counts = this.eligibility(request);
     const slot = this.pickEligible(request);
     let routed = false;
+    // The ttft cost takes the prefix the worker's active requests hold as cached too (assembly/cost/kind.ts).
+    const overlap = slot >= 0 ? this.ledger.projection.overlapBlocks[slot]! : 0;
+    const cachedBlocks = slot >= 0 && request.cost.kind === CostKind.ttft ? Math.max(overlap, this.ledger.projectedHeldBlocks[slot]!) : overlap;
     if (slot >= 0 && book) {
-      // The ttft cost books the prefix the worker's active requests hold as cached too (assembly/cost/kind.ts).
-      const overlap = this.ledger.projection.overlapBlocks[slot]!;
-      const depth = request.cost.kind === CostKind.ttft ? Math.max(overlap, this.ledger.projectedHeldBlocks[slot]!) : overlap;
-      const cached = Math.min(depth * this.blockSize, request.promptTokens);
+      const cached = Math.min(cachedBlocks * this.blockSize, request.promptTokens);
       this.ledger.add(book.requestId, slot, request.prompt.sequence, request.promptTokens - cached, book.now);
       if (this.routed.has(slot) && request.prompt.local.length > 0) {
         this.index.insertRouted(this.ledger.workers.keyOf(slot), request.prompt.local, book.now);
@@ -59,7 +59,8 @@ export class ReferenceDecider implements DecisionKernel {
     return {
       slot,
       cost: slot >= 0 ? this.selector.columns.cost[slot]! : Infinity,
-      overlapBlocks: slot >= 0 ? this.ledger.projection.overlapBlocks[slot]! : 0,
+      overlapBlocks: overlap,
+      cachedBlocks,
       counts,
       path: 'scan',
       routed,

@@ -24,6 +24,8 @@ import type { WorkerSet } from './worker-set.js';
 export interface Choice {
   readonly slot: number;
   readonly overlapBlocks: number;
+  /** The prefix its booking takes as cached, in blocks (Decision.cachedBlocks). */
+  readonly cachedBlocks: number;
   readonly counts: EligibilityCounts;
 }
 
@@ -68,7 +70,7 @@ export class Decisions {
   private readonly coreCost: DecisionCost | null;
   /** The cost passed to the pipeline's core pick (policies with filters). */
   private readonly pipelineCost: DecisionCost;
-  private readonly kept: Kept = { request: null, allowed: null, busy: null, ledger: -1, index: -1, workers: -1, choice: { slot: -1, overlapBlocks: 0, counts: noCounts() } };
+  private readonly kept: Kept = { request: null, allowed: null, busy: null, ledger: -1, index: -1, workers: -1, choice: { slot: -1, overlapBlocks: 0, cachedBlocks: 0, counts: noCounts() } };
 
   constructor(options: DecisionsOptions) {
     this.model = options.model;
@@ -111,7 +113,7 @@ export class Decisions {
     }
     const kept = this.keptFor(request, allowed, busy, exclude);
     if (kept) {
-      if (book) this.book(request, kept.slot, this.cachedOf(request, kept.overlapBlocks));
+      if (book) this.bookOwn(request, kept.slot, kept.cachedBlocks);
       this.kept.request = null;
       return kept;
     }
@@ -174,14 +176,17 @@ export class Decisions {
     }
     const { slot, counts } = this.pipeline.run(request, this.request(request, constraints, busy, false));
     const overlapBlocks = slot >= 0 ? this.ledger.projection.overlapBlocks[slot]! : 0;
-    if (book && slot >= 0) {
-      this.book(request, slot, this.cachedOf(request, overlapBlocks));
-      this.expectFirstToken(request, slot);
-    }
-    return { slot, overlapBlocks, counts };
+    if (book && slot >= 0) this.bookOwn(request, slot, overlapBlocks);
+    return { slot, overlapBlocks, cachedBlocks: overlapBlocks, counts };
   }
 
-  /** A booking of this router's own: its worker's speed is learned from its first token (speeds.ts). */
+  /** Books a decision of this router's own, whose first token it will see. */
+  private bookOwn(request: RoutedRequest, slot: number, cachedBlocks: number): void {
+    this.book(request, slot, this.cachedOf(request, cachedBlocks));
+    this.expectFirstToken(request, slot);
+  }
+
+  /** Its worker's speed is learned from the request's first token (speeds.ts). */
   private expectFirstToken(request: RoutedRequest, slot: number): void {
     // The slot's active prefill now: what was ahead of the request, and the request's own uncached tokens.
     this.speeds.booked(request.id, slot, this.ledger.columns.activePrefillTokens[slot]!, this.clock.now());

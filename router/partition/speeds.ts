@@ -18,12 +18,13 @@
 // served the long prompts, another the cached ones) stays inside class 0, so
 // it never reorders the workers; a worker slowed by a quarter or more moves.
 // Workers of one class share a core group (core-groups.ts), whose multiplier
-// carries the class's factor. A worker's speed in the ledger is its class's
-// factor times the fleet's model as of that worker's last anchoring, redone
-// on one of its own first tokens once the fitted model has moved by more than
-// ANCHOR_DRIFT: an observation updates at most its own worker, never the
-// fleet (a uniform change of speed moves every worker's cost alike, and the
-// choice with it, so a worker that anchors late loses little).
+// carries the class's factor. The core compares workers in tokens at a
+// reference speed, so what it needs of a speed is the ratio between workers
+// (the class's factor) and the fixed part's size in tokens: a worker's speed
+// in the ledger is its class's factor times the prior's figures, changed only
+// when its class changes. The fitted model itself moves every worker's cost
+// alike, which never changes the choice, so an observation updates at most
+// its own worker, never the fleet, and workers of one class tie exactly.
 import type { WorkerSpeed } from '../../bindings/selection-contract.js';
 
 export interface SpeedPrior {
@@ -39,14 +40,12 @@ export interface SpeedPrior {
  * A mid-size model on one GPU, as the simulated engine models it
  * (sim/mocker/timing.ts: a full 8,192-token prefill step takes 169 ms).
  */
-export const DEFAULT_SPEED_PRIOR: Readonly<SpeedPrior> = Object.freeze({ tokensPerSecond: 48_000, baseMs: 20, memory: 64 });
+export const DEFAULT_SPEED_PRIOR: Readonly<SpeedPrior> = Object.freeze({ tokensPerSecond: 48_000, baseMs: 20, memory: 32 });
 
 /** Speed classes are factors on a grid of this ratio. */
 export const CLASS_RATIO = 1.25;
 /** A worker leaves its class once its factor is this many grid steps from the class's. */
 const CLASS_HYSTERESIS = 0.75;
-/** The ledger's model is anchored again once the fitted one moved by this fraction. */
-const ANCHOR_DRIFT = 0.02;
 /** Tokens per unit of the fitted slope: keeps the two unknowns of similar size. */
 const TOKEN_UNIT = 1000;
 /** The fitted speed stays within this factor of the prior either way. */
@@ -62,9 +61,9 @@ const FACTOR_PRIOR_SHARE = 0.5;
 
 /** What the router has learned about one worker. */
 export interface LearnedSpeed {
-  /** The fixed part of a time to first token there, ms (its class's, as the ledger has it). */
+  /** The fixed part of a time to first token there, ms: the fleet's fit times its factor. */
   baseMs: number;
-  /** ms per prefill token (its class's, as the ledger has it). */
+  /** ms per prefill token: the fleet's fit times its factor. */
   msPerToken: number;
   /** 1000 / msPerToken. */
   tokensPerSecond: number;
@@ -143,12 +142,6 @@ class LinearFit {
   }
 }
 
-/** The fleet's model a worker's speed in the ledger was computed from. */
-interface Anchor {
-  baseMs: number;
-  msPerToken: number;
-}
-
 /** A worker's factor: its observed times over the model's predictions, both with forgetting. */
 class WorkerFactor {
   observed: number;
@@ -156,7 +149,7 @@ class WorkerFactor {
   observations = 0;
   speedClass = 0;
 
-  constructor(typicalMs: number, requests: number, public anchor: Anchor) {
+  constructor(typicalMs: number, requests: number) {
     this.observed = requests * typicalMs;
     this.predicted = requests * typicalMs;
   }
@@ -203,7 +196,7 @@ export class Speeds {
     // The prior's uncertainty, in units of the noise's: about its own size.
     const scale = Math.max(1, prior.baseMs);
     this.fleet = new LinearFit(prior.baseMs, slope, { p00: 1, p11: (slope / scale) ** 2 }, [slope / SPEED_RANGE, slope * SPEED_RANGE]);
-    this.typical = new WorkerFactor(this.fleet.predict(TOKEN_UNIT), FACTOR_PRIOR_SHARE * prior.memory, this.fitted());
+    this.typical = new WorkerFactor(this.fleet.predict(TOKEN_UNIT), FACTOR_PRIOR_SHARE * prior.memory);
   }
 
   /** A speed class's cost multiplier: its factor. */
@@ -213,7 +206,7 @@ export class Speeds {
 
   /** A worker (rank) joined: it starts at the fleet's model. */
   add(slot: number): void {
-    const factor = new WorkerFactor(this.fleet.predict(TOKEN_UNIT), FACTOR_PRIOR_SHARE * this.prior.memory, this.fitted());
+    const factor = new WorkerFactor(this.fleet.predict(TOKEN_UNIT), FACTOR_PRIOR_SHARE * this.prior.memory);
     this.factors.set(slot, factor);
     this.push(slot, factor, true);
   }
@@ -256,18 +249,16 @@ export class Speeds {
   learned(slot: number): LearnedSpeed | undefined {
     const factor = this.factors.get(slot);
     if (!factor) return undefined;
-    const speed = this.speedOf(factor);
+    const relative = this.relative(factor);
+    const msPerToken = (relative * this.fleet.slope) / TOKEN_UNIT;
     return {
-      ...speed,
-      tokensPerSecond: 1000 / speed.msPerToken,
-      factor: this.relative(factor),
+      baseMs: relative * this.fleet.base,
+      msPerToken,
+      tokensPerSecond: 1000 / msPerToken,
+      factor: relative,
       speedClass: factor.speedClass,
       observations: factor.observations,
     };
-  }
-
-  private fitted(): Anchor {
-    return { baseMs: this.fleet.base, msPerToken: this.fleet.slope / TOKEN_UNIT };
   }
 
   fleetSpeed(): FleetSpeed {
@@ -289,36 +280,19 @@ export class Speeds {
     return 1 - 1 / (this.prior.memory * Math.max(1, this.factors.size));
   }
 
-  /** Whether the fitted model moved by more than ANCHOR_DRIFT from the one a worker's speed was computed from. */
-  private drifted(anchor: Anchor): boolean {
-    const slope = this.fleet.slope / TOKEN_UNIT;
-    return Math.abs(slope / anchor.msPerToken - 1) > ANCHOR_DRIFT || Math.abs(this.fleet.base - anchor.baseMs) > ANCHOR_DRIFT * Math.max(1, anchor.baseMs);
+  /** The ledger's speed of a class: its factor times the prior's figures. */
+  private classSpeed(speedClass: number): WorkerSpeed {
+    const f = this.classMultiplier(speedClass);
+    return { baseMs: f * this.prior.baseMs, msPerToken: (f * 1000) / this.prior.tokensPerSecond };
   }
 
-  private speedOf(factor: WorkerFactor): WorkerSpeed {
-    const f = this.classMultiplier(factor.speedClass);
-    const a = factor.anchor;
-    return { baseMs: f * a.baseMs, msPerToken: f * a.msPerToken };
-  }
-
-  /**
-   * Moves the worker's class when its factor left the class's band, anchors it
-   * again when the fleet's model drifted, and hands its speed on when either
-   * changed.
-   */
+  /** Moves the worker's class when its factor left the class's band, and hands its speed on when it moved. */
   private push(slot: number, factor: WorkerFactor, always = false): void {
-    let changed = always;
     const steps = Math.log(this.relative(factor)) / Math.log(CLASS_RATIO);
-    if (Math.abs(steps - factor.speedClass) > CLASS_HYSTERESIS) {
-      const speedClass = Math.max(-CLASS_RANGE, Math.min(CLASS_RANGE, Math.round(steps)));
-      changed ||= speedClass !== factor.speedClass;
-      factor.speedClass = speedClass;
-    }
-    if (this.drifted(factor.anchor)) {
-      factor.anchor = this.fitted();
-      changed = true;
-    }
-    if (changed) this.apply(slot, this.speedOf(factor), factor.speedClass);
+    const speedClass = Math.abs(steps - factor.speedClass) > CLASS_HYSTERESIS ? Math.max(-CLASS_RANGE, Math.min(CLASS_RANGE, Math.round(steps))) : factor.speedClass;
+    if (!always && speedClass === factor.speedClass) return;
+    factor.speedClass = speedClass;
+    this.apply(slot, this.classSpeed(speedClass), speedClass);
   }
 }
 

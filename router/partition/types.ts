@@ -5,7 +5,6 @@ import type { BusyThresholds } from '../../bindings/selection-contract.js';
 import type { Clock } from '../clock.js';
 import type { SchedRequest } from '../scheduler/contracts.js';
 import type { SelectionPolicy } from '../selection/contracts.js';
-import type { SpeedPrior } from './speeds.js';
 
 export interface WorkerSpec {
   id: string;
@@ -69,8 +68,6 @@ export interface PartitionOptions {
    * view of their own when first used.
    */
   fastPathBusy?: BusyThresholds | null;
-  /** What a worker's prefill speed is taken to be until its times to first token are learned (speeds.ts). */
-  speedPrior?: SpeedPrior;
 }
 
 export interface WorkerExplanation {

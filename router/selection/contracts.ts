@@ -2,6 +2,7 @@
 // one picker chooses a row. Each component declares the worker-input groups it
 // reads; only declared groups are built, once per decision, for the eligible
 // workers. A core cost (CoreCost) runs fused in the wasm core instead.
+import type { SpeedPrior } from '../partition/speeds.js';
 import type { CostWeights } from '../../bindings/selection-contract.js';
 import type { WorkerInputMask, WorkerRows } from '../worker-inputs.js';
 
@@ -68,6 +69,8 @@ export interface SelectionPolicy {
   readonly picker?: WorkerPicker;
   /** Present when the default cost (in the core) scores and picks. */
   readonly coreCost?: CoreCost;
+  /** What a worker's prefill speed is taken to be until the router has learned it (router/partition/speeds.ts). */
+  readonly speedPrior?: SpeedPrior;
 }
 
 /** The union of every group a policy's components declared. */

@@ -75,7 +75,7 @@ function settle(kits: readonly Kit[], step: Extract<Step, { kind: 'first' | 'rel
   });
 }
 
-const comparable = (d: Decision) => ({ slot: d.slot, cost: d.cost, overlapBlocks: d.overlapBlocks, counts: d.counts, routed: d.routed });
+const comparable = (d: Decision) => ({ slot: d.slot, cost: d.cost, overlapBlocks: d.overlapBlocks, cachedBlocks: d.cachedBlocks, counts: d.counts, routed: d.routed });
 
 /**
  * Today's path on a kit's wasm kernels: findMatches, project, select over the
@@ -107,7 +107,7 @@ function stepPath(kit: ReturnType<typeof wasmKit>, request: DecisionRequest, rou
       booked = true;
     }
   }
-  return { slot, cost: selection.cost, overlapBlocks, counts: selection.counts, path: kit.selector.lastPath!, routed: booked };
+  return { slot, cost: selection.cost, overlapBlocks, cachedBlocks: overlapBlocks, counts: selection.counts, path: kit.selector.lastPath!, routed: booked };
 }
 
 const groupsOf = new WeakMap<object, Map<number, number>>();

@@ -8,12 +8,17 @@
 // Cheapest wins (ties at random), or a softmax over normalised costs at
 // temperature > 0.
 import type { SelectionPolicy } from '../../selection/contracts.js';
+import { DEFAULT_SPEED_PRIOR } from '../../partition/speeds.js';
 import { readParams } from '../params.js';
 
 const spec = {
   reuse_weight: { type: 'number', default: 4, min: 0 },
   decode_weight: { type: 'number', default: 300, min: 0 },
   temperature: { type: 'number', default: 0, min: 0 },
+  // The speed prior (router/partition/speeds.ts): what a worker does before its first tokens are measured.
+  prior_tokens_per_s: { type: 'number', default: DEFAULT_SPEED_PRIOR.tokensPerSecond, min: 0, exclusiveMin: true },
+  prior_base_ms: { type: 'number', default: DEFAULT_SPEED_PRIOR.baseMs, min: 0 },
+  speed_memory: { type: 'number', default: DEFAULT_SPEED_PRIOR.memory, min: 2 },
 } as const;
 
 export function ttftPolicy(params?: unknown): SelectionPolicy {
@@ -23,5 +28,6 @@ export function ttftPolicy(params?: unknown): SelectionPolicy {
     filters: [],
     scorers: [],
     coreCost: { kind: 'ttft', reuseWeight: p.reuse_weight, decodeWeight: p.decode_weight, temperature: p.temperature },
+    speedPrior: { tokensPerSecond: p.prior_tokens_per_s, baseMs: p.prior_base_ms, memory: p.speed_memory },
   };
 }
