@@ -19,10 +19,10 @@ import { explainDecision } from './partition/explain.js';
 import { createKernels, type Kernels } from './partition/kernels.js';
 import { Pipeline } from './partition/pipeline.js';
 import { Prompts } from './partition/prompts.js';
-import { DEFAULT_SPEED_PRIOR, Speeds, type LearnedSpeed } from './partition/speeds.js';
+import { DEFAULT_SPEED_PRIOR, Speeds, type FleetSpeed, type LearnedSpeed } from './partition/speeds.js';
 import type { EventCounts, Explanation, PartitionOptions, RequestFields, RoutedRequest, WorkerSpec } from './partition/types.js';
 import { WorkerSet } from './partition/worker-set.js';
-import { defaultCostPolicy } from './plugins/selection/default-cost.js';
+import { ttftPolicy } from './plugins/selection/ttft.js';
 import type { Admission, CapacityVerdict, Placement, WorkerCapacity } from './scheduler/contracts.js';
 import { policyInputs, type SelectionPolicy } from './selection/contracts.js';
 import type { WorkerInputMask, WorkerRows } from './worker-inputs.js';
@@ -63,7 +63,7 @@ export class Partition implements Placement<RoutedRequest> {
     this.model = options.model;
     this.blockSize = options.blockSize;
     this.clock = options.clock;
-    this.policy = options.policy ?? defaultCostPolicy();
+    this.policy = options.policy ?? ttftPolicy();
     // Speed classes group workers only for a cost that charges each class its own speed.
     const classed = this.policy.coreCost?.kind === 'ttft';
     this.speeds = new Speeds(this.policy.speedPrior ?? DEFAULT_SPEED_PRIOR, (slot, speed, speedClass) => {
@@ -233,6 +233,16 @@ export class Partition implements Placement<RoutedRequest> {
     this.speeds.forgetRequest(requestId);
   }
 
+  /** What the router has learned of every worker rank's prefill speed, and of the fleet's. */
+  learnedSpeeds(): { workers: ({ worker: string } & LearnedSpeed)[]; fleet: FleetSpeed } {
+    const workers: ({ worker: string } & LearnedSpeed)[] = [];
+    for (const [slot, key] of this.workers.entries()) {
+      const learned = this.speeds.learned(slot);
+      if (learned) workers.push({ worker: workerLabel(key), ...learned });
+    }
+    return { workers, fleet: this.speeds.fleetSpeed() };
+  }
+
   /** What the router has learned of a worker rank's prefill speed (undefined for an unknown worker). */
   learnedSpeed(worker: WorkerKey): LearnedSpeed | undefined {
     const slot = this.workers.slotOf(worker.id, worker.rank);
@@ -270,6 +280,8 @@ export class Partition implements Placement<RoutedRequest> {
       workers: this.set,
       ledger,
       selector,
+      speeds: this.speeds,
+      decodeWeight: this.policy.coreCost?.kind === 'ttft' ? this.policy.coreCost.decodeWeight : 0,
     });
   }
 

@@ -161,7 +161,7 @@ export const DEFAULTS = {
   port: 8000,
   tokenizer: 'tiktoken:o200k_base',
   blockSize: 16,
-  selection: 'kv',
+  selection: 'ttft',
   limits: {
     maxBodyBytes: 32 * 1024 * 1024,
     maxRetries: 2,
