@@ -125,6 +125,13 @@ export interface BusyThresholds {
   prefillFraction?: number;
   /** Busy when active decode blocks / total blocks > this, in [0, 1]. */
   decodeFraction?: number;
+  /**
+   * Busy when the request's predicted time to first token on the worker it
+   * would go to exceeds this (ms), and waiting could bring it under: judged
+   * by the router from the learned speeds (router/partition/speeds.ts) at
+   * admission, not by the core's per-worker eligibility.
+   */
+  ttftMs?: number;
 }
 
 export interface CostWeights {

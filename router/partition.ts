@@ -281,7 +281,6 @@ export class Partition implements Placement<RoutedRequest> {
       ledger,
       selector,
       speeds: this.speeds,
-      decodeWeight: this.policy.coreCost?.kind === 'ttft' ? this.policy.coreCost.decodeWeight : 0,
     });
   }
 

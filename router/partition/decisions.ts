@@ -16,7 +16,7 @@ import type { CacheIndex } from './cache-index.js';
 import type { Constraints } from './constraints.js';
 import type { Kernels } from './kernels.js';
 import type { Pipeline } from './pipeline.js';
-import type { Speeds } from './speeds.js';
+import { predictTtftMs, type Speeds } from './speeds.js';
 import type { RoutedRequest } from './types.js';
 import type { WorkerSet } from './worker-set.js';
 
@@ -64,6 +64,8 @@ export class Decisions {
   private readonly constraints: Constraints;
   private readonly pipeline: Pipeline;
   private readonly speeds: Speeds;
+  /** Tokens of queued prefill one decoding request counts as in a predicted time to first token (the ttft policy's decode weight, else 0). */
+  readonly decodeWeight: number;
   /** When each live booking was made, in booking order (which is time order): what the ledger sweep reads ages from. */
   readonly bookedAt = new Map<string, number>();
   /** The core cost, when the policy is the core's and has no JS filters. */
@@ -86,6 +88,7 @@ export class Decisions {
     const core = options.policy.coreCost;
     const cost: DecisionCost = core ? decisionCost(core) : { kind: CostKind.kv, overlapCredit: 1, prefillLoadScale: 1, activeRequestWeight: 0, temperature: 0 };
     this.coreCost = core && options.policy.filters.length === 0 ? cost : null;
+    this.decodeWeight = core?.kind === 'ttft' ? core.decodeWeight : 0;
     this.pipelineCost = cost;
   }
 
@@ -121,12 +124,27 @@ export class Decisions {
     return choice.slot < 0 ? this.errorFor(request, choice.counts) : choice;
   }
 
-  /** Whether some eligible worker is not busy for the class; keeps the decision for the admission that follows. */
+  /**
+   * Whether some eligible worker is not busy for the class; keeps the
+   * decision for the admission that follows. Under a TTFT target the fleet is
+   * busy for the request while its predicted time to first token on the
+   * chosen worker is over the target and the queue ahead of it is why: the
+   * request waits in the router's queue for the queue to drain. One that
+   * would miss the target on an idle worker gains nothing by waiting and goes.
+   */
   capacity(request: RoutedRequest, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null): CapacityVerdict {
     const choice = this.select(request, this.constraints.of(request, allowed, []), busy, false);
     this.keep(request, allowed, busy, choice);
-    if (choice.counts.eligible > 0) return 'free';
+    if (choice.counts.eligible > 0) return busy?.ttftMs !== undefined && this.queuedPastTarget(request, choice, busy.ttftMs) ? 'busy' : 'free';
     return choice.counts.allowed === 0 ? 'none' : 'busy';
+  }
+
+  private queuedPastTarget(request: RoutedRequest, choice: Choice, targetMs: number): boolean {
+    const speed = this.speeds.learned(choice.slot);
+    if (!speed) return false;
+    const uncached = request.promptTokens - this.cachedOf(request, choice.cachedBlocks);
+    const queued = this.ledger.columns.activePrefillTokens[choice.slot]! + this.decodeWeight * this.ledger.columns.decodingRequests[choice.slot]!;
+    return predictTtftMs(speed, queued, uncached) > targetMs && predictTtftMs(speed, 0, uncached) <= targetMs;
   }
 
   /** Best cached prefix, in tokens, over the workers the request may use. */

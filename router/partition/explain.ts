@@ -7,7 +7,7 @@ import { workerLabel } from '../../bindings/workers.js';
 import { eligibilityReasonName } from '../worker-rows.js';
 import type { Constraints } from './constraints.js';
 import type { Decisions } from './decisions.js';
-import type { Speeds } from './speeds.js';
+import { predictTtftMs, type Speeds } from './speeds.js';
 import type { Explanation, RoutedRequest, WorkerExplanation } from './types.js';
 import type { WorkerSet } from './worker-set.js';
 
@@ -24,8 +24,6 @@ export function explainDecision(
     ledger: LoadLedger;
     selector: WorkerSelector;
     speeds: Speeds;
-    /** Tokens of queued prefill one decoding request counts as in the prediction (the ttft policy's decode weight, else 0). */
-    decodeWeight: number;
   },
 ): Explanation {
   const { decisions, workers, ledger, selector, blockSize } = parts;
@@ -40,7 +38,7 @@ export function explainDecision(
     const overlap = proj.overlapBlocks[slot]!;
     const cachedTokens = Math.min(overlap * blockSize, request.promptTokens);
     const speed = parts.speeds.learned(slot) ?? null;
-    const queued = cols.activePrefillTokens[slot]! + parts.decodeWeight * cols.decodingRequests[slot]!;
+    const queued = cols.activePrefillTokens[slot]! + decisions.decodeWeight * cols.decodingRequests[slot]!;
     list.push({
       worker: workerLabel(key),
       eligible: sel.eligible[slot] === 1,
@@ -52,7 +50,7 @@ export function explainDecision(
       activeRequests: cols.activeRequests[slot]!,
       cost: Number.isFinite(sel.cost[slot]!) ? sel.cost[slot]! : null,
       speed,
-      predictedTtftMs: speed && speed.baseMs + speed.msPerToken * (queued + request.promptTokens - cachedTokens),
+      predictedTtftMs: speed && predictTtftMs(speed, queued, request.promptTokens - cachedTokens),
     });
   }
   return {

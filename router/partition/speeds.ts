@@ -296,6 +296,11 @@ export class Speeds {
   }
 }
 
+/** A worker's predicted time to first token (ms) with `queued` tokens of prefill ahead and `uncached` of its own. */
+export function predictTtftMs(speed: Pick<LearnedSpeed, 'baseMs' | 'msPerToken'>, queued: number, uncached: number): number {
+  return speed.baseMs + speed.msPerToken * (queued + uncached);
+}
+
 export function checkPrior(prior: SpeedPrior): void {
   if (typeof prior.tokensPerSecond !== 'number' || !Number.isFinite(prior.tokensPerSecond) || prior.tokensPerSecond <= 0) {
     throw new RangeError(`speed prior: tokensPerSecond must be a finite number > 0, got ${prior.tokensPerSecond}`);
