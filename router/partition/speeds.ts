@@ -227,7 +227,8 @@ export class Speeds {
     this.pending.delete(requestId);
     const factor = this.factors.get(booking.slot);
     const ms = now - booking.at;
-    if (!factor || !(ms >= 0) || !Number.isFinite(ms)) return;
+    // A first token at the instant of its booking (a clock that did not move) measures nothing.
+    if (!factor || !(ms > 0) || !Number.isFinite(ms)) return;
     // The worker's factor against the model before this observation moves it.
     const predicted = this.fleet.predict(booking.tokens);
     factor.observe(ms, predicted, this.forget);
