@@ -32,6 +32,7 @@ export {
   ledgerSetAvailable,
   ledgerSetGroup,
   ledgerSetRouted,
+  ledgerSetSpeed,
   ledgerRemoveWorker,
 } from './ledger/fleet';
 export { ledgerAdd, ledgerPrefillComplete, ledgerFree, ledgerSweep, ledgerDroppedPtr, ledgerLiveRequests, ledgerActiveHashes } from './ledger/requests';
@@ -54,6 +55,7 @@ export {
   selectLastCost,
   selectEligibility,
   selectCost,
+  selectCostKind,
   selectPick,
 } from './select';
 export { selectDecide, selectLastPath } from './select-fast';

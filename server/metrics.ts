@@ -205,6 +205,24 @@ export class RouterMetrics {
         }
       },
     });
+    new Gauge({
+      name: 'kvrouter_worker_speed',
+      help: "What the router learned of each worker rank's prefill speed from observed times to first token: tokens_per_second, base_ms (the fixed part of a time to first token), factor (its times over the fleet's), speed_class, observations",
+      labelNames: ['model', 'worker', 'figure'],
+      registers,
+      collect() {
+        this.reset();
+        for (const m of source.models()) {
+          for (const w of m.route.partition.learnedSpeeds().workers) {
+            this.labels(m.name, w.worker, 'tokens_per_second').set(w.tokensPerSecond);
+            this.labels(m.name, w.worker, 'base_ms').set(w.baseMs);
+            this.labels(m.name, w.worker, 'factor').set(w.factor);
+            this.labels(m.name, w.worker, 'speed_class').set(w.speedClass);
+            this.labels(m.name, w.worker, 'observations').set(w.observations);
+          }
+        }
+      },
+    });
     new Counter({
       name: 'kvrouter_kv_events_total',
       help: `KV events per worker: applied by type (${INDEX_EVENTS.map(([t]) => t).join(', ')}) and stream events (${STREAM_EVENTS.map(([t]) => t).join(', ')})`,

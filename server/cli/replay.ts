@@ -135,7 +135,7 @@ export function scenarioFlags(o: ReplayCommandOptions, explicit: Explicit): Scen
 }
 
 async function replayPolicies(o: ReplayCommandOptions, explicit: Explicit): Promise<void> {
-  const policies = policyList(o.policy.length > 0 ? o.policy : ['kv']);
+  const policies = policyList(o.policy.length > 0 ? o.policy : ['ttft']);
   const source = workloadSource(o);
   const workload = loadWorkload(source);
   if (o.writeTrace !== undefined) return writeTrace(o.writeTrace, writeMooncakeTrace(workload), workload.requests.length);

@@ -163,7 +163,7 @@ export const DEFAULTS = {
   port: 8000,
   tokenizer: 'tiktoken:o200k_base',
   blockSize: 16,
-  selection: 'kv',
+  selection: 'ttft',
   limits: {
     maxBodyBytes: 32 * 1024 * 1024,
     maxRetries: 2,
@@ -492,10 +492,12 @@ export function readBusyThresholds(b: Fields): BusyThresholds {
   const tokens = b.optionalNumber('prefill_tokens', { min: 0 });
   const prefill = b.optionalNumber('prefill_fraction', { min: 0 });
   const decode = b.optionalNumber('decode_fraction', { min: 0, max: 1 });
+  const ttft = b.optionalNumber('ttft_ms', { min: 0 });
   if (tokens !== null) out.prefillTokens = tokens;
   if (prefill !== null) out.prefillFraction = prefill;
   if (decode !== null) out.decodeFraction = decode;
-  if (Object.keys(out).length === 0) throw new ConfigError(b.path, 'set at least one of prefill_tokens, prefill_fraction, decode_fraction');
+  if (ttft !== null) out.ttftMs = ttft;
+  if (Object.keys(out).length === 0) throw new ConfigError(b.path, 'set at least one of prefill_tokens, prefill_fraction, decode_fraction, ttft_ms');
   return out;
 }
 

@@ -55,6 +55,14 @@ export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): v
           decode_blocks: w.decodeBlocks,
           active_requests: w.activeRequests,
           cost: w.cost,
+          predicted_ttft_ms: w.predictedTtftMs,
+          speed: w.speed && {
+            tokens_per_second: w.speed.tokensPerSecond,
+            base_ms: w.speed.baseMs,
+            factor: w.speed.factor,
+            speed_class: w.speed.speedClass,
+            observations: w.speed.observations,
+          },
         };
       }),
     };
