@@ -14,6 +14,8 @@ export class RouterRuntime implements ExchangeContext {
   readonly metrics: RouterMetrics;
   readonly live = new Set<Exchange>();
   readonly limits: RouterConfig['limits'];
+  /** Each LoRA adapter's base model, by the adapter's name (what clients send as `model`). */
+  readonly adapters: ReadonlyMap<string, ModelRuntime>;
   private serial = 0;
   private readonly idPrefix = `kvr-${process.pid.toString(36)}-${Date.now().toString(36)}-`;
   shuttingDown = false;
@@ -26,6 +28,7 @@ export class RouterRuntime implements ExchangeContext {
     readonly replication: Replication | null = null,
   ) {
     this.limits = config.limits;
+    this.adapters = new Map([...models.values()].flatMap((m) => m.config.adapters.map((name) => [name, m] as const)));
     this.metrics = new RouterMetrics({ models: () => this.models.values(), workers: () => this.registry.list() });
     replication?.registerMetrics(this.metrics.registry);
   }
