@@ -12,7 +12,7 @@ import { ENGINE_DEFAULTS } from '../../sim/mocker/engine-options.js';
 import { startMockFleet, type MockFleet } from '../../sim/mocker/http-server.js';
 import type { PromptTokens } from '../../sim/mocker/prompt-tokens.js';
 import { DEFAULTS } from '../config/schema.js';
-import { offsetEndpoint } from '../kv-events/rank-endpoints.js';
+import { firstCollision, offsetEndpoint, rankSockets } from '../kv-events/rank-endpoints.js';
 import { promptTokens } from '../request/prompt.js';
 import { readFile } from 'node:fs/promises';
 
@@ -60,6 +60,14 @@ export async function startKvPublishers(o: MockCommandOptions, print: (line: str
   const publishers: ZmqKvPublisher[] = [];
   const close = async () => void (await Promise.all(publishers.map((p) => p.close())));
   if (o.kvEvents) {
+    const endpoints = [{ field: '--kv-events', endpoint: o.kvEvents }];
+    if (o.kvReplay) endpoints.push({ field: '--kv-replay', endpoint: o.kvReplay });
+    const clash = firstCollision(rankSockets(endpoints, o.workers * ranks));
+    if (clash) {
+      throw new InvalidArgumentError(
+        `${clash[1].field} ${o.kvReplay}: its port ${clash[1].address} is also one of ${clash[0].field}'s (${o.workers * ranks} ports from ${o.kvEvents}); leave more room between them`,
+      );
+    }
     try {
       for (let w = 0; w < o.workers; w++) {
         for (let r = 0; r < ranks; r++) {
@@ -159,10 +167,10 @@ export function registerMock(program: Command): void {
     .option('--workers <n>', 'number of workers', count, 1)
     .option('--data-parallel-size <n>', 'data-parallel ranks per worker, each with its own KV cache; X-Data-Parallel-Rank picks one', count, 1)
     .option('--engine-speedup <x>', 'divide every modelled step time by x', factor, d.speedup)
-    .option('--num-blocks <n>', 'KV cache blocks per worker', count, d.numBlocks)
+    .option('--num-blocks <n>', 'KV cache blocks per worker (per rank)', count, d.numBlocks)
     .option('--block-size <n>', "tokens per KV block (the router's default)", count, DEFAULTS.blockSize)
     .option('--max-batched-tokens <n>', 'token budget of one engine step', count, d.maxBatchedTokens)
-    .option('--max-num-seqs <n>', 'most requests running at once per worker', count, d.maxNumSeqs)
+    .option('--max-num-seqs <n>', 'most requests running at once per worker (per rank)', count, d.maxNumSeqs)
     .option('--model <name>', 'model name reported by /v1/models', 'mock-model')
     .option('--adapters <names>', 'LoRA adapters served under their own model names, comma-separated (vLLM --lora-modules)', names)
     .option('--tokenizer <spec>', "prompt tokenizer, as the router's tokenizer field: tiktoken:<encoding>, hf:<model dir> or bytes", DEFAULTS.tokenizer)
