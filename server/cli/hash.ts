@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { BlockHasher, DEFAULT_SEED, seedFor } from '../../bindings/block-hasher.js';
+import { saltedPrompt } from '../../router/partition/block-keys.js';
 
 /** Exit code for input the user got wrong (commander's own parse errors included). */
 const BAD_INPUT = 2;
@@ -61,11 +62,15 @@ function blockHashes(args: string[], options: HashOptions): BigUint64Array {
   const tokens = options.tokensFile === undefined ? argumentTokens(args) : fileTokens(options.tokensFile);
   const blockSize = Number(parseInteger(options.blockSize, '--block-size', 1n, 0xffffffffn));
   const base = parseInteger(options.seed, '--seed', 0n, 0xffffffffffffffffn);
-  const seed = seedFor({ seed: base, lora: options.lora, salt: options.salt });
+  const seed = seedFor({ seed: base, lora: options.lora });
   const hasher = new BlockHasher();
   // Elements of a tokens file are checked here (a RangeError/TypeError naming tokens[i]).
   const local = hasher.localHashes(tokens as ArrayLike<number>, blockSize, seed);
-  return options.chained ? hasher.sequenceHashes(local, seed) : local;
+  const unsalted = { local, sequence: hasher.sequenceHashes(local, seed) };
+  // A salt keys the first block only, as vLLM's extra keys do (router/partition/block-keys.ts).
+  const salted = seedFor({ seed: base, lora: options.lora, salt: options.salt });
+  const prompt = options.salt ? saltedPrompt(hasher, unsalted, tokens as ArrayLike<number>, blockSize, { base: seed, salted }) : unsalted;
+  return options.chained ? prompt.sequence : prompt.local;
 }
 
 export function registerHash(program: Command): void {
@@ -75,8 +80,8 @@ export function registerHash(program: Command): void {
     .argument('[tokens...]', 'token ids (u32)')
     .requiredOption('--block-size <n>', 'tokens per KV block')
     .option('--chained', 'print chained sequence hashes instead of local block hashes')
-    .option('--lora <name>', 'LoRA adapter name, mixed into the seed')
-    .option('--salt <salt>', 'cache salt, mixed into the seed')
+    .option('--lora <name>', "LoRA adapter name, mixed into every block's seed")
+    .option('--salt <salt>', "cache salt, mixed into the first block's seed (the chain carries it on)")
     .option('--seed <n>', 'base seed (u64, decimal or 0x hex)', String(DEFAULT_SEED))
     .option('--tokens-file <file>', 'read token ids from a JSON array instead of the arguments')
     .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : BAD_INPUT))
