@@ -17,13 +17,20 @@ export interface RequestTarget {
   adapter: string | null;
 }
 
-/** The model (and adapter) a request names; unknown names are a 404. */
+/**
+ * The model (and adapter) a request names: a model's name, an adapter's
+ * (vLLM's way), or "model:adapter" (SGLang's); unknown names are a 404.
+ */
 export function resolveTarget(rt: Pick<RouterRuntime, 'models' | 'adapters'>, body: Record<string, unknown>): RequestTarget {
   const name = modelOf(body);
   const model = rt.models.get(name);
   if (model) return { model, adapter: null };
   const base = rt.adapters.get(name);
   if (base) return { model: base, adapter: name };
+  const colon = name.lastIndexOf(':');
+  const prefixed = colon > 0 ? rt.models.get(name.slice(0, colon)) : undefined;
+  const adapter = name.slice(colon + 1);
+  if (prefixed && prefixed.config.adapters.includes(adapter)) return { model: prefixed, adapter };
   const served = [...rt.models.keys(), ...rt.adapters.keys()].join(', ');
   throw new RouterError('KVR_ERR_MODEL_NOT_FOUND', `the model "${name}" is not served here (served: ${served})`, { param: 'model' });
 }
