@@ -1,8 +1,8 @@
 import { MULT_GROUP, MULT_NONE, allowListCount, allowedAt, buildAllowedMask, allowedColumn, constraintsBegin, constraintsEnd, groupAllowed } from './constraints';
-import { costBegin, costMatchesConfigured } from './cost/kind';
+import { costBegin, costBookedOverlap, costMatchesConfigured } from './cost/kind';
 import { NIL, grownCapacity, regrow } from './grow';
 import { hashLocalPtr, hashPrompt, hashSequencePtr } from './block-hash';
-import { depthOf, ledgerProject, overlapOf } from './ledger/projection';
+import { depthOf, heldOf, ledgerProject, overlapOf } from './ledger/projection';
 import { ledgerAdd } from './ledger/requests';
 import { groupOf, isRouted, rowCount } from './ledger/rows';
 import { viewFind } from './ledger/views';
@@ -55,8 +55,9 @@ import { scanDecide, scanEligibility, selectLastCost } from './select';
 //   +152 matchDepths      u32  in   where their depths are
 //   +156 matchCredits     u32  in   where their credited blocks are (f64 each; the host's, by
 //                                   decideUseMatches), 0 when each match is credited its depth
-//   +160 credited         f64  out  the blocks the pick's cached prefix is credited (its depth
-//                                   without credits)
+//   +160 cachedBlocks     f64  out  the prefix the cost takes as cached on the picked worker, in
+//                                   blocks (cost/kind.ts costBookedOverlap): what a booking books;
+//                                   its credit where the matches had credits
 // The counts of the decision are at selectCountsPtr() (select.ts).
 
 export const FLAG_FIND: u32 = 1;
@@ -233,9 +234,10 @@ export function decideRun(): i32 {
     store<f64>(block + 160, 0);
     return slot;
   }
+  const cachedBlocks = costBookedOverlap(kind, overlapOf(<u32>slot), heldOf(<u32>slot));
   setU32(124, depthOf(<u32>slot));
-  store<f64>(block + 160, overlapOf(<u32>slot));
-  if (flags & FLAG_BOOK) book(<u32>slot, overlapOf(<u32>slot), promptTokens, blockSize, seqPtr, blocks);
+  store<f64>(block + 160, cachedBlocks);
+  if (flags & FLAG_BOOK) book(<u32>slot, cachedBlocks, promptTokens, blockSize, seqPtr, blocks);
   return slot;
 }
 

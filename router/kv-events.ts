@@ -32,9 +32,15 @@ export interface BlockStored {
   /** Storage tier, e.g. "GPU", "CPU", "STORAGE"; null when the engine omits it. */
   medium: string | null;
   /**
-   * Per block, the media items its hash folds in (null: none), or null when
-   * the engine sent no extra keys. Other extra keys (LoRA name, cache salt)
-   * are already carried by loraName and the request's seed.
+   * Per block, the extra keys the engine hashed it with, when it says (newer
+   * vLLM): the LoRA name on every block of an adapter's chain, the cache salt
+   * on a request's first block, media hashes, as tuples of strings, numbers,
+   * lists or bytes. Absent or null: the engine did not send them.
+   */
+  extraKeys?: readonly (readonly unknown[] | null)[] | null;
+  /**
+   * Per block, the media items among its extra keys (null: none), or null when
+   * it has none: what the router folds into its own hash of the block.
    */
   media?: (readonly MediaKey[] | null)[] | null;
   /** The KV cache group (hybrid models publish one per attention kind); null when the engine has one. */

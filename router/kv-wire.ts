@@ -173,9 +173,8 @@ function isOffset(value: unknown): boolean {
   return (typeof value === 'number' && Number.isSafeInteger(value)) || (typeof value === 'bigint' && value >= BigInt(Number.MIN_SAFE_INTEGER) && value <= BigInt(Number.MAX_SAFE_INTEGER));
 }
 
-function readMedia(value: unknown, blocks: number, field: string): (MediaKey[] | null)[] | null {
-  if (value === undefined || value === null) return null;
-  if (!Array.isArray(value)) throw new KvDecodeError(field, `must be a list (one entry per block) or null, got ${describeValue(value)}`);
+function readMedia(value: readonly (readonly unknown[] | null)[] | null, blocks: number, field: string): (MediaKey[] | null)[] | null {
+  if (value === null) return null;
   if (value.length !== blocks) throw new KvDecodeError(field, `must have one entry per block (${blocks}), got ${value.length}`);
   const media = value.map((entry, i) => readBlockMedia(entry, `${field}[${i}]`));
   return media.some((entry) => entry !== null) ? media : null;
@@ -285,8 +284,10 @@ export function readStoredFields(f: Record<string, unknown>, path: string, readH
     loraName: readOptionalString(f.lora_name, `${path}.lora_name`),
     medium: readOptionalString(f.medium, `${path}.medium`),
   };
+  const extraKeys = readExtraKeys(f.extra_keys, `${path}.extra_keys`);
+  if (extraKeys !== null) stored.extraKeys = extraKeys;
   // The newer fields are set only when the engine sent them: an event from an engine that predates them reads as before.
-  const media = readMedia(f.extra_keys, blockHashes.length, `${path}.extra_keys`);
+  const media = readMedia(extraKeys, blockHashes.length, `${path}.extra_keys`);
   if (media) stored.media = media;
   const groupIdx = readOptionalCount(f.group_idx, `${path}.group_idx`);
   if (groupIdx !== null) stored.groupIdx = groupIdx;
@@ -305,6 +306,17 @@ export function readStoredFields(f: Record<string, unknown>, path: string, readH
     );
   }
   return stored;
+}
+
+/** Per-block extra keys: a list whose entries are a tuple (a list) or null; null when absent. */
+function readExtraKeys(value: unknown, field: string): (unknown[] | null)[] | null {
+  if (value === undefined || value === null) return null;
+  if (!Array.isArray(value)) throw new KvDecodeError(field, `must be a list with one entry per block, got ${describeValue(value)}`);
+  return value.map((entry, i) => {
+    if (entry === null || entry === undefined) return null;
+    if (!Array.isArray(entry)) throw new KvDecodeError(`${field}[${i}]`, `must be a list of keys or null, got ${describeValue(entry)}`);
+    return entry;
+  });
 }
 
 /** A BlockRemoved from its named fields. */
@@ -351,6 +363,7 @@ export function encodeKvBatch(batch: KvEventBatch, form: BatchForm): Uint8Array 
 function eventAsArray(event: KvEvent): unknown[] {
   switch (event.type) {
     case 'stored':
+      // The engine's extra keys as it sent them, else the media keys alone.
       return withoutTrailingDefaults(
         [
           TAG_STORED,
@@ -361,7 +374,7 @@ function eventAsArray(event: KvEvent): unknown[] {
           null,
           event.medium,
           event.loraName,
-          event.media ? event.media.map((items) => (items ? items.map((item) => [item.id, item.offset]) : null)) : null,
+          event.extraKeys ?? (event.media ? event.media.map((items) => (items ? items.map((item) => [item.id, item.offset]) : null)) : null),
           event.groupIdx ?? null,
           event.specKind ?? null,
           event.slidingWindow ?? null,

@@ -49,7 +49,8 @@ const utf8 = new TextEncoder();
 
 /**
  * The local hashes with each block that has media keys hashed again under a
- * seed that folds them in; blocks without keep theirs. `local` is not changed.
+ * seed that folds them in (block 0's from `firstSeed`: a salted prompt's
+ * first block keeps its salt); blocks without keep theirs. `local` is not changed.
  */
 export function foldMedia(
   hasher: MediaHasher,
@@ -58,6 +59,7 @@ export function foldMedia(
   media: readonly (readonly MediaKey[] | null)[],
   blockSize: number,
   seed: bigint,
+  firstSeed: bigint = seed,
 ): BigUint64Array {
   const out = local.slice();
   const n = Math.min(local.length, media.length);
@@ -65,7 +67,7 @@ export function foldMedia(
     const keys = media[b];
     if (!keys || keys.length === 0) continue;
     const block = Array.prototype.slice.call(tokens, b * blockSize, (b + 1) * blockSize) as number[];
-    out[b] = hasher.localHashes(block, blockSize, mediaSeed(hasher, keys, seed))[0]!;
+    out[b] = hasher.localHashes(block, blockSize, mediaSeed(hasher, keys, b === 0 ? firstSeed : seed))[0]!;
   }
   return out;
 }

@@ -9,6 +9,7 @@ import { IndexFailure, type PrefixIndexApi } from '../../bindings/prefix-index-a
 import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
 import type { BlockStored, KvEventBatch } from '../kv-events.js';
 import { foldMedia } from '../media-keys.js';
+import { storedLocalHashes, storedSalt } from './block-keys.js';
 import type { EventHasher } from './kernels.js';
 import { KvGroups } from './kv-groups.js';
 import { TierMatcher, tierOf, type Tier, type TierDepths, type TierWeights } from './tiers.js';
@@ -121,10 +122,11 @@ export class CacheIndex {
   }
 
   private localHashes(event: BlockStored): BigUint64Array {
-    const { hasher, blockSize } = this.parts;
-    const seed = this.parts.seedOf(event.loraName, null);
-    const local = hasher.localHashes(event.tokenIds, blockSize, seed);
-    return event.media ? foldMedia(hasher, event.tokenIds, local, event.media, blockSize, seed) : local;
+    const { hasher, blockSize, seedOf } = this.parts;
+    const local = storedLocalHashes(hasher, event, blockSize, seedOf);
+    if (!event.media) return local;
+    const salt = storedSalt(event);
+    return foldMedia(hasher, event.tokenIds, local, event.media, blockSize, seedOf(event.loraName, null), seedOf(event.loraName, salt));
   }
 
   private tierIndex(tier: Tier): PrefixIndexApi {

@@ -8,6 +8,7 @@ import { eligibilityReasonName } from '../worker-rows.js';
 import type { Constraints } from './constraints.js';
 import { creditedBlocks, type TierDepths, type TierWeights } from './tiers.js';
 import type { Decisions } from './decisions.js';
+import { predictTtftMs, type Speeds } from './speeds.js';
 import type { Explanation, RoutedRequest, WorkerExplanation } from './types.js';
 import type { WorkerSet } from './worker-set.js';
 
@@ -25,6 +26,7 @@ export function explainDecision(
     selector: WorkerSelector;
     tierDepths: (local: BigUint64Array) => Map<number, TierDepths> | null;
     weights: TierWeights;
+    speeds: Speeds;
   },
 ): Explanation {
   const { decisions, workers, ledger, selector, blockSize } = parts;
@@ -40,6 +42,9 @@ export function explainDecision(
     const reason = sel.reason[slot]!;
     const overlap = proj.overlapBlocks[slot]!;
     const byTier = tiers ? (tiers.get(slot) ?? { gpu: 0, cpu: 0, disk: 0 }) : { gpu: overlap, cpu: 0, disk: 0 };
+    const cachedTokens = Math.min(overlap * blockSize, request.promptTokens);
+    const speed = parts.speeds.learned(slot) ?? null;
+    const queued = cols.activePrefillTokens[slot]! + decisions.decodeWeight * cols.decodingRequests[slot]!;
     list.push({
       worker: workerLabel(key),
       eligible: sel.eligible[slot] === 1,
@@ -47,11 +52,13 @@ export function explainDecision(
       overlapBlocks: overlap,
       overlapByTier: byTier,
       creditedBlocks: tiers ? creditedBlocks(byTier, parts.weights) : overlap,
-      cachedTokens: Math.min(overlap * blockSize, request.promptTokens),
+      cachedTokens,
       prefillTokens: proj.potentialPrefillTokens[slot]!,
       decodeBlocks: proj.potentialDecodeBlocks[slot]!,
       activeRequests: cols.activeRequests[slot]!,
       cost: Number.isFinite(sel.cost[slot]!) ? sel.cost[slot]! : null,
+      speed,
+      predictedTtftMs: speed && predictTtftMs(speed, queued, request.promptTokens - cachedTokens),
     });
   }
   return {

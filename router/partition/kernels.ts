@@ -17,13 +17,11 @@ import { ReferenceSelector } from '../../bindings/reference/selector.js';
 import type { LoadLedger, WorkerSelector } from '../../bindings/selection-contract.js';
 import { Selector } from '../../bindings/selector.js';
 import type { WorkerSlots } from '../../bindings/workers.js';
+import type { MediaHasher } from '../media-keys.js';
+import type { KeyedHasher } from './block-keys.js';
 
-/** What the partition needs of a block hasher for KV events: the wasm one and its twin both fit. */
-export interface EventHasher {
-  localHashes(tokens: ArrayLike<number>, blockSize: number, seed?: bigint): BigUint64Array;
-  sequenceHashes(local: BigUint64Array, seed?: bigint): BigUint64Array;
-  xxh3(bytes: Uint8Array, seed?: bigint): bigint;
-}
+/** What the partition needs of a block hasher for KV events, salted prompts and media keys: the wasm one and its twin both fit. */
+export type EventHasher = KeyedHasher & MediaHasher;
 
 export interface Kernels {
   /** The wasm core (undefined on the twins). */

@@ -4,10 +4,11 @@
 // its items overlap hashed again with their keys, and is matched at its
 // decision), and the fields the scheduler and selection read.
 import { DEFAULT_SEED, seedFor } from '../../bindings/reference/hash-inputs.js';
-import type { DecisionKernel } from '../../bindings/decision-contract.js';
+import type { DecisionKernel, PromptHashes } from '../../bindings/decision-contract.js';
 import { workerLabel } from '../../bindings/workers.js';
 import { RouterError } from '../errors.js';
 import { blockMedia, foldMedia } from '../media-keys.js';
+import { saltedPrompt } from './block-keys.js';
 import type { EventHasher } from './kernels.js';
 import type { WorkerSet } from './worker-set.js';
 import type { RequestFields, RoutedRequest } from './types.js';
@@ -42,12 +43,14 @@ export class Prompts {
       }
     }
     if (!(tokens instanceof Uint32Array)) checkTokens(tokens);
-    const seed = this.seedOf(fields.loraName ?? null, fields.cacheSalt ?? null);
-    let { local, sequence } = this.decider.prepare(tokens, seed);
+    const lora = fields.loraName || null;
+    const salt = fields.cacheSalt || null;
+    let { local, sequence } = this.hashes(tokens, lora, salt);
     const media = fields.media?.length ? blockMedia(fields.media, local.length, this.decider.blockSize) : null;
     if (media) {
-      local = foldMedia(this.hasher, tokens, local, media, this.decider.blockSize, seed);
-      sequence = this.hasher.sequenceHashes(local, seed);
+      const base = this.seedOf(lora, null);
+      local = foldMedia(this.hasher, tokens, local, media, this.decider.blockSize, base, this.seedOf(lora, salt));
+      sequence = this.hasher.sequenceHashes(local, base);
     }
     return {
       id: fields.id,
@@ -64,6 +67,14 @@ export class Prompts {
       requiredTaints: fields.requiredTaints ?? [],
       preferredTaints: fields.preferredTaints ?? [],
     };
+  }
+
+  /** The prompt's hashes under its adapter, its first block under the salt as well (block-keys.ts). */
+  private hashes(tokens: ArrayLike<number>, lora: string | null, salt: string | null): PromptHashes {
+    const base = this.seedOf(lora, null);
+    const prompt = this.decider.prepare(tokens, base);
+    if (salt === null) return prompt;
+    return saltedPrompt(this.hasher, prompt, tokens, this.decider.blockSize, { base, salted: this.seedOf(lora, salt) });
   }
 
   /** The hash seed of a LoRA adapter and cache salt. */

@@ -8,27 +8,29 @@
 import type { FastifyInstance } from 'fastify';
 import { workerLabel } from '../../bindings/workers.js';
 import type { Partition } from '../../router/partition.js';
-import { parseJsonBody, requestFields } from '../request/fields.js';
+import { requestFields } from '../request/fields.js';
 import { promptIds, type PromptKind } from '../request/prompt.js';
 import type { RouterRuntime } from '../runtime.js';
 import { describeEjection, ejectionBody } from '../workers/ejection-view.js';
 import type { WorkerHandle } from '../workers/registry.js';
-import { resolveModel } from './openai.js';
+import { resolveTarget, withBlockKeys } from '../request/target.js';
 
 export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): void {
   app.post('/router/explain', async (request) => {
-    const body = parseJsonBody(request.body as Buffer);
-    const model = resolveModel(rt, body);
+    const body = rt.bodies.parse(request.body as Buffer);
+    const target = resolveTarget(rt, body);
+    const model = target.model;
     // A body with messages is a chat request; otherwise a completion.
     const kind: PromptKind = body.messages !== undefined ? 'chat' : 'completion';
     const { ids, basis, media } = await promptIds(model.tokenizer, body, kind, { limit: model.config.tokenizeLimit });
-    const fields = requestFields(rt.nextRequestId(), request.headers);
+    const fields = withBlockKeys(requestFields(rt.nextRequestId(), request.headers), target, body);
     if (media) fields.media = media;
     const x = model.route.explain(fields, ids);
     const handles = handlesByLabel(rt, model.name);
     const evicted = evictedByLabel(model.route.partition);
     return {
       model: x.model,
+      adapter: target.adapter,
       kind,
       tokenizer: model.tokenizer.spec,
       prompt_basis: basis,
@@ -61,6 +63,14 @@ export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): v
           decode_blocks: w.decodeBlocks,
           active_requests: w.activeRequests,
           cost: w.cost,
+          predicted_ttft_ms: w.predictedTtftMs,
+          speed: w.speed && {
+            tokens_per_second: w.speed.tokensPerSecond,
+            base_ms: w.speed.baseMs,
+            factor: w.speed.factor,
+            speed_class: w.speed.speedClass,
+            observations: w.speed.observations,
+          },
         };
       }),
     };

@@ -12,6 +12,7 @@
 // drops its oldest: a block evicted from the GPU stays offloaded, as vLLM's
 // offloading connector has it.
 import type { BlockStored, KvEvent, MediaKey } from '../../router/kv-events.js';
+import type { EngineRequest } from './sequence.js';
 import { LeafHeap } from './leaf-heap.js';
 import { halvesOf, U64Map } from './u64-map.js';
 
@@ -28,6 +29,22 @@ interface StoredDraft {
   starts: number[];
   /** Per block, its media keys (null: none). */
   media: (readonly MediaKey[] | null)[];
+}
+
+/** The keys a request's blocks were hashed with, as its stored events name them. */
+export type StoreKeys = Pick<EngineRequest, 'lora' | 'cacheSalt'>;
+
+const NO_KEYS: StoreKeys = {};
+
+/**
+ * A block's extra keys as vLLM lists them: the adapter name on every block of
+ * an adapter's request, the salt on a request's first block; null for none.
+ */
+function extraKeysOf(keys: StoreKeys, first: boolean): string[] | null {
+  const out: string[] = [];
+  if (keys.lora) out.push(keys.lora);
+  if (first && keys.cacheSalt) out.push(keys.cacheSalt);
+  return out.length > 0 ? out : null;
 }
 
 const NOTHING: readonly BlockId[] = [];
@@ -171,7 +188,7 @@ export class BlockCache {
    * Caches a newly computed full block, held once by its computing request.
    * `tokens[start..start+blockSize)` are its token ids.
    */
-  store(hash: bigint, parent: BlockId | null, tokens: Uint32Array, start: number, media: readonly MediaKey[] | null = null): BlockId {
+  store(hash: bigint, parent: BlockId | null, tokens: Uint32Array, start: number, keys: StoreKeys = NO_KEYS, media: readonly MediaKey[] | null = null): BlockId {
     const [lo, hi] = halvesOf(hash);
     if (this.byHash.has(lo, hi)) throw new Error(`block ${hash} is already cached`);
     if (this.freeBlocks <= 0) throw new Error('no free block to store into');
@@ -186,7 +203,7 @@ export class BlockCache {
     this.cached++;
     // A parent gaining a child is no longer a leaf.
     if (parent !== null && this.children[parent]!++ === 0) this.leaves.remove(parent);
-    if (this.recordEvents) this.recordStored(block, parent, tokens, start, media);
+    if (this.recordEvents) this.recordStored(block, parent, tokens, start, keys, media);
     return block;
   }
   allocatePrivate(n: number): void {
@@ -229,7 +246,7 @@ export class BlockCache {
     const offloads: KvEvent[] = [];
     for (const draft of this.drafts) {
       draft.event.tokenIds = copyTokens(draft, this.blockSize);
-      if (draft.media.some((keys) => keys !== null)) draft.event.media = draft.media;
+      if (draft.media.some((keys) => keys !== null)) withMedia(draft.event, draft.media);
       if (this.offloadBlocks > 0) this.offload(draft.event, offloads);
     }
     this.drafts.length = 0;
@@ -258,11 +275,13 @@ export class BlockCache {
         run = { ...event, blockHashes: [], tokenIds: [], medium: 'CPU', parentBlockHash: i === 0 ? event.parentBlockHash : blockHashes[i - 1]! };
         if (media) run.media = [];
         else delete run.media;
+        if (event.extraKeys) run.extraKeys = [];
         out.push(run);
       }
       run.blockHashes.push(hash);
       for (let t = i * bs; t < (i + 1) * bs; t++) run.tokenIds.push(tokenIds[t]!);
       run.media?.push(media![i] ?? null);
+      if (run.extraKeys) (run.extraKeys as (readonly unknown[] | null)[]).push(event.extraKeys![i] ?? null);
     }
     const dropped: bigint[] = [];
     for (const hash of this.offloaded) {
@@ -289,13 +308,16 @@ export class BlockCache {
   }
 
   // Consecutive blocks of one chain stored in a row share one event, as vLLM batches them.
-  private recordStored(block: BlockId, parent: BlockId | null, tokens: Uint32Array, start: number, media: readonly MediaKey[] | null): void {
+  private recordStored(block: BlockId, parent: BlockId | null, tokens: Uint32Array, start: number, keys: StoreKeys, media: readonly MediaKey[] | null): void {
     const last = this.pending[this.pending.length - 1];
     const parentHash = parent === null ? null : this.hash[parent]!;
+    const extra = extraKeysOf(keys, start === 0);
     if (last?.type === 'stored' && parentHash !== null && last.blockHashes[last.blockHashes.length - 1] === parentHash) {
       // Every stored event not yet taken has its draft, the last one last.
       const draft = this.drafts[this.drafts.length - 1]!;
       last.blockHashes.push(this.hash[block]!);
+      // A chain's blocks share its adapter (it is in their hashes), so the event's lora_name holds for all.
+      if (last.extraKeys) (last.extraKeys as (string[] | null)[]).push(extra);
       draft.sources.push(tokens);
       draft.starts.push(start);
       draft.media.push(media);
@@ -307,12 +329,22 @@ export class BlockCache {
       parentBlockHash: parentHash,
       tokenIds: [],
       blockSize: this.blockSize,
-      loraName: null,
+      loraName: keys.lora || null,
       medium: 'GPU',
     };
+    if (extra) event.extraKeys = [extra];
     this.pending.push(event);
     this.drafts.push({ event, sources: [tokens], starts: [start], media: [media] });
   }
+}
+
+/** Sets a stored event's media keys, and lists them among its extra keys (after the adapter and salt) as vLLM publishes them. */
+function withMedia(event: BlockStored, media: (readonly MediaKey[] | null)[]): void {
+  event.media = media;
+  event.extraKeys = media.map((keys, b) => {
+    const all: unknown[] = [...(event.extraKeys?.[b] ?? []), ...(keys ?? []).map((k) => [k.id, k.offset])];
+    return all.length > 0 ? all : null;
+  });
 }
 
 /** The token ids of a draft's blocks, concatenated, into an array of the final length (growing one costs more than the copy). */

@@ -45,6 +45,10 @@ export interface EngineRequest {
    * hashes the tokens. One per full block, equal exactly for equal prefixes.
    */
   blockHashes?: BigUint64Array;
+  /** The LoRA adapter the request runs with (its blocks are the adapter's alone); absent or null: the base model. */
+  lora?: string | null;
+  /** The request's cache salt (its blocks are the salt's alone); absent or null: none. */
+  cacheSalt?: string | null;
   /** The prompt's media items (images) and their placeholder runs, folded into the blocks they overlap as an engine does. */
   media?: readonly MediaSpan[];
   /** The first generated token arrived (end of the step that finished prefill). */

@@ -14,6 +14,8 @@ export interface Generation {
   engine: MockEngine;
   request: MockRequest;
   prompt: Uint32Array;
+  /** The LoRA adapter the request's model names; null for the base model. */
+  lora: string | null;
   /** The prompt's images and their runs, folded into its blocks as an engine does. */
   media?: readonly MediaSpan[];
   identity: ResponseIdentity;
@@ -29,6 +31,7 @@ export function sendJson(res: ServerResponse, status: number, body: object): voi
 /** Submits to the engine and answers as tokens come; throws (before any byte) if the engine refuses. */
 export function serveGeneration(res: ServerResponse, g: Generation): void {
   const { engine, request, prompt, identity, faults } = g;
+  const keys = { lora: g.lora, cacheSalt: request.cacheSalt };
   const media = g.media;
   const id = identity.id;
   const words = new SyntheticText(prompt);
@@ -54,6 +57,7 @@ export function serveGeneration(res: ServerResponse, g: Generation): void {
       id,
       tokens: prompt,
       maxTokens: request.maxTokens,
+      ...keys,
       media,
       onToken: (index) => {
         res.write(sse.token(index, words.token(index), index === request.maxTokens - 1));
@@ -77,6 +81,7 @@ export function serveGeneration(res: ServerResponse, g: Generation): void {
     id,
     tokens: prompt,
     maxTokens: request.maxTokens,
+    ...keys,
     media,
     onToken: (index) => {
       if (cutAfter !== null && index + 1 >= cutAfter) cut();

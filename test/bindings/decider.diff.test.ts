@@ -8,8 +8,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_SEED } from '../../bindings/block-hasher.js';
-import type { Decision, DecisionRequest } from '../../bindings/decision-contract.js';
-import { BS, BUSY, CHAINS, COSTS, constraintsOf, promptOf, stepArb, twinKit, wasmKit, type Kit, type Step } from './decider.fixtures.js';
+import { CostKind, type Decision, type DecisionRequest } from '../../bindings/decision-contract.js';
+import { BS, BUSY, CHAINS, COSTS, KV_COSTS, SPEEDS, constraintsOf, promptOf, stepArb, twinKit, wasmKit, type Kit, type Step } from './decider.fixtures.js';
 
 const WORKERS = 12;
 
@@ -28,6 +28,9 @@ function applyFleetStep(kit: Kit, step: Step, live: string[]): void {
     }
     case 'available':
       if (slot !== undefined) kit.ledger.setAvailable(slot, step.available);
+      return;
+    case 'speed':
+      if (slot !== undefined) kit.ledger.setSpeed(slot, SPEEDS[step.speed]!);
       return;
     case 'remove':
       if (slot === undefined) return;
@@ -72,7 +75,7 @@ function settle(kits: readonly Kit[], step: Extract<Step, { kind: 'first' | 'rel
   });
 }
 
-const comparable = (d: Decision) => ({ slot: d.slot, cost: d.cost, overlapBlocks: d.overlapBlocks, creditedBlocks: d.creditedBlocks, counts: d.counts, routed: d.routed });
+const comparable = (d: Decision) => ({ slot: d.slot, cost: d.cost, overlapBlocks: d.overlapBlocks, cachedBlocks: d.cachedBlocks, counts: d.counts, routed: d.routed });
 
 /**
  * Runs the steps on a wasm kit and on its twin (each given `setup` first),
@@ -108,6 +111,7 @@ function decideAgainstTwin(steps: readonly Step[], seed: number, setup: (kit: Ki
       applyFleetStep(twin, step, live[1]!);
     }
     expect(Array.from(wasm.ledger.columns.activePrefillTokens)).toEqual(Array.from(twin.ledger.columns.activePrefillTokens));
+    expect(Array.from(wasm.ledger.columns.decodingRequests)).toEqual(Array.from(twin.ledger.columns.decodingRequests));
   }
   return decisions;
 }
@@ -128,6 +132,7 @@ function stepPath(kit: ReturnType<typeof wasmKit>, request: DecisionRequest, rou
     const groups = constraints.groups;
     allowedSlots = candidates.filter((s) => !excluded.has(s) && (!groups || (s < kit.ledger.rows && groups.allowed[groupOf(kit, s)] === 1)));
   }
+  if (request.cost.kind !== CostKind.kv) throw new Error('the step API decides by the kv cost only');
   const { kind: _kind, temperature, ...cost } = request.cost;
   kit.selector.enableFastPath({ blockSize: BS, cost, busy: request.busy ?? undefined });
   const selection = kit.selector.select({ busy: request.busy ?? undefined, allowedSlots, cost, temperature, fullScan: request.fullScan });
@@ -141,7 +146,7 @@ function stepPath(kit: ReturnType<typeof wasmKit>, request: DecisionRequest, rou
       booked = true;
     }
   }
-  return { slot, cost: selection.cost, overlapBlocks, creditedBlocks: overlapBlocks, counts: selection.counts, path: kit.selector.lastPath!, routed: booked };
+  return { slot, cost: selection.cost, overlapBlocks, cachedBlocks: overlapBlocks, counts: selection.counts, path: kit.selector.lastPath!, routed: booked };
 }
 
 const groupsOf = new WeakMap<object, Map<number, number>>();
@@ -152,20 +157,50 @@ function groupOf(kit: Kit, slot: number): number {
 describe('Decider (fused decision) against its twin', () => {
   it('decides exactly as the twins composed step by step, through random fleets, ledgers, caches and constraints', () => {
     const paths = { fast: 0, scan: 0 };
+    const ttftPaths = { fast: 0, scan: 0 };
     fc.assert(
       fc.property(fc.array(stepArb(WORKERS), { minLength: 1, maxLength: 70 }), fc.nat(), (steps, seed) => {
-        for (const decision of decideAgainstTwin(steps, seed)) paths[decision.path]++;
+        const wasm = wasmKit(seed);
+        const twin = twinKit(seed);
+        const live: string[][] = [[], []];
+        let n = 0;
+        let now = 0;
+        for (const step of steps) {
+          now += 7;
+          if (step.kind === 'decide') {
+            const tokens = promptOf(step);
+            const prompts = [wasm.decider.prepare(tokens, DEFAULT_SEED), twin.decider.prepare(tokens, DEFAULT_SEED)] as const;
+            expect([...prompts[0].local, ...prompts[0].sequence]).toEqual([...prompts[1].local, ...prompts[1].sequence]);
+            const id = `r${n++}`;
+            const [a, b] = [wasm, twin].map((kit, i) => kit.decider.decide(requestOf(kit, step, prompts[i]!, id, now)));
+            paths[a!.path]++;
+            if (COSTS[step.cost]!.kind === CostKind.ttft) ttftPaths[a!.path]++;
+            expect(comparable(a!)).toEqual(comparable(b!));
+            if (step.book && a!.slot >= 0) live.forEach((l) => l.push(id));
+            const constraints = [constraintsOf(wasm, step), constraintsOf(twin, step)] as const;
+            expect(wasm.decider.bestDepth(prompts[0], constraints[0])).toBe(twin.decider.bestDepth(prompts[1], constraints[1]));
+          } else if (step.kind === 'first' || step.kind === 'release') {
+            settle([wasm, twin], step, live);
+          } else {
+            applyFleetStep(wasm, step, live[0]!);
+            applyFleetStep(twin, step, live[1]!);
+          }
+          expect(Array.from(wasm.ledger.columns.activePrefillTokens)).toEqual(Array.from(twin.ledger.columns.activePrefillTokens));
+          expect(Array.from(wasm.ledger.columns.decodingRequests)).toEqual(Array.from(twin.ledger.columns.decodingRequests));
+        }
       }),
       { numRuns: 250 },
     );
-    // the comparison is about the fused fast path: most decisions must have taken it
+    // the comparison is about the fused fast path: most decisions must have taken it, under either cost
     expect(paths.fast).toBeGreaterThan(paths.scan);
+    expect(ttftPaths.fast).toBeGreaterThan(ttftPaths.scan / 2);
   });
 
   it("decides exactly as today's path on the wasm kernels (findMatches, project, select; required taints as allowed slots)", () => {
     // Preferred-taint multipliers are the fused call's own (the step API takes weights), so they are 1 here.
+    // The step API decides by the kv cost only.
     const unweighted = stepArb(WORKERS).map((step) =>
-      step.kind === 'decide' && step.groups ? { ...step, groups: { ...step.groups, multipliers: step.groups.multipliers.map(() => 1) } } : step,
+      step.kind === 'decide' ? { ...step, cost: step.cost % KV_COSTS, groups: step.groups && { ...step.groups, multipliers: step.groups.multipliers.map(() => 1) } } : step,
     );
     fc.assert(
       fc.property(fc.array(unweighted, { minLength: 1, maxLength: 60 }), fc.nat(), (steps, seed) => {
@@ -244,7 +279,7 @@ describe('Decider against its twin where workers tie', () => {
         }
         decisions.forEach((d, n) => {
           const tokens = CHAINS[d.chain]!.slice(0, d.length);
-          const cost = { kind: 0, overlapCredit: d.credit, prefillLoadScale: 1, activeRequestWeight: 0, temperature: 0 };
+          const cost = { kind: CostKind.kv, overlapCredit: d.credit, prefillLoadScale: 1, activeRequestWeight: 0, temperature: 0 };
           const groups = d.groups && { allowed: Uint8Array.of(1, 1, 1), multipliers: Float64Array.from(d.groups) };
           const constraints = { slots: null, excluded: d.excluded.length > 0 ? Uint32Array.from(d.excluded) : null, groups };
           const [a, b] = kits.map((kit) => {
@@ -288,7 +323,7 @@ describe('Decider against its twin with credited matches (storage tiers)', () =>
     fc.assert(
       fc.property(stores, fc.array(stepArb(WORKERS), { minLength: 1, maxLength: 60 }), fc.array(weight, { minLength: 1, maxLength: WORKERS }), fc.nat(), (cached, random, weights, seed) => {
         const decisions = decideAgainstTwin([...fleet, ...cached, ...random], seed, (kit) => kit.decider.useMatcher(creditedMatcher(kit, weights)));
-        credited += decisions.filter((d) => d.creditedBlocks < d.overlapBlocks).length;
+        credited += decisions.filter((d) => d.cachedBlocks < d.overlapBlocks).length;
       }),
       { numRuns: 200 },
     );
@@ -305,7 +340,7 @@ describe('Decider against its twin with credited matches (storage tiers)', () =>
     kit.decider.useMatcher(creditedMatcher(kit, [0.5]));
     const prompt = kit.decider.prepare(tokens, DEFAULT_SEED);
     const decision = kit.decider.decide({ prompt, promptTokens: tokens.length, busy: null, constraints: { slots: null, excluded: null, groups: null }, cost: COSTS[0]!, book: { requestId: 'r', now: 0 }, fullScan: false });
-    expect(decision).toMatchObject({ slot, overlapBlocks: 8, creditedBlocks: 4 });
+    expect(decision).toMatchObject({ slot, overlapBlocks: 8, cachedBlocks: 4 });
     // 8 blocks cached at half weight: 4 blocks' tokens (16) are booked as prefill
     expect(kit.ledger.columns.activePrefillTokens[slot]).toBe(16);
   });

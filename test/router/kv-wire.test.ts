@@ -137,6 +137,7 @@ describe('decodeKvBatch: engine layouts', () => {
           blockSize: 2,
           loraName: null,
           medium: 'GPU',
+          extraKeys: [null],
           groupIdx: 0,
           specKind: 'full_attention',
         },
