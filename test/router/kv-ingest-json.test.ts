@@ -21,7 +21,7 @@ function jsonBody(batch: KvEventBatch, workerId: string, seq?: number): unknown 
           block_size: e.blockSize,
           lora_name: e.loraName,
           medium: e.medium,
-          extra_keys: e.media?.map((keys) => keys?.map((k) => [k.id, k.offset]) ?? null),
+          extra_keys: e.extraKeys,
           group_idx: e.groupIdx,
           kv_cache_spec_kind: e.specKind,
           kv_cache_spec_sliding_window: e.slidingWindow,

@@ -42,7 +42,11 @@ const storedEvent: fc.Arbitrary<KvEvent> = fc
       medium,
     };
     const perBlock = media?.slice(0, blockHashes.length);
-    if (perBlock?.some((m) => m !== null)) event.media = perBlock;
+    if (perBlock?.some((m) => m !== null)) {
+      // Published among the block's extra keys, as the engine lists them.
+      event.media = perBlock;
+      event.extraKeys = perBlock.map((keys) => keys?.map((k) => [k.id, k.offset]) ?? null);
+    }
     if (groupIdx !== undefined) event.groupIdx = groupIdx;
     if (specKind !== undefined) event.specKind = specKind;
     if (slidingWindow !== undefined) event.slidingWindow = slidingWindow;
