@@ -80,14 +80,14 @@ const comparable = (d: Decision) => ({ slot: d.slot, cost: d.cost, overlapBlocks
 /**
  * Runs the steps on a wasm kit and on its twin (each given `setup` first),
  * checking that every decision, best depth and the ledger after every step
- * agree exactly; returns the wasm kit's decisions.
+ * agree exactly; returns the wasm kit's decisions with their steps.
  */
-function decideAgainstTwin(steps: readonly Step[], seed: number, setup: (kit: Kit) => void = () => {}): Decision[] {
+function decideAgainstTwin(steps: readonly Step[], seed: number, setup: (kit: Kit) => void = () => {}): { step: Extract<Step, { kind: 'decide' }>; decision: Decision }[] {
   const wasm = wasmKit(seed);
   const twin = twinKit(seed);
   setup(wasm);
   setup(twin);
-  const decisions: Decision[] = [];
+  const decisions: { step: Extract<Step, { kind: 'decide' }>; decision: Decision }[] = [];
   const live: string[][] = [[], []];
   let n = 0;
   let now = 0;
@@ -100,7 +100,7 @@ function decideAgainstTwin(steps: readonly Step[], seed: number, setup: (kit: Ki
       const id = `r${n++}`;
       const [a, b] = [wasm, twin].map((kit, i) => kit.decider.decide(requestOf(kit, step, prompts[i]!, id, now)));
       expect(comparable(a!)).toEqual(comparable(b!));
-      decisions.push(a!);
+      decisions.push({ step, decision: a! });
       if (step.book && a!.slot >= 0) live.forEach((l) => l.push(id));
       const constraints = [constraintsOf(wasm, step), constraintsOf(twin, step)] as const;
       expect(wasm.decider.bestDepth(prompts[0], constraints[0])).toBe(twin.decider.bestDepth(prompts[1], constraints[1]));
@@ -160,33 +160,9 @@ describe('Decider (fused decision) against its twin', () => {
     const ttftPaths = { fast: 0, scan: 0 };
     fc.assert(
       fc.property(fc.array(stepArb(WORKERS), { minLength: 1, maxLength: 70 }), fc.nat(), (steps, seed) => {
-        const wasm = wasmKit(seed);
-        const twin = twinKit(seed);
-        const live: string[][] = [[], []];
-        let n = 0;
-        let now = 0;
-        for (const step of steps) {
-          now += 7;
-          if (step.kind === 'decide') {
-            const tokens = promptOf(step);
-            const prompts = [wasm.decider.prepare(tokens, DEFAULT_SEED), twin.decider.prepare(tokens, DEFAULT_SEED)] as const;
-            expect([...prompts[0].local, ...prompts[0].sequence]).toEqual([...prompts[1].local, ...prompts[1].sequence]);
-            const id = `r${n++}`;
-            const [a, b] = [wasm, twin].map((kit, i) => kit.decider.decide(requestOf(kit, step, prompts[i]!, id, now)));
-            paths[a!.path]++;
-            if (COSTS[step.cost]!.kind === CostKind.ttft) ttftPaths[a!.path]++;
-            expect(comparable(a!)).toEqual(comparable(b!));
-            if (step.book && a!.slot >= 0) live.forEach((l) => l.push(id));
-            const constraints = [constraintsOf(wasm, step), constraintsOf(twin, step)] as const;
-            expect(wasm.decider.bestDepth(prompts[0], constraints[0])).toBe(twin.decider.bestDepth(prompts[1], constraints[1]));
-          } else if (step.kind === 'first' || step.kind === 'release') {
-            settle([wasm, twin], step, live);
-          } else {
-            applyFleetStep(wasm, step, live[0]!);
-            applyFleetStep(twin, step, live[1]!);
-          }
-          expect(Array.from(wasm.ledger.columns.activePrefillTokens)).toEqual(Array.from(twin.ledger.columns.activePrefillTokens));
-          expect(Array.from(wasm.ledger.columns.decodingRequests)).toEqual(Array.from(twin.ledger.columns.decodingRequests));
+        for (const { step, decision } of decideAgainstTwin(steps, seed)) {
+          paths[decision.path]++;
+          if (COSTS[step.cost]!.kind === CostKind.ttft) ttftPaths[decision.path]++;
         }
       }),
       { numRuns: 250 },
@@ -323,7 +299,7 @@ describe('Decider against its twin with credited matches (storage tiers)', () =>
     fc.assert(
       fc.property(stores, fc.array(stepArb(WORKERS), { minLength: 1, maxLength: 60 }), fc.array(weight, { minLength: 1, maxLength: WORKERS }), fc.nat(), (cached, random, weights, seed) => {
         const decisions = decideAgainstTwin([...fleet, ...cached, ...random], seed, (kit) => kit.decider.useMatcher(creditedMatcher(kit, weights)));
-        credited += decisions.filter((d) => d.cachedBlocks < d.overlapBlocks).length;
+        credited += decisions.filter(({ decision }) => decision.cachedBlocks < decision.overlapBlocks).length;
       }),
       { numRuns: 200 },
     );
