@@ -37,7 +37,7 @@ export {
 } from './ledger/fleet';
 export { ledgerAdd, ledgerPrefillComplete, ledgerFree, ledgerSweep, ledgerDroppedPtr, ledgerLiveRequests, ledgerActiveHashes } from './ledger/requests';
 export { ledgerProject, ledgerProjectColumns } from './ledger/projection';
-export { ledgerConfigureCost, ledgerOpenView, ledgerCloseView } from './ledger/views';
+export { ledgerConfigureCost, ledgerOpenView, ledgerCloseView, ledgerViewMembers, ledgerViewHolds } from './ledger/views';
 export { ledgerReserveInput, ledgerInputSeqPtr, ledgerInputSlotsPtr, ledgerInputDepthsPtr } from './ledger/staging';
 export {
   selectReserveAllowed,

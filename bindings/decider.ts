@@ -128,6 +128,7 @@ export class Decider implements DecisionKernel {
   private readonly core: Core;
   private readonly ex: DecideExports & HashExports & CoreExports;
   private readonly ledger: LoadTable;
+  private readonly selector: Selector;
   private readonly block: number;
   private blockViews: BlockViews = { f64: new Float64Array(0), u32: new Uint32Array(0), counts: new Uint32Array(0) };
   private readonly hashes: Residency = { local: null, epoch: -1 };
@@ -164,6 +165,7 @@ export class Decider implements DecisionKernel {
     this.core.claim('decide');
     this.blockSize = options.blockSize;
     this.ledger = options.ledger;
+    this.selector = options.selector;
     this.ex = this.core.kernel<DecideExports & HashExports>();
     this.block = this.ex.decideBlock() >>> 0;
     this.matcher = options.matcher ?? null;
@@ -239,6 +241,15 @@ export class Decider implements DecisionKernel {
   openView(cost: DecisionCost, busy: BusyThresholds | null): void {
     this.keyFor(cost);
     this.ledger.openLimits(this.limits(busy));
+  }
+
+  headroom(busy: BusyThresholds): number {
+    // A ledger without a configured cost keeps no views: count by a pass.
+    return this.ledger.members(this.limits(busy)) ?? this.selector.eligibility({ busy }).eligible;
+  }
+
+  standing(busy: BusyThresholds, slot: number): boolean {
+    return this.ledger.holds(this.limits(busy), slot) ?? this.selector.eligibility({ busy, allowedSlots: [slot] }).eligible > 0;
   }
 
   /** The ledger keeps its keys under this cost (configured again only when the cost object changes). */

@@ -129,4 +129,12 @@ export interface DecisionKernel {
    * thresholds (a decision opens its own otherwise, O(rows) the first time).
    */
   openView(cost: DecisionCost, busy: BusyThresholds | null): void;
+  /**
+   * Workers available and not busy under `busy`: what an unconstrained
+   * decision with these thresholds counts eligible. From the fast path's
+   * running count where the ledger keeps one (O(1)), by one pass otherwise.
+   */
+  headroom(busy: BusyThresholds): number;
+  /** Whether the worker at `slot` is available and not busy under `busy` (O(1) where headroom is). */
+  standing(busy: BusyThresholds, slot: number): boolean;
 }

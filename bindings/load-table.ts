@@ -59,6 +59,8 @@ export interface LedgerExports {
   ledgerConfigureCost(kind: number, scale: number, weight: number, blockSize: number): void;
   ledgerOpenView(prefillTokens: number, prefillFraction: number, decodeFraction: number): number;
   ledgerCloseView(view: number): void;
+  ledgerViewMembers(prefillTokens: number, prefillFraction: number, decodeFraction: number): number;
+  ledgerViewHolds(prefillTokens: number, prefillFraction: number, decodeFraction: number, slot: number): number;
   ledgerReserveInput(seqCount: number, overlapCount: number): void;
   ledgerInputSeqPtr(): number;
   ledgerInputSlotsPtr(): number;
@@ -327,6 +329,26 @@ export class LoadTable implements LoadLedger {
     }
     const id = this.ex.ledgerOpenView(limits[0], limits[1], limits[2]) >>> 0;
     this.openViews.push({ id, limits: [limits[0], limits[1], limits[2]], lastUse: now });
+  }
+
+  /**
+   * Workers available and not busy under these thresholds, counted by their
+   * view as load changes (the view is opened when it is not); undefined before
+   * configureCost. O(1) while the view stays open.
+   */
+  members(limits: readonly [number, number, number]): number | undefined {
+    if (!this.keyed) return undefined;
+    this.openLimits(limits);
+    const members = this.ex.ledgerViewMembers(limits[0], limits[1], limits[2]);
+    return members < 0 ? undefined : members;
+  }
+
+  /** Whether the worker at `slot` is available and not busy under these thresholds, from their view; undefined before configureCost. */
+  holds(limits: readonly [number, number, number], slot: number): boolean | undefined {
+    if (!this.keyed) return undefined;
+    this.openLimits(limits);
+    const held = this.ex.ledgerViewHolds(limits[0], limits[1], limits[2], slot);
+    return held < 0 ? undefined : held === 1;
   }
 
   private loadChanged(): void {

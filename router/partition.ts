@@ -85,7 +85,7 @@ export class Partition implements Placement<RoutedRequest> {
     this.core = this.kernels.core;
     this.index = this.kernels.index;
     const { decider, ledger, selector, index, hasher } = this.kernels;
-    this.prompts = new Prompts(this.model, this.set, decider);
+    this.prompts = new Prompts(this.model, this.set, decider, hasher);
     this.cache = new CacheIndex(index, hasher, this.set, this.blockSize, (lora, salt) => this.prompts.seedOf(lora, salt));
     this.constraints = new Constraints(this.set);
     this.pipeline = new Pipeline(this.policy, policyInputs(this.policy), decider, ledger, selector, this.set, this.blockSize);
@@ -184,10 +184,27 @@ export class Partition implements Placement<RoutedRequest> {
     return this.pipeline.rows(request, this.decisions.request(request, constraints, null, false), inputs);
   }
 
-  capacity(request: RoutedRequest, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null): CapacityVerdict {
+  capacity(request: RoutedRequest, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null, exclude: readonly WorkerKey[] = []): CapacityVerdict {
     // The same decision admission would make, kept for it, so the capacity
     // check and selection can never disagree.
-    return this.decisions.capacity(request, allowed, busy);
+    return this.decisions.capacity(request, allowed, busy, exclude);
+  }
+
+  /** Live workers not busy under `busy`, from the ledger's running count for the class's thresholds. */
+  headroom(busy: BusyThresholds): number {
+    return this.kernels.decider.headroom(busy);
+  }
+
+  /** Whether the worker takes new requests and is busy under `busy`, from the ledger's view for those thresholds. */
+  busyFor(worker: WorkerKey, busy: BusyThresholds): boolean {
+    const slot = this.workers.slotOf(worker.id, worker.rank);
+    if (slot === undefined || !this.set.serves(worker.id)) return false;
+    return !this.kernels.decider.standing(busy, slot);
+  }
+
+  /** Required taints narrow a request's workers beyond its allowed set and pin. */
+  constraintKey(request: RoutedRequest): string {
+    return request.requiredTaints.join('\n');
   }
 
   admit(

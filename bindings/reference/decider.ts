@@ -3,7 +3,7 @@
 // index, project it onto the ledger, turn the constraints into the list of
 // allowed slots and the per-slot cost multipliers, run the full scan, book.
 import { CostKind, coreWeights, type Decision, type DecisionConstraints, type DecisionKernel, type DecisionRequest, type PromptHashes } from '../decision-contract.js';
-import { checkCount, duplicateRequest, type EligibilityCounts } from '../selection-contract.js';
+import { checkCount, duplicateRequest, type BusyThresholds, type EligibilityCounts } from '../selection-contract.js';
 import type { BlockHasher } from './block-hasher.js';
 import type { ReferenceLoadTable } from './load-table.js';
 import type { ReferencePrefixIndex } from './prefix-index.js';
@@ -90,6 +90,14 @@ export class ReferenceDecider implements DecisionKernel {
 
   /** The twin always scans: nothing to keep ready. */
   openView(): void {}
+
+  headroom(busy: BusyThresholds): number {
+    return this.selector.eligibility({ busy }).eligible;
+  }
+
+  standing(busy: BusyThresholds, slot: number): boolean {
+    return this.selector.eligibility({ busy, allowedSlots: [slot] }).eligible > 0;
+  }
 
   /** The slots the constraints allow (undefined: every slot): listed, in an allowed group, not excluded. */
   private allowedSlots(constraints: DecisionConstraints): number[] | undefined {

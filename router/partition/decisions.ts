@@ -125,16 +125,17 @@ export class Decisions {
   }
 
   /**
-   * Whether some eligible worker is not busy for the class; keeps the
-   * decision for the admission that follows. Under a TTFT target the fleet is
-   * busy for the request while its predicted time to first token on the
-   * chosen worker is over the target and the queue ahead of it is why: the
-   * request waits in the router's queue for the queue to drain. One that
-   * would miss the target on an idle worker gains nothing by waiting and goes.
+   * Whether some eligible worker (not excluded) is not busy for the class;
+   * keeps the decision for the admission that follows. Under a TTFT target the
+   * fleet is busy for the request while its predicted time to first token on
+   * the chosen worker is over the target and the queue ahead of it is why: the
+   * request waits in the router's queue for the queue to drain. One that would
+   * miss the target on an idle worker gains nothing by waiting and goes.
    */
-  capacity(request: RoutedRequest, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null): CapacityVerdict {
-    const choice = this.select(request, this.constraints.of(request, allowed, []), busy, false);
-    this.keep(request, allowed, busy, choice);
+  capacity(request: RoutedRequest, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null, exclude: readonly WorkerKey[]): CapacityVerdict {
+    const choice = this.select(request, this.constraints.of(request, allowed, exclude), busy, false);
+    // A decision under exclusions is not the one an admission without them would make.
+    if (exclude.length === 0) this.keep(request, allowed, busy, choice);
     if (choice.counts.eligible > 0) return busy?.ttftMs !== undefined && this.queuedPastTarget(request, choice, busy.ttftMs) ? 'busy' : 'free';
     return choice.counts.allowed === 0 ? 'none' : 'busy';
   }

@@ -113,6 +113,12 @@ export class WorkerSet {
     return this.meta.has(id);
   }
 
+  /** Whether a registered worker takes new requests. */
+  serves(id: string): boolean {
+    const meta = this.meta.get(id);
+    return meta !== undefined && serving(meta);
+  }
+
   get(id: string): WorkerMeta | undefined {
     return this.meta.get(id);
   }
