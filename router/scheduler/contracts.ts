@@ -78,7 +78,8 @@ export interface Placement<R extends SchedRequest = SchedRequest> {
    * The fleet's headroom for a class: live workers not busy under `busy`. A
    * request nothing narrows (no allowed set, pin or exclusion, an empty
    * constraintKey) gets 'free' from capacity() exactly when this is above
-   * 0. The scheduler reads it on every capacity change, so it must come from
+   * 0, except under a TTFT target (busy.ttftMs), which only capacity() can
+   * judge and the scheduler then asks. The scheduler reads it on every capacity change, so it must come from
    * what the ledger keeps (a count, or one pass in the core), never from a
    * selection.
    */

@@ -249,7 +249,7 @@ export function registerReplay(program: Command): void {
     .option('--warm-gap-ms <ms>', 'scenario cold-pool: mean gap between warm session starts (default 8000 / workers)', positive)
     .option('--programs <n>', 'scenario agents: agent programs to run', count)
     .option('--workers <n>', 'simulated engine workers', count, 8)
-    .option('--policy <specs>', `selection policy, repeatable or comma-separated (${Object.keys(SELECTION_POLICIES).join(', ')}, all); parameters as name${PARAM_SEPARATOR}key=value${PARAM_SEPARATOR}key=value`, collect, [])
+    .option('--policy <specs>', `selection policy, repeatable or comma-separated (${Object.keys(SELECTION_POLICIES).join(', ')}, all); parameters as name${PARAM_SEPARATOR}key=value${PARAM_SEPARATOR}key=value; without it: ttft`, collect, [])
     .option('--block-size <n>', 'KV block size of the engines and the router', count, d.blockSize)
     .option('--trace-block-size <n>', 'tokens each trace hash id stands for', count, MOONCAKE_BLOCK_SIZE)
     .addOption(
