@@ -12,6 +12,8 @@ import { createClassifier } from '../../router/plugins/classifiers.js';
 import { totalmem } from 'node:os';
 import { SHARD_BOUND_BYTES } from '../../bindings/prefix-index-sharded.js';
 import { ConfigError, describe, Fields, join } from './fields.js';
+import type { EngineKind } from '../../router/disagg/roles.js';
+import { checkFleetRoles, checkWorkerRole, DISAGG_DEFAULTS, readDisaggregation, readEngine, readWorkerRole, type DisaggregationConfig, type WorkerRoleConfig } from './disaggregation.js';
 
 export type KvEventsConfig =
   | { source: 'zmq'; endpoint: string; replayEndpoint: string | null; topic: string }
@@ -20,7 +22,7 @@ export type KvEventsConfig =
   | { source: 'nats' }
   | { source: 'none' };
 
-export interface WorkerConfig {
+export interface WorkerConfig extends WorkerRoleConfig {
   id: string;
   /** Base URL without /v1, e.g. http://10.0.0.5:8000. */
   url: string;
@@ -59,6 +61,10 @@ export interface ModelConfig {
   indexMemoryBytes: number;
   /** How much prompt text one request may have tokenized, and what happens past it. */
   tokenizeLimit: TokenizeLimitConfig;
+  /** The engine the model's workers run: it decides the prefill/decode handoff protocol. */
+  engine: EngineKind;
+  /** Prefill/decode disaggregation; null when every request runs whole on one worker. */
+  disaggregation: DisaggregationConfig | null;
 }
 
 export interface TokenizeLimitConfig {
@@ -209,6 +215,8 @@ interface ModelDefaults {
   indexMemoryBytes: number;
   /** maxChars null: the default for the model's tokenizer. */
   tokenizeLimit: { maxChars: number | null; over: 'bytes' | 'reject' };
+  engine: EngineKind;
+  disaggregation: DisaggregationConfig | null;
 }
 
 /** The smallest memory bound an index may be given (besides 0, none). */
@@ -238,6 +246,8 @@ export function validateConfig(raw: unknown): RouterConfig {
     sessionAffinity: null,
     indexMemoryBytes: DEFAULTS.indexMemoryBytes,
     tokenizeLimit: { maxChars: null, over: DEFAULTS.tokenizeLimit.over },
+    engine: DISAGG_DEFAULTS.engine,
+    disaggregation: null,
   });
   const declared = root.list('models', (value, path) => {
     const f = new Fields(value, path);
@@ -265,6 +275,8 @@ export function validateConfig(raw: unknown): RouterConfig {
     if (workers.findIndex((o) => o.id === w.id) !== i) throw new ConfigError(`workers[${i}].id`, `worker "${w.id}" is declared twice`);
   }
   if (models.length === 0) throw new ConfigError('models', 'the config declares no model and no worker: add a workers list (or models, to add workers at runtime)');
+  for (const [i, w] of workers.entries()) checkWorkerRole(w, models.find((m) => m.name === w.model)!, `workers[${i}]`);
+  checkFleetRoles(models, workers, declared.length);
   checkIngestExposure(config.host, config.kvIngestToken, workers);
   return { ...config, models, workers };
 }
@@ -291,7 +303,10 @@ function checkIngestExposure(host: string, token: string | null, workers: readon
 
 /** Validates one worker entry (also the body of the admin API's add-worker call). */
 export function validateWorker(raw: unknown, models: readonly ModelConfig[], path = 'worker'): WorkerConfig {
-  return readWorker(new Fields(raw, path), models, DEFAULTS.blockSize);
+  const worker = readWorker(new Fields(raw, path), models, DEFAULTS.blockSize);
+  const model = models.find((m) => m.name === worker.model);
+  if (model) checkWorkerRole(worker, model, path);
+  return worker;
 }
 
 function token(f: Fields, key: string): string | null {
@@ -344,7 +359,10 @@ function readModelDefaults(f: Fields, inherited: ModelDefaults): ModelDefaults {
   if (policyClasses.length === 0) throw new ConfigError(f.at('policy_classes'), 'must name at least one class');
   const selection = f.has('selection') ? f.object('selection', (s) => readPlugin(s, 'policy')) : inherited.selection;
   const classifier = f.has('request_classifier') ? f.object('request_classifier', (s) => readPlugin(s, 'type')) : inherited.requestClassifier;
+  const engine = readEngine(f, inherited.engine);
   return {
+    engine,
+    disaggregation: readDisaggregation(f, engine, inherited.disaggregation),
     tokenizer: f.has('tokenizer') ? tokenizerSpec(f) : inherited.tokenizer,
     blockSize: f.number('block_size', inherited.blockSize, { integer: true, min: 1, max: 1 << 16 }),
     selection,
@@ -537,6 +555,7 @@ function readWorker(f: Fields, models: readonly ModelConfig[], implicitBlockSize
     dataParallelSize,
     taints,
     apiKey: f.optionalString('api_key'),
+    ...readWorkerRole(f),
   };
   f.done();
   return worker;
