@@ -7,7 +7,7 @@
 // last cleared) says so: its overlap may be more than the index still knows.
 import type { FastifyInstance } from 'fastify';
 import { workerLabel } from '../../bindings/workers.js';
-import type { Partition } from '../../router/partition.js';
+import type { Explanation, Partition } from '../../router/partition.js';
 import { parseJsonBody, requestFields } from '../request/fields.js';
 import { promptIds, type PromptKind } from '../request/prompt.js';
 import type { RouterRuntime } from '../runtime.js';
@@ -22,22 +22,13 @@ export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): v
     // A body with messages is a chat request; otherwise a completion.
     const kind: PromptKind = body.messages !== undefined ? 'chat' : 'completion';
     const { ids, basis } = await promptIds(model.tokenizer, body, kind, { limit: model.config.tokenizeLimit });
-    const x = model.route.explain(requestFields(rt.nextRequestId(), request.headers), ids);
+    const fields = requestFields(rt.nextRequestId(), request.headers);
+    const disagg = model.disagg?.explain(fields, ids, model.route.busyThresholds()[fields.policyClass ?? model.config.defaultClass] ?? model.route.busyThresholds()[model.config.defaultClass] ?? null);
+    const x = disagg?.main ?? model.route.explain(fields, ids);
     const handles = handlesByLabel(rt, model.name);
     const evicted = evictedByLabel(model.route.partition);
-    return {
-      model: x.model,
-      kind,
-      tokenizer: model.tokenizer.spec,
-      prompt_basis: basis,
-      block_size: model.config.blockSize,
-      policy: x.policy,
-      prompt_tokens: x.promptTokens,
-      prompt_blocks: x.promptBlocks,
-      chosen: x.chosen,
-      error: x.error,
-      index_evicted_blocks: model.route.partition.indexStats().evictedBlocks,
-      workers: x.workers.map((w) => {
+    const workers = (list: Explanation['workers']) =>
+      list.map((w) => {
         const handle = handles.get(w.worker);
         const ejection = handle?.health().ejection ?? null;
         const evictedBlocks = evicted.get(w.worker) ?? 0;
@@ -56,6 +47,32 @@ export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): v
           active_requests: w.activeRequests,
           cost: w.cost,
         };
+      });
+    return {
+      model: x.model,
+      kind,
+      tokenizer: model.tokenizer.spec,
+      prompt_basis: basis,
+      block_size: model.config.blockSize,
+      policy: x.policy,
+      prompt_tokens: x.promptTokens,
+      prompt_blocks: x.promptBlocks,
+      chosen: x.chosen,
+      error: x.error,
+      index_evicted_blocks: model.route.partition.indexStats().evictedBlocks,
+      workers: workers(x.workers),
+      // A disaggregated model: the decision, and the decode pick beside the prefill pick (`chosen` above).
+      ...(disagg && {
+        disaggregation: {
+          mode: disagg.decision.mode,
+          reason: disagg.decision.reason,
+          engine: model.config.engine,
+          threshold_tokens: disagg.decision.threshold,
+          uncached_tokens: disagg.decision.uncachedTokens,
+          aggregate_cached_tokens: disagg.decision.aggregateCachedTokens,
+          prefill: disagg.decision.mode === 'disaggregated' ? x.chosen : null,
+          decode: disagg.decode && { chosen: disagg.decode.chosen, error: disagg.decode.error, workers: workers(disagg.decode.workers) },
+        },
       }),
     };
   });

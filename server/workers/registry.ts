@@ -5,6 +5,7 @@
 // and closes its pool once the requests in flight on it have finished.
 import { Pool } from 'undici';
 import { RealClock } from '../../router/clock.js';
+import { roleTaints } from '../../router/disagg/roles.js';
 import { RouterError } from '../../router/errors.js';
 import type { LimitsConfig, OutlierEjectionConfig, WorkerConfig } from '../config/schema.js';
 import { startKvSource, type KvSource, type Logger, type NatsKvSourceFactory } from './kv-sources.js';
@@ -106,7 +107,8 @@ export class WorkerRegistry {
       totalBlocks: config.totalBlocks,
       maxBatchedTokens: config.maxBatchedTokens,
       kvEvents: config.kvEvents.source !== 'none',
-      taints: config.taints,
+      // A disaggregated model's roles reach selection as taints of the router's own.
+      taints: model.disagg ? [...config.taints, ...roleTaints(config.role, model.config.engine)] : config.taints,
     });
     let kv: KvSource | null;
     try {
