@@ -68,8 +68,13 @@ export class DisaggPlanner {
       handlers.reject(error);
       return undefined;
     }
-    this.route.scheduler.submit(plan.request, handlers);
+    this.admit(plan, handlers);
     return plan;
+  }
+
+  /** Hands a plan's request to the scheduler, which may dispatch it before this returns. */
+  admit(plan: DisaggPlan, handlers: DispatchHandlers): void {
+    this.route.scheduler.submit(plan.request, handlers);
   }
 
   /**

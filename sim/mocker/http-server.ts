@@ -15,6 +15,7 @@ import type { KvEventBatch } from '../../router/kv-events.js';
 import type { MockEngineOptions } from './engine-options.js';
 import { MockEngine } from './engine.js';
 import { faultsOf } from './fault-injection.js';
+import { MockHandoff, type HandoffOptions } from './kv-handoff.js';
 import { parseMockRequest, RequestError } from './openai-request.js';
 import { errorBody } from './openai-response.js';
 import { bytePromptTokens, toTokenIds, type PromptKind, type PromptTokens } from './prompt-tokens.js';
@@ -34,6 +35,8 @@ export interface MockServerOptions {
   defaultMaxTokens?: number;
   /** Largest accepted request body. */
   maxBodyBytes?: number;
+  /** Its role in a disaggregated fleet and the protocol it speaks (default: both, vLLM's fields). */
+  handoff?: HandoffOptions;
 }
 
 export interface MockServer {
@@ -41,6 +44,7 @@ export interface MockServer {
   host: string;
   port: number;
   engine: MockEngine;
+  handoff: MockHandoff;
   server: Server;
   close(): Promise<void>;
 }
@@ -89,6 +93,7 @@ class MockHandler {
     private readonly promptTokens: PromptTokens,
     private readonly defaultMaxTokens: number,
     private readonly maxBodyBytes: number,
+    private readonly handoff: MockHandoff,
   ) {}
 
   handle(req: IncomingMessage, res: ServerResponse): void {
@@ -109,7 +114,8 @@ class MockHandler {
     }
     if (path === '/mock/stats' && method === 'GET') return sendJson(res, 200, this.engine.stats());
     if (path === '/reset_prefix_cache' && method === 'POST') return sendJson(res, 200, { reset: this.engine.resetPrefixCache() });
-    const known = kind !== undefined || ['/health', '/v1/models', '/mock/stats', '/reset_prefix_cache'].includes(path);
+    if (path === '/mock/kv/pull' && method === 'POST') return this.handoff.servePull(await readBody(req, this.maxBodyBytes), res);
+    const known = kind !== undefined || ['/health', '/v1/models', '/mock/stats', '/reset_prefix_cache', '/mock/kv/pull'].includes(path);
     if (known) throw new RequestError(`method ${method} is not allowed on ${path}`, 405, 'method_not_allowed');
     throw new RequestError(`no route for ${method} ${path}`, 404, 'not_found');
   }
@@ -135,13 +141,15 @@ class MockHandler {
       if (res.destroyed) return;
     }
     if (prompt.length === 0) throw new RequestError('the prompt tokenized to no tokens', 400, 'invalid_request', kind === 'chat' ? 'messages' : 'prompt');
+    const part = await this.handoff.part(request.body, () => res.destroyed);
+    if (res.destroyed) return;
     const identity = {
       id: `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-mock-${++this.serial}`,
       created: Math.floor(Date.now() / 1000),
       model: request.model ?? this.modelName,
     };
     try {
-      serveGeneration(res, { engine: this.engine, request, prompt, identity, faults });
+      serveGeneration(res, { engine: this.engine, request, prompt, identity, faults, remoteTokens: part.remoteTokens, finished: part.finished });
     } catch (error) {
       // The engine refused the request (too long for its cache, or closed).
       if (error instanceof RangeError) throw new RequestError(error.message, 400, 'context_length_exceeded');
@@ -158,7 +166,8 @@ export async function startMockServer(options: MockServerOptions = {}): Promise<
     throw new RangeError(`defaultMaxTokens must be an integer >= 1, got ${defaultMaxTokens}`);
   }
   const modelName = options.modelName ?? 'mock-model';
-  const handler = new MockHandler(engine, modelName, options.promptTokens ?? bytePromptTokens, defaultMaxTokens, options.maxBodyBytes ?? 64 << 20);
+  const handoff = new MockHandoff(options.handoff ?? {}, engine.shape.blockSize, engine.shape.speedup);
+  const handler = new MockHandler(engine, modelName, options.promptTokens ?? bytePromptTokens, defaultMaxTokens, options.maxBodyBytes ?? 64 << 20, handoff);
   const server = createServer((req, res) => handler.handle(req, res));
   const host = options.host ?? '127.0.0.1';
   await new Promise<void>((resolve, reject) => {
@@ -170,14 +179,18 @@ export async function startMockServer(options: MockServerOptions = {}): Promise<
   });
   const port = (server.address() as AddressInfo).port;
   const urlHost = host.includes(':') ? `[${host}]` : host;
+  handoff.host = host;
+  handoff.port = port;
   return {
     url: `http://${urlHost}:${port}`,
     host,
     port,
     engine,
+    handoff,
     server,
     close: () =>
       new Promise<void>((resolve) => {
+        handoff.close();
         engine.close();
         server.close(() => resolve());
         server.closeAllConnections();
