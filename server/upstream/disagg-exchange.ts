@@ -34,6 +34,8 @@ export class DisaggExchange extends Exchange {
   private readonly planner: DisaggPlanner;
   private plan: DisaggPlan | null = null;
   private phase: Phase = 'whole';
+  /** The worker running the prefill of the pair in flight. */
+  private prefillWorker: WorkerKey | null = null;
   /** The prefill request in flight; aborted when the exchange ends first. */
   private prefillCall: AbortController | null = null;
   /** SGLang: the decode attempt's callbacks, held until the handoff (null: not holding). */
@@ -70,6 +72,7 @@ export class DisaggExchange extends Exchange {
     this.worker = worker;
     this.state = 'sending';
     this.phase = 'prefill';
+    this.prefillWorker = worker;
     this.model.route.sent(this.id, worker);
     const decode = this.planner.bookDecode(this.plan.request, worker);
     if (RouterError.is(decode)) {
@@ -146,9 +149,8 @@ export class DisaggExchange extends Exchange {
     this.health(prefill, 'success');
     if (status >= 400) {
       // The engine refused the request itself (a bad parameter): that is the client's answer.
-      this.attempt?.abort('the prefill worker refused the request');
-      this.attempt = null;
       this.held = null;
+      this.dropDecodeAttempt('the prefill worker refused the request');
       this.settleCompleted();
       this.state = 'done';
       this.res.writeHead(status, { 'content-type': 'application/json', 'x-kvrouter-worker': workerLabel(prefill) });
@@ -169,17 +171,23 @@ export class DisaggExchange extends Exchange {
   private prefillFailed(prefill: WorkerKey, error: Error): void {
     this.prefillCall = null;
     this.held = null;
-    this.attempt?.abort('its prefill failed');
-    this.attempt = null;
+    this.dropDecodeAttempt('its prefill failed');
     this.planner.releaseDecode(this.id);
     this.phase = 'whole';
     super.failBeforeBytes(prefill, error);
   }
 
+  /** Stops the decode attempt of a pair that will not go on; it is no longer current first, so its abort is not heard as a failure. */
+  private dropDecodeAttempt(reason: string): void {
+    const attempt = this.attempt;
+    this.attempt = null;
+    attempt?.abort(reason);
+  }
+
   protected override failBeforeBytes(worker: WorkerKey, error: Error): void {
     if (this.phase === 'prefill' && this.held !== null) {
       // SGLang's decode request failed before the handoff: the pair goes again, on the prefill worker's account.
-      return this.prefillFailed(this.worker!, error);
+      return this.prefillFailed(this.prefillWorker!, error);
     }
     if (this.phase !== 'decode') return super.failBeforeBytes(worker, error);
     if (this.state === 'done') return;

@@ -143,6 +143,7 @@ class MockHandler {
     if (prompt.length === 0) throw new RequestError('the prompt tokenized to no tokens', 400, 'invalid_request', kind === 'chat' ? 'messages' : 'prompt');
     const part = await this.handoff.part(request.body, () => res.destroyed);
     if (res.destroyed) return;
+    if (part.maxTokens !== undefined) request.maxTokens = part.maxTokens;
     const identity = {
       id: `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-mock-${++this.serial}`,
       created: Math.floor(Date.now() / 1000),

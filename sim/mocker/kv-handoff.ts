@@ -62,6 +62,8 @@ export function checkTransferShape(shape: KvTransferShape): KvTransferShape {
 export interface HandoffPart {
   /** Prompt tokens whose KV came over from a prefill worker. */
   remoteTokens: number;
+  /** Tokens to generate in place of the request's (a prefill server stops at the first). */
+  maxTokens?: number;
   /** Called when the engine finished the request: fields to add to a JSON answer. */
   finished?(promptTokens: number): Record<string, unknown> | undefined;
 }
@@ -234,6 +236,7 @@ export class MockHandoff {
     if (this.role === 'prefill') {
       return {
         remoteTokens: 0,
+        maxTokens: 1,
         finished: (promptTokens) => {
           this.kept.keep(key, Math.floor(promptTokens / this.blockSize) * this.blockSize);
           return undefined;
