@@ -1,11 +1,12 @@
 // `kvrouter mock`: simulated engine workers (no GPU) behind OpenAI-compatible
 // HTTP endpoints, to try the router or test against. Worker i listens on
 // port + i; each has its own engine and KV cache on the real clock.
-import { InvalidArgumentError, type Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import type { KvEventBatch } from '../../router/kv-events.js';
 import { ZmqKvPublisher } from '../../sim/kv-publisher.js';
 import { ENGINE_DEFAULTS } from '../../sim/mocker/engine-options.js';
 import { startMockFleet, type MockFleet } from '../../sim/mocker/http-server.js';
+import { TRANSFER_DEFAULTS, type HandoffProtocol, type MockRole } from '../../sim/mocker/kv-handoff.js';
 
 export interface MockCommandOptions {
   port: number;
@@ -23,6 +24,11 @@ export interface MockCommandOptions {
   /** ZeroMQ ROUTER endpoint for worker 0's event replay; worker i binds port + i. */
   kvReplay?: string;
   kvTopic: string;
+  /** Role in a disaggregated fleet (default both) and the handoff protocol it speaks (default vllm). */
+  role?: MockRole;
+  handoff?: HandoffProtocol;
+  kvBytesPerToken?: number;
+  kvBandwidth?: number;
 }
 
 /** tcp://host:port shifted by `offset` ports, as engines offset their event sockets per rank. */
@@ -83,6 +89,7 @@ export async function startMockCommand(
     host: o.host,
     modelName: o.model,
     defaultMaxTokens: o.defaultMaxTokens,
+    handoff: { role: o.role, protocol: o.handoff, kvBytesPerToken: o.kvBytesPerToken, kvBandwidth: o.kvBandwidth },
     engine: {
       speedup: o.engineSpeedup,
       numBlocks: o.numBlocks,
@@ -96,6 +103,8 @@ export async function startMockCommand(
     `kvrouter mock: ${o.workers} worker(s), model ${o.model}, ${shape.numBlocks} blocks x ${shape.blockSize} tokens, ` +
       `budget ${shape.maxBatchedTokens} tokens, ${shape.maxNumSeqs} seqs, speedup ${shape.speedup}`,
   );
+  const handoff = fleet.servers[0]!.handoff;
+  if (handoff.role !== 'both') print(`role ${handoff.role} (${handoff.protocol} handoff), KV ${handoff.shape.kvBytesPerToken} bytes/token over ${handoff.shape.kvBandwidth} bytes/s`);
   fleet.urls.forEach((url, i) => print(`worker ${i}: ${url}/v1`));
   return fleet;
 }
@@ -118,6 +127,10 @@ export function registerMock(program: Command): void {
     .option('--kv-events <endpoint>', "publish KV events over ZeroMQ in vLLM's wire format (worker i binds port + i), e.g. tcp://127.0.0.1:5557")
     .option('--kv-replay <endpoint>', 'serve event replay for gap recovery (worker i binds port + i), e.g. tcp://127.0.0.1:5657')
     .option('--kv-topic <topic>', 'topic frame of published KV events', 'kv-events')
+    .addOption(new Option('--role <role>', 'role in a disaggregated fleet: prefill, decode or both').choices(['prefill', 'decode', 'both']).default('both'))
+    .addOption(new Option('--handoff <protocol>', "the prefill/decode handoff's fields: vLLM's kv_transfer_params or SGLang's bootstrap room").choices(['vllm', 'sglang']).default('vllm'))
+    .option('--kv-bytes-per-token <n>', 'KV bytes per token a decode worker pulls from a prefill worker', count, TRANSFER_DEFAULTS.kvBytesPerToken)
+    .option('--kv-bandwidth <bytes/s>', 'bytes per second between a prefill and a decode worker', factor, TRANSFER_DEFAULTS.kvBandwidth)
     .action(async (options: MockCommandOptions) => {
       let fleet: MockFleet;
       let publishers: Awaited<ReturnType<typeof startKvPublishers>> | undefined;

@@ -55,7 +55,8 @@ export class DisaggReplay {
     if (!Number.isInteger(options.minRemotePrefillTokens) || options.minRemotePrefillTokens < 0) {
       throw new RangeError(`minRemotePrefillTokens must be an integer >= 0, got ${options.minRemotePrefillTokens}`);
     }
-    this.transfer = checkTransferShape({ ...TRANSFER_DEFAULTS, ...options.transfer });
+    const t = options.transfer;
+    this.transfer = checkTransferShape({ kvBytesPerToken: t?.kvBytesPerToken ?? TRANSFER_DEFAULTS.kvBytesPerToken, kvBandwidth: t?.kvBandwidth ?? TRANSFER_DEFAULTS.kvBandwidth });
     this.planner = new DisaggPlanner(route, { engine: 'vllm', minRemotePrefillTokens: options.minRemotePrefillTokens, decodePrefixReuse: true });
   }
 
