@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { EngineKind } from '../../router/disagg/roles.js';
 import { metric, post, sseEvents, waitFor } from './stack.js';
-import { MODEL, settledBoth, startDisaggStack, type DisaggStack } from './disagg-stack.js';
+import { completion, prompt, settledBoth, startDisaggStack, stats, type DisaggStack } from './disagg-stack.js';
 
 let stack: DisaggStack | undefined;
 afterEach(async () => {
@@ -13,9 +13,6 @@ afterEach(async () => {
   stack = undefined;
 });
 
-const prompt = (n: number) => Array.from({ length: n }, () => 1 + Math.floor(Math.random() * 50_000));
-const completion = (ids: number[], extra: Record<string, unknown> = {}) => ({ model: MODEL, prompt: ids, max_tokens: 6, ...extra });
-const stats = async (s: DisaggStack, id: string) => (await (await fetch(`${s.servers.get(id)!.url}/mock/stats`)).json()) as Record<string, number>;
 
 /** The prefill worker that ran a prompt, and a longer prompt it will be picked for again (its prefix is cached there only). */
 async function primePrefill(s: DisaggStack): Promise<{ prefill: string; other: string; next: number[] }> {

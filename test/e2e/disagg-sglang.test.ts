@@ -4,7 +4,7 @@
 // prefill mock (real HTTP between them) and the client reads the decode's answer.
 import { afterEach, describe, expect, it } from 'vitest';
 import { post, sseEvents, waitFor } from './stack.js';
-import { BLOCK, MODEL, settledBoth, startDisaggStack, type DisaggStack } from './disagg-stack.js';
+import { BLOCK, completion, prompt, settledBoth, startDisaggStack, stats, type DisaggStack } from './disagg-stack.js';
 
 let stack: DisaggStack | undefined;
 afterEach(async () => {
@@ -12,9 +12,6 @@ afterEach(async () => {
   stack = undefined;
 });
 
-const prompt = (n: number) => Array.from({ length: n }, () => 1 + Math.floor(Math.random() * 50_000));
-const completion = (ids: number[], extra: Record<string, unknown> = {}) => ({ model: MODEL, prompt: ids, max_tokens: 6, ...extra });
-const stats = async (s: DisaggStack, id: string) => (await (await fetch(`${s.servers.get(id)!.url}/mock/stats`)).json()) as Record<string, number>;
 
 describe('disaggregation (SGLang)', () => {
   it('pairs a prefill and a decode server through one bootstrap room', async () => {

@@ -101,3 +101,13 @@ export function settledBoth(model: ModelRuntime): boolean {
   const queued = Object.values(stats.queued).reduce((n, q) => n + q.requests, 0);
   return model.route.partition.bookedRequests === 0 && stats.inFlight === 0 && queued === 0 && model.disagg!.liveDecodes === 0;
 }
+
+/** A prompt of `n` random token ids (router and workers read ids as given), distinct per call. */
+export const prompt = (n: number) => Array.from({ length: n }, () => 1 + Math.floor(Math.random() * 50_000));
+
+export const completion = (ids: number[], extra: Record<string, unknown> = {}) => ({ model: MODEL, prompt: ids, max_tokens: 6, ...extra });
+
+/** A mock worker's engine counters. */
+export async function stats(s: DisaggStack, id: string): Promise<Record<string, number>> {
+  return (await (await fetch(`${s.servers.get(id)!.url}/mock/stats`)).json()) as Record<string, number>;
+}

@@ -3,7 +3,7 @@
 // events over real ZeroMQ, and the KV pulled between the mock workers.
 import { afterEach, describe, expect, it } from 'vitest';
 import { post, sseEvents, waitFor } from './stack.js';
-import { BLOCK, MODEL, settledBoth, startDisaggStack, type DisaggStack } from './disagg-stack.js';
+import { BLOCK, completion, prompt, settledBoth, startDisaggStack, stats, type DisaggStack } from './disagg-stack.js';
 
 let stack: DisaggStack | undefined;
 afterEach(async () => {
@@ -11,10 +11,6 @@ afterEach(async () => {
   stack = undefined;
 });
 
-/** A prompt of `n` token ids (router and workers read ids as given), distinct per call. */
-const prompt = (n: number) => Array.from({ length: n }, () => 1 + Math.floor(Math.random() * 50_000));
-const completion = (ids: number[], extra: Record<string, unknown> = {}) => ({ model: MODEL, prompt: ids, max_tokens: 6, ...extra });
-const stats = async (s: DisaggStack, id: string) => (await (await fetch(`${s.servers.get(id)!.url}/mock/stats`)).json()) as Record<string, number>;
 
 describe('disaggregation (vLLM)', () => {
   it('a long uncached prompt prefills on a prefill worker and decodes on a decode worker with the KV it pulled', async () => {
