@@ -102,13 +102,14 @@ export class DisaggExchange extends Exchange {
   /** SGLang: both sides at once, paired by a bootstrap room on the prefill server. */
   private bootstrap(handle: WorkerHandle, prefill: WorkerKey, decode: WorkerKey): void {
     const body = JSON.stringify(sglangBody(this.json, new URL(handle.config.url).hostname, handle.config.bootstrapPort ?? SGLANG_BOOTSTRAP_PORT, bootstrapRoom()));
-    this.held = [];
+    const held: (() => void)[] = [];
+    this.held = held;
     this.sendTo(decode, body, false);
-    if (this.state === 'done') return;
+    // The decode could not even be sent: this pair is over (the request is placed again, queued or answered).
+    if (this.held !== held || this.state === 'done') return;
     void this.callPrefill(handle, prefill, body).then((answer) => {
       if (answer === null) return;
       this.handedOff();
-      const held = this.held ?? [];
       this.held = null;
       for (const run of held) run();
     });
