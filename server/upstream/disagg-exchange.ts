@@ -38,6 +38,8 @@ export class DisaggExchange extends Exchange {
   private prefillWorker: WorkerKey | null = null;
   /** The prefill request in flight; aborted when the exchange ends first. */
   private prefillCall: AbortController | null = null;
+  /** Headers both requests of a pair carry besides the client's. */
+  private readonly pairHeaders: readonly string[];
   /** SGLang: the decode attempt's callbacks, held until the handoff (null: not holding). */
   private held: (() => void)[] | null = null;
 
@@ -54,6 +56,10 @@ export class DisaggExchange extends Exchange {
   ) {
     super(ctx, model, req, res, path, body, arrivedAt, id);
     this.planner = model.disagg!;
+    // Both sides of a pair carry one request id, as vLLM's own proxy sends it: connectors that
+    // name the prefill's blocks by request id find them from the decode's.
+    const given = req.rawHeaders.some((name, i) => i % 2 === 0 && name.toLowerCase() === 'x-request-id');
+    this.pairHeaders = given ? [] : ['x-request-id', id];
   }
 
   protected override submit(fields: RequestFields, tokens: Uint32Array): void {
@@ -96,7 +102,7 @@ export class DisaggExchange extends Exchange {
       return this.prefillFailed(prefill, new Error(`answered what is not JSON (${(error as Error).message})`));
     }
     this.handedOff();
-    this.sendTo(decode, JSON.stringify(vllmDecodeBody(this.json, params)), false);
+    this.sendTo(decode, JSON.stringify(vllmDecodeBody(this.json, params)), false, this.pairHeaders);
   }
 
   /** SGLang: both sides at once, paired by a bootstrap room on the prefill server. */
@@ -104,7 +110,7 @@ export class DisaggExchange extends Exchange {
     const body = JSON.stringify(sglangBody(this.json, new URL(handle.config.url).hostname, handle.config.bootstrapPort ?? SGLANG_BOOTSTRAP_PORT, bootstrapRoom()));
     const held: (() => void)[] = [];
     this.held = held;
-    this.sendTo(decode, body, false);
+    this.sendTo(decode, body, false, this.pairHeaders);
     // The decode could not even be sent: this pair is over (the request is placed again, queued or answered).
     if (this.held !== held || this.state === 'done') return;
     void this.callPrefill(handle, prefill, body).then((answer) => {
@@ -130,7 +136,7 @@ export class DisaggExchange extends Exchange {
       const answer = await handle.pool.request({
         path: handle.basePath + this.path,
         method: 'POST',
-        headers: [...upstreamRequestHeaders(this.req.rawHeaders, handle.config.apiKey), 'content-type', 'application/json'],
+        headers: [...upstreamRequestHeaders(this.req.rawHeaders, handle.config.apiKey), ...this.pairHeaders],
         body,
         signal: call.signal,
       });

@@ -170,8 +170,8 @@ export class Exchange implements DispatchHandlers {
     this.sendTo(worker, this.body, true);
   }
 
-  /** One attempt with this body; `scheduled`: the attempt is the scheduler's dispatch (it hears Sent). */
-  protected sendTo(worker: WorkerKey, body: Buffer | string, scheduled: boolean): void {
+  /** One attempt with this body (and headers besides the client's); `scheduled`: the attempt is the scheduler's dispatch (it hears Sent). */
+  protected sendTo(worker: WorkerKey, body: Buffer | string, scheduled: boolean, extraHeaders: readonly string[] = []): void {
     this.worker = worker;
     this.state = 'sending';
     const attempt = new Attempt(this, worker);
@@ -181,7 +181,7 @@ export class Exchange implements DispatchHandlers {
     if (scheduled) this.model.route.sent(this.id, worker);
     try {
       handle.pool.dispatch(
-        { path: handle.basePath + this.path, method: 'POST', headers: upstreamRequestHeaders(this.req.rawHeaders, handle.config.apiKey), body },
+        { path: handle.basePath + this.path, method: 'POST', headers: [...upstreamRequestHeaders(this.req.rawHeaders, handle.config.apiKey), ...extraHeaders], body },
         attempt,
       );
     } catch (error) {
