@@ -5,6 +5,7 @@
 import type { RouterConfig } from './config/schema.js';
 import { RouterMetrics } from './metrics.js';
 import { Replication } from './nats/replication.js';
+import { BodyParser } from './request/body-parser.js';
 import type { Exchange, ExchangeContext } from './upstream/exchange.js';
 import type { Logger } from './workers/kv-sources.js';
 import { createModelRuntime, ModelRuntime, type TokenizerCache } from './workers/model-runtime.js';
@@ -13,7 +14,11 @@ import { WorkerRegistry } from './workers/registry.js';
 export class RouterRuntime implements ExchangeContext {
   readonly metrics: RouterMetrics;
   readonly live = new Set<Exchange>();
+  /** Request bodies to JSON, reusing the parse of a conversation's earlier turns. */
+  readonly bodies: BodyParser;
   readonly limits: RouterConfig['limits'];
+  /** Each LoRA adapter's base model, by the adapter's name (what clients send as `model`). */
+  readonly adapters: ReadonlyMap<string, ModelRuntime>;
   private serial = 0;
   private readonly idPrefix = `kvr-${process.pid.toString(36)}-${Date.now().toString(36)}-`;
   shuttingDown = false;
@@ -26,7 +31,9 @@ export class RouterRuntime implements ExchangeContext {
     readonly replication: Replication | null = null,
   ) {
     this.limits = config.limits;
-    this.metrics = new RouterMetrics({ models: () => this.models.values(), workers: () => this.registry.list() });
+    this.bodies = new BodyParser(config.limits.bodyReuseBytes);
+    this.metrics = new RouterMetrics({ models: () => this.models.values(), workers: () => this.registry.list(), bodies: () => this.bodies });
+    this.adapters = new Map([...models.values()].flatMap((m) => m.config.adapters.map((name) => [name, m] as const)));
     replication?.registerMetrics(this.metrics.registry);
   }
 

@@ -11,6 +11,7 @@ import { TIKTOKEN_ENCODINGS } from '../../router/tokenize/index.js';
 import { createClassifier } from '../../router/plugins/classifiers.js';
 import { totalmem } from 'node:os';
 import { SHARD_BOUND_BYTES } from '../../bindings/prefix-index-sharded.js';
+import { firstCollision, rankSockets, type RankSocket } from '../kv-events/rank-endpoints.js';
 import { ConfigError, describe, Fields, join } from './fields.js';
 import type { EngineKind } from '../../router/disagg/roles.js';
 import { checkFleetRoles, checkWorkerRole, DISAGG_DEFAULTS, readDisaggregation, readEngine, readWorkerRole, type DisaggregationConfig, type WorkerRoleConfig } from './disaggregation.js';
@@ -34,6 +35,10 @@ export interface WorkerConfig extends WorkerRoleConfig {
   taints: string[];
   /** Sent as the bearer token to this worker instead of the client's. */
   apiKey: string | null;
+  /** The model's LoRA adapters this engine has loaded (vLLM --lora-modules): it serves them, and is preferred for them. */
+  adapters: string[];
+  /** The engine loads any other adapter of its model on demand: it serves those too, after the workers that have it loaded. */
+  loadAdapters: boolean;
 }
 
 export interface PluginRef {
@@ -43,6 +48,8 @@ export interface PluginRef {
 
 export interface ModelConfig {
   name: string;
+  /** LoRA adapters served under their own model names: a request naming one routes in this model's partition, hashed under the adapter. */
+  adapters: string[];
   tokenizer: string;
   blockSize: number;
   selection: PluginRef;
@@ -118,6 +125,8 @@ export interface LimitsConfig {
   kvIngestMaxBlocksPerCall: number;
   /** Most blocks the index may hold for one worker fed over HTTP. */
   kvIngestMaxBlocksPerWorker: number;
+  /** Bytes of long chat bodies kept so a conversation's next turn parses only its new part (0: none kept). */
+  bodyReuseBytes: number;
 }
 
 /** Taking failing workers out of selection (server/workers/outliers.ts). */
@@ -167,7 +176,7 @@ export const DEFAULTS = {
   port: 8000,
   tokenizer: 'tiktoken:o200k_base',
   blockSize: 16,
-  selection: 'kv',
+  selection: 'ttft',
   limits: {
     maxBodyBytes: 32 * 1024 * 1024,
     maxRetries: 2,
@@ -179,6 +188,7 @@ export const DEFAULTS = {
     ledgerSweepAgeMs: 300_000,
     kvIngestMaxBlocksPerCall: 65_536,
     kvIngestMaxBlocksPerWorker: 1 << 20,
+    bodyReuseBytes: 64 * 1024 * 1024,
   } satisfies LimitsConfig,
   outlierEjection: {
     consecutiveConnectFailures: 3,
@@ -252,7 +262,8 @@ export function validateConfig(raw: unknown): RouterConfig {
   const declared = root.list('models', (value, path) => {
     const f = new Fields(value, path);
     const name = f.string('name');
-    const model = finishModel(name, readModelDefaults(f, defaults), path);
+    const adapters = f.list('adapters', (v, p) => adapterName(v, p));
+    const model = finishModel(name, readModelDefaults(f, defaults), path, adapters);
     f.done();
     return model;
   });
@@ -267,6 +278,7 @@ export function validateConfig(raw: unknown): RouterConfig {
   for (const [i, m] of models.entries()) {
     if (models.findIndex((o) => o.name === m.name) !== i) throw new ConfigError(`models[${i}].name`, `model "${m.name}" is declared twice`);
   }
+  checkAdapterNames(models);
   // Without a models list, each model a worker names gets the top-level settings.
   for (const w of workers) {
     if (!models.some((m) => m.name === w.model)) models.push(finishModel(w.model, defaults, ''));
@@ -278,7 +290,26 @@ export function validateConfig(raw: unknown): RouterConfig {
   for (const [i, w] of workers.entries()) checkWorkerRole(w, models.find((m) => m.name === w.model)!, `workers[${i}]`);
   checkFleetRoles(models, workers, declared.length);
   checkIngestExposure(config.host, config.kvIngestToken, workers);
+  checkEventPorts(workers.flatMap((w, i) => eventSockets(w, `workers[${i}]`)));
   return { ...config, models, workers };
+}
+
+/** A LoRA adapter's name: what clients send as `model` and engines put in lora_name. */
+function adapterName(value: unknown, path: string): string {
+  if (typeof value !== 'string' || value === '' || /\s/.test(value)) throw new ConfigError(path, `must be an adapter name without spaces, got ${describe(value)}`);
+  return value;
+}
+
+/** A client's `model` picks a model or an adapter, so every name means one thing. */
+function checkAdapterNames(models: readonly ModelConfig[]): void {
+  const owner = new Map<string, string>(models.map((m) => [m.name, `model "${m.name}"`]));
+  for (const [i, m] of models.entries()) {
+    for (const [j, name] of m.adapters.entries()) {
+      const taken = owner.get(name);
+      if (taken !== undefined) throw new ConfigError(`models[${i}].adapters[${j}]`, `"${name}" is already ${taken === `model "${name}"` ? 'a model' : `an adapter of ${taken}`}: a request's model must name one thing`);
+      owner.set(name, `model "${m.name}"`);
+    }
+  }
 }
 
 /** Whether an address to listen on reaches only this machine. */
@@ -298,6 +329,31 @@ function checkIngestExposure(host: string, token: string | null, workers: readon
   throw new ConfigError(
     'kv_ingest_token',
     `is required: host ${JSON.stringify(host)} is not a loopback address and workers[${i}].kv_events.source is http, so anyone who reaches the router could post KV events; set kv_ingest_token (or KVROUTER_KV_INGEST_TOKEN), or listen on 127.0.0.1`,
+  );
+}
+
+/**
+ * The sockets a worker's engine binds for its KV events: each rank's
+ * publisher and replay socket, on the configured port + rank.
+ */
+function eventSockets(worker: WorkerConfig, path: string): RankSocket[] {
+  const kv = worker.kvEvents;
+  if (kv.source !== 'zmq') return [];
+  const endpoints = [{ field: `${path}.kv_events.endpoint`, endpoint: kv.endpoint }];
+  if (kv.replayEndpoint !== null) endpoints.push({ field: `${path}.kv_events.replay_endpoint`, endpoint: kv.replayEndpoint });
+  return rankSockets(endpoints, worker.dataParallelSize);
+}
+
+/** Two engine sockets on one host and port cannot both bind: the later field is at fault. */
+function checkEventPorts(sockets: readonly RankSocket[]): void {
+  const clash = firstCollision(sockets);
+  if (!clash) return;
+  const [first, second] = clash;
+  const which = (s: RankSocket) => (s.rank === 0 ? s.field : `${s.field} (rank ${s.rank}: port + ${s.rank})`);
+  throw new ConfigError(
+    second.field,
+    `${second.address} is also ${which(first)}${second.rank > 0 ? ` for rank ${second.rank}` : ''}: engines bind one socket per data-parallel rank on port + rank, ` +
+      'so two of them cannot share it; leave at least data_parallel_size ports between the endpoint and the replay endpoint (e.g. 5557 and 5657)',
   );
 }
 
@@ -329,6 +385,7 @@ function readLimits(f: Fields): LimitsConfig {
     ledgerSweepAgeMs: f.number('ledger_sweep_age_ms', d.ledgerSweepAgeMs, { integer: true, min: 1 }),
     kvIngestMaxBlocksPerCall: f.number('kv_ingest_max_blocks_per_call', d.kvIngestMaxBlocksPerCall, { integer: true, min: 1 }),
     kvIngestMaxBlocksPerWorker: f.number('kv_ingest_max_blocks_per_worker', d.kvIngestMaxBlocksPerWorker, { integer: true, min: 1 }),
+    bodyReuseBytes: f.number('body_reuse_bytes', d.bodyReuseBytes, { integer: true, min: 0 }),
   };
 }
 
@@ -437,7 +494,7 @@ function readNats(f: Fields): NatsConfig {
 }
 
 /** Checks the plugins once (a bad parameter fails start-up by name) and fixes the default class. */
-function finishModel(name: string, d: ModelDefaults, path: string): ModelConfig {
+function finishModel(name: string, d: ModelDefaults, path: string, adapters: string[] = []): ModelConfig {
   const where = (key: string) => join(path, key);
   for (const [i, c] of d.policyClasses.entries()) {
     if (d.policyClasses.findIndex((o) => o.name === c.name) !== i) throw new ConfigError(where(`policy_classes[${i}].name`), `class "${c.name}" is defined twice`);
@@ -453,7 +510,7 @@ function finishModel(name: string, d: ModelDefaults, path: string): ModelConfig 
   }
   const limit = DEFAULTS.tokenizeLimit;
   const maxChars = d.tokenizeLimit.maxChars ?? (d.tokenizer.startsWith('hf:') ? limit.hfChars : limit.tiktokenChars);
-  return { name, ...d, defaultClass, tokenizeLimit: { maxChars, over: d.tokenizeLimit.over } };
+  return { name, adapters, ...d, defaultClass, tokenizeLimit: { maxChars, over: d.tokenizeLimit.over } };
 }
 
 function plugin(path: string, build: () => unknown): void {
@@ -506,10 +563,12 @@ export function readBusyThresholds(b: Fields): BusyThresholds {
   const tokens = b.optionalNumber('prefill_tokens', { min: 0 });
   const prefill = b.optionalNumber('prefill_fraction', { min: 0 });
   const decode = b.optionalNumber('decode_fraction', { min: 0, max: 1 });
+  const ttft = b.optionalNumber('ttft_ms', { min: 0 });
   if (tokens !== null) out.prefillTokens = tokens;
   if (prefill !== null) out.prefillFraction = prefill;
   if (decode !== null) out.decodeFraction = decode;
-  if (Object.keys(out).length === 0) throw new ConfigError(b.path, 'set at least one of prefill_tokens, prefill_fraction, decode_fraction');
+  if (ttft !== null) out.ttftMs = ttft;
+  if (Object.keys(out).length === 0) throw new ConfigError(b.path, 'set at least one of prefill_tokens, prefill_fraction, decode_fraction, ttft_ms');
   return out;
 }
 
@@ -555,10 +614,23 @@ function readWorker(f: Fields, models: readonly ModelConfig[], implicitBlockSize
     dataParallelSize,
     taints,
     apiKey: f.optionalString('api_key'),
+    ...readWorkerAdapters(f, models.find((m) => m.name === model)?.adapters ?? []),
     ...readWorkerRole(f),
   };
   f.done();
+  checkEventPorts(eventSockets(worker, f.path));
   return worker;
+}
+
+/** The adapters a worker has loaded (default: all of its model's) and whether it loads the others on demand. */
+function readWorkerAdapters(f: Fields, modelAdapters: readonly string[]): Pick<WorkerConfig, 'adapters' | 'loadAdapters'> {
+  const adapters = f.has('adapters') ? f.list('adapters', (v, p) => adapterName(v, p)) : [...modelAdapters];
+  for (const [i, name] of adapters.entries()) {
+    if (!modelAdapters.includes(name)) {
+      throw new ConfigError(f.at(`adapters[${i}]`), `"${name}" is not an adapter of the worker's model (its adapters: ${modelAdapters.join(', ') || 'none'})`);
+    }
+  }
+  return { adapters, loadAdapters: f.boolean('load_adapters', false) };
 }
 
 function workerUrl(f: Fields): string {

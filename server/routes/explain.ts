@@ -8,22 +8,24 @@
 import type { FastifyInstance } from 'fastify';
 import { workerLabel } from '../../bindings/workers.js';
 import type { Explanation, Partition } from '../../router/partition.js';
-import { parseJsonBody, requestFields } from '../request/fields.js';
+import { requestFields } from '../request/fields.js';
 import { promptIds, type PromptKind } from '../request/prompt.js';
 import type { RouterRuntime } from '../runtime.js';
 import { describeEjection, ejectionBody } from '../workers/ejection-view.js';
 import type { WorkerHandle } from '../workers/registry.js';
-import { resolveModel } from './openai.js';
+import { resolveTarget, withBlockKeys } from '../request/target.js';
 
 export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): void {
   app.post('/router/explain', async (request) => {
-    const body = parseJsonBody(request.body as Buffer);
-    const model = resolveModel(rt, body);
+    const body = rt.bodies.parse(request.body as Buffer);
+    const target = resolveTarget(rt, body);
+    const model = target.model;
     // A body with messages is a chat request; otherwise a completion.
     const kind: PromptKind = body.messages !== undefined ? 'chat' : 'completion';
     const { ids, basis } = await promptIds(model.tokenizer, body, kind, { limit: model.config.tokenizeLimit });
-    const fields = requestFields(rt.nextRequestId(), request.headers);
-    const disagg = model.disagg?.explain(fields, ids, model.route.busyThresholds()[fields.policyClass ?? model.config.defaultClass] ?? model.route.busyThresholds()[model.config.defaultClass] ?? null);
+    const fields = withBlockKeys(requestFields(rt.nextRequestId(), request.headers), target, body);
+    const busy = model.route.busyThresholds();
+    const disagg = model.disagg?.explain(fields, ids, busy[fields.policyClass ?? model.config.defaultClass] ?? busy[model.config.defaultClass] ?? null);
     const x = disagg?.main ?? model.route.explain(fields, ids);
     const handles = handlesByLabel(rt, model.name);
     const evicted = evictedByLabel(model.route.partition);
@@ -46,10 +48,19 @@ export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): v
           decode_blocks: w.decodeBlocks,
           active_requests: w.activeRequests,
           cost: w.cost,
+          predicted_ttft_ms: w.predictedTtftMs,
+          speed: w.speed && {
+            tokens_per_second: w.speed.tokensPerSecond,
+            base_ms: w.speed.baseMs,
+            factor: w.speed.factor,
+            speed_class: w.speed.speedClass,
+            observations: w.speed.observations,
+          },
         };
       });
     return {
       model: x.model,
+      adapter: target.adapter,
       kind,
       tokenizer: model.tokenizer.spec,
       prompt_basis: basis,

@@ -23,7 +23,6 @@ import type { WorkerHandle } from '../workers/registry.js';
 import { Exchange, upstreamFailure, UpstreamStatusError, type Attempt, type ExchangeContext } from './exchange.js';
 import { failureKind } from './failures.js';
 import { bootstrapRoom, sglangBody, vllmDecodeBody, vllmPrefillBody, vllmTransferParams, type JsonObject } from './handoff-bodies.js';
-import { upstreamRequestHeaders } from './headers.js';
 
 type Phase = 'whole' | 'prefill' | 'decode';
 
@@ -136,7 +135,7 @@ export class DisaggExchange extends Exchange {
       const answer = await handle.pool.request({
         path: handle.basePath + this.path,
         method: 'POST',
-        headers: [...upstreamRequestHeaders(this.req.rawHeaders, handle.config.apiKey), ...this.pairHeaders],
+        headers: this.upstreamHeaders(handle, prefill, this.pairHeaders),
         body,
         signal: call.signal,
       });

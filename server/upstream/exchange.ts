@@ -23,7 +23,7 @@ import type { LimitsConfig } from '../config/schema.js';
 import { sendError, sseErrorEvent } from '../http/respond.js';
 import type { ModelInstruments, Outcome, RouterMetrics } from '../metrics.js';
 import type { AttemptOutcome } from '../workers/outliers.js';
-import type { WorkerRegistry } from '../workers/registry.js';
+import type { WorkerHandle, WorkerRegistry } from '../workers/registry.js';
 import type { ModelRuntime } from '../workers/model-runtime.js';
 import { failureKind, isTimeout } from './failures.js';
 import { clientResponseHeaders, isEventStream, upstreamRequestHeaders } from './headers.js';
@@ -180,13 +180,17 @@ export class Exchange implements DispatchHandlers {
     if (!handle) return this.failBeforeBytes(worker, new Error(`worker ${worker.id} was removed`));
     if (scheduled) this.model.route.sent(this.id, worker);
     try {
-      handle.pool.dispatch(
-        { path: handle.basePath + this.path, method: 'POST', headers: [...upstreamRequestHeaders(this.req.rawHeaders, handle.config.apiKey), ...extraHeaders], body },
-        attempt,
-      );
+      handle.pool.dispatch({ path: handle.basePath + this.path, method: 'POST', headers: this.upstreamHeaders(handle, worker, extraHeaders), body }, attempt);
     } catch (error) {
       this.failBeforeBytes(worker, error as Error);
     }
+  }
+
+  /** The client's headers for a worker's rank, and these besides. */
+  protected upstreamHeaders(handle: WorkerHandle, worker: WorkerKey, extra: readonly string[]): string[] {
+    // A worker with one rank leaves the header out: the engine has nothing to choose.
+    const rank = handle.config.dataParallelSize > 1 ? worker.rank : null;
+    return [...upstreamRequestHeaders(this.req.rawHeaders, handle.config.apiKey, rank), ...extra];
   }
 
   onHeaders(attempt: Attempt, status: number, headers: Record<string, string | string[] | undefined>): void {

@@ -11,6 +11,7 @@ import type { LimitsConfig, OutlierEjectionConfig, WorkerConfig } from '../confi
 import { startKvSource, type KvSource, type Logger, type NatsKvSourceFactory } from './kv-sources.js';
 import type { ModelRuntime } from './model-runtime.js';
 import { OutlierDetector, type WorkerHealthView } from './outliers.js';
+import { adapterTaints } from './adapters.js';
 
 export class WorkerHandle {
   readonly pool: Pool;
@@ -107,8 +108,8 @@ export class WorkerRegistry {
       totalBlocks: config.totalBlocks,
       maxBatchedTokens: config.maxBatchedTokens,
       kvEvents: config.kvEvents.source !== 'none',
-      // A disaggregated model's roles reach selection as taints of the router's own.
-      taints: model.disagg ? [...config.taints, ...roleTaints(config.role, model.config.engine)] : config.taints,
+      // Adapters and, in a disaggregated model, roles reach selection as taints of the router's own.
+      taints: [...config.taints, ...adapterTaints(config, model.config.adapters), ...(model.disagg ? roleTaints(config.role, model.config.engine) : [])],
     });
     let kv: KvSource | null;
     try {

@@ -73,6 +73,12 @@ export class MockEngine {
     this.timing = new TimingModel(this.shape.speedup);
   }
 
+  /** Makes every step from the next one on take `factor` times as long (1: back to the modelled speed). */
+  slowDown(factor: number): void {
+    if (!Number.isFinite(factor) || factor <= 0) throw new RangeError(`slowdown factor must be a finite number > 0, got ${factor}`);
+    this.timing.slowdown = factor;
+  }
+
   /**
    * Queues a request. Throws on a duplicate id, an empty prompt, a bad
    * maxTokens, or a request that could not fit in the cache even alone.
@@ -94,7 +100,7 @@ export class MockEngine {
         `request ${id}: ${tokens.length} prompt tokens + maxTokens ${maxTokens} need ${blocks} KV blocks, the cache has ${this.shape.numBlocks}`,
       );
     }
-    const hashes = request.blockHashes ?? this.hashBlocks(tokens, this.shape.blockSize);
+    const hashes = request.blockHashes ?? this.hashBlocks(tokens, this.shape.blockSize, { lora: request.lora ?? null, salt: request.cacheSalt ?? null });
     const fullBlocks = Math.floor(tokens.length / this.shape.blockSize);
     if (hashes.length !== fullBlocks) {
       throw new RangeError(`${request.blockHashes ? 'blockHashes has' : 'hashBlocks returned'} ${hashes.length} hashes for ${fullBlocks} full blocks`);

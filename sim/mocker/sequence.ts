@@ -43,6 +43,10 @@ export interface EngineRequest {
    * hashes the tokens. One per full block, equal exactly for equal prefixes.
    */
   blockHashes?: BigUint64Array;
+  /** The LoRA adapter the request runs with (its blocks are the adapter's alone); absent or null: the base model. */
+  lora?: string | null;
+  /** The request's cache salt (its blocks are the salt's alone); absent or null: none. */
+  cacheSalt?: string | null;
   /**
    * Leading prompt tokens whose KV a prefill worker computed and sent over
    * (a disaggregated decode): they are admitted without being computed.

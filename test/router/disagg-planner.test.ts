@@ -10,14 +10,18 @@ import { RouterError } from '../../router/errors.js';
 import { ModelRoute } from '../../router/model-route.js';
 import { plainFields } from '../../router/partition.js';
 import type { Admission } from '../../router/scheduler/contracts.js';
+import { defaultCostPolicy } from '../../router/plugins/selection/default-cost.js';
+import { ttftPolicy } from '../../router/plugins/selection/ttft.js';
+import type { SelectionPolicy } from '../../router/selection/contracts.js';
 
 const BLOCK = 4;
 const tokens = (len: number, start = 1) => Array.from({ length: len }, (_, i) => start + i);
 let serial = 0;
 
-function fleet(roles: Record<string, WorkerRole>, settings: Partial<DisaggSettings> = {}) {
+/** Most tests read the kv cost's terms (decode blocks, overlap); `policy` picks another. */
+function fleet(roles: Record<string, WorkerRole>, settings: Partial<DisaggSettings> = {}, policy: SelectionPolicy = defaultCostPolicy()) {
   const clock = new VirtualClock(0);
-  const route = new ModelRoute({ model: 'm', blockSize: BLOCK, clock, seed: 3, sweepIntervalMs: 0 });
+  const route = new ModelRoute({ model: 'm', blockSize: BLOCK, clock, seed: 3, sweepIntervalMs: 0, policy });
   const s: DisaggSettings = { engine: 'vllm', minRemotePrefillTokens: 32, decodePrefixReuse: true, ...settings };
   for (const [id, role] of Object.entries(roles)) route.addWorker({ id, totalBlocks: 1000, maxBatchedTokens: 256, taints: roleTaints(role, s.engine) });
   const planner = new DisaggPlanner(route, s);
@@ -113,6 +117,18 @@ describe('DisaggPlanner', () => {
     const third = submit('cached', prompt);
     expect(third.plan.decision.mode).toBe('disaggregated');
     expect((planner.bookDecode(third.plan.request, third.admission.worker) as Admission).worker.id).toBe(loaded);
+  });
+
+  it('with the ttft policy the decode pick weighs the requests decoding on each worker', () => {
+    const { planner, submit } = fleet({ p0: 'prefill', d0: 'decode', d1: 'decode' }, {}, ttftPolicy());
+    const first = submit('load', tokens(200, 5000));
+    const loaded = (planner.bookDecode(first.plan.request, first.admission.worker) as Admission).worker.id;
+    planner.decodeStarted('load');
+    for (let i = 0; i < 3; i++) {
+      const next = submit(`n${i}`, tokens(64, 7000 + 100 * i));
+      expect((planner.bookDecode(next.plan.request, next.admission.worker) as Admission).worker.id).not.toBe(loaded);
+      planner.releaseDecode(`n${i}`);
+    }
   });
 
   it('SGLang: the decode pick ignores the decode worker cache, and only role both runs whole', () => {

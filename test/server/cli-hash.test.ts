@@ -1,4 +1,4 @@
-// `kvrouter hash` run as a real process (node + tsx on server/cli/main.ts),
+// `kvrouter hash` run as a real process (the built CLI, dist/server/cli/main.js),
 // checked on its stdout, stderr and exit code. Expected hashes come from the
 // pure-TS twin.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -45,7 +45,7 @@ describe.concurrent('kvrouter hash', () => {
     expect(run.stdout).toBe(lines(twin.sequenceHashes(twin.localHashes(prompt, 8))));
   });
 
-  it('--lora, --salt and --seed set the block seed', async () => {
+  it('--lora sets every block\'s seed, --salt the first block\'s, --seed the base', async () => {
     const [lora, salt, seed] = await Promise.all([
       kvrouter('hash', '--block-size', '8', '--lora', 'sql-adapter', ...prompt.map(String)),
       kvrouter('hash', '--block-size', '8', '--salt', 'tenant-7', '--chained', ...prompt.map(String)),
@@ -53,10 +53,13 @@ describe.concurrent('kvrouter hash', () => {
     ]);
     const loraSeed = seedFor({ lora: 'sql-adapter' });
     expect(lora.stdout).toBe(lines(twin.localHashes(prompt, 8, loraSeed)));
-    const saltSeed = seedFor({ salt: 'tenant-7' });
-    expect(salt.stdout).toBe(lines(twin.sequenceHashes(twin.localHashes(prompt, 8, saltSeed), saltSeed)));
-    const wrapped = seedFor({ seed: (1n << 64n) - 1n, lora: 'a', salt: 'b' });
-    expect(seed.stdout).toBe(lines(twin.localHashes(prompt, 8, wrapped)));
+    const salted = twin.localHashes(prompt, 8);
+    salted[0] = twin.localHashes(prompt.slice(0, 8), 8, seedFor({ salt: 'tenant-7' }))[0]!;
+    expect(salt.stdout).toBe(lines(twin.sequenceHashes(salted, seedFor({}))));
+    const top = (1n << 64n) - 1n;
+    const wrapped = twin.localHashes(prompt, 8, seedFor({ seed: top, lora: 'a' }));
+    wrapped[0] = twin.localHashes(prompt.slice(0, 8), 8, seedFor({ seed: top, lora: 'a', salt: 'b' }))[0]!;
+    expect(seed.stdout).toBe(lines(wrapped));
   });
 
   it('--tokens-file reads a JSON array of token ids', async () => {
@@ -71,11 +74,11 @@ describe.concurrent('kvrouter hash', () => {
 
   // [what is wrong, arguments, a pattern the message must match]
   const badInputs: [string, string[], RegExp][] = [
-    ['block size 0', ['--block-size', '0', '1', '2'], /--block-size must be an integer in \[1, 4294967295\], got '0'/],
+    ['block size 0', ['--block-size', '0', '1', '2'], /option '--block-size <n>' argument '0' is invalid\. expected an integer in 1\.\.4294967295/],
     ['a block size that is not a number', ['--block-size', 'four', '1'], /--block-size/],
     ['a token that is not an integer', ['--block-size', '2', '1', '2.5'], /tokens\[1\] must be a non-negative integer, got '2\.5'/],
     ['a token of 2^32', ['--block-size', '1', '4294967296'], /tokens\[0\] must be an integer in \[0, 2\^32\), got 4294967296/],
-    ['a seed of 2^64', ['--block-size', '1', '--seed', '18446744073709551616', '1'], /--seed must be an integer in \[0, 18446744073709551615\]/],
+    ['a seed of 2^64', ['--block-size', '1', '--seed', '18446744073709551616', '1'], /option '--seed <n>' argument '18446744073709551616' is invalid\. expected an integer in 0\.\.18446744073709551615/],
     ['a missing --block-size', ['1', '2'], /--block-size/],
     ['an unknown option', ['--block-size', '1', '--colour', '1'], /unknown option '--colour'/],
     ['no tokens at all', ['--block-size', '1'], /no tokens/],
