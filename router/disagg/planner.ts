@@ -88,15 +88,11 @@ export class DisaggPlanner {
     const choice = this.route.partition.choose(this.pickRequest(decode), decode.allowedWorkers, null, null, [prefill]);
     if (RouterError.is(choice)) return choice;
     this.route.partition.book(decode, choice.worker, decode.promptTokens);
+    // It has no prefill on that worker: from now on it counts as decoding there, as the next decode pick must see it.
+    this.route.partition.firstToken(decode.id);
     this.decoding.set(decode.id, choice.worker);
     this.route.scheduler.capacityChanged();
     return choice;
-  }
-
-  /** The decode worker produced its first token: its booking's prefill part (none) is done. */
-  decodeStarted(requestId: string): void {
-    const id = decodeIdOf(requestId);
-    if (this.decoding.has(id)) this.route.partition.firstToken(id);
   }
 
   /** Frees a request's decode booking; a no-op when it has none (every end may call it). */

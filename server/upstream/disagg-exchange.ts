@@ -223,10 +223,6 @@ export class DisaggExchange extends Exchange {
     else super.onError(attempt, error);
   }
 
-  protected override settleFirstToken(): void {
-    super.settleFirstToken();
-    this.planner.decodeStarted(this.id);
-  }
   protected override settleCompleted(): void {
     super.settleCompleted();
     this.planner.releaseDecode(this.id);

@@ -113,10 +113,7 @@ export class DisaggReplay {
                 blockHashes: hooks.blockHashes,
                 maxTokens: outputLength,
                 remoteTokens: received,
-                onFirstToken: (at) => {
-                  hooks.firstToken(at);
-                  this.planner.decodeStarted(id);
-                },
+                onFirstToken: (at) => hooks.firstToken(at),
                 // The request's cache reuse is its prefill's.
                 onComplete: (result) => hooks.complete({ ...result, cachedTokens: prefill.cachedTokens }),
               });

@@ -123,7 +123,6 @@ describe('DisaggPlanner', () => {
     const { planner, submit } = fleet({ p0: 'prefill', d0: 'decode', d1: 'decode' }, {}, ttftPolicy());
     const first = submit('load', tokens(200, 5000));
     const loaded = (planner.bookDecode(first.plan.request, first.admission.worker) as Admission).worker.id;
-    planner.decodeStarted('load');
     for (let i = 0; i < 3; i++) {
       const next = submit(`n${i}`, tokens(64, 7000 + 100 * i));
       expect((planner.bookDecode(next.plan.request, next.admission.worker) as Admission).worker.id).not.toBe(loaded);
