@@ -47,6 +47,11 @@ export interface EngineRequest {
   lora?: string | null;
   /** The request's cache salt (its blocks are the salt's alone); absent or null: none. */
   cacheSalt?: string | null;
+  /**
+   * Leading prompt tokens whose KV a prefill worker computed and sent over
+   * (a disaggregated decode): they are admitted without being computed.
+   */
+  remoteTokens?: number;
   /** The first generated token arrived (end of the step that finished prefill). */
   onFirstToken?(atMs: number): void;
   /** Generated token `index` (0-based) arrived at `atMs`. */
@@ -69,6 +74,8 @@ export class Sequence {
   cachedTokens = -1;
   /** Tokens before this position had KV that a preemption discarded: computing them again is a recompute. */
   recomputeUntil = 0;
+  /** Prompt tokens below this have KV that arrived from a prefill worker; a preemption loses it. */
+  received: number;
   recomputedTokens = 0;
   preemptions = 0;
   firstTokenMs: number | null = null;
@@ -84,6 +91,13 @@ export class Sequence {
     readonly arrivalMs: number,
   ) {
     this.hashHalves = halvesView(hashes);
+    // The last prompt token is computed here whatever came over: its step samples the first token.
+    this.received = Math.max(0, Math.min(request.remoteTokens ?? 0, request.tokens.length - 1));
+  }
+
+  /** Tokens from `computed` on whose KV arrived and needs no computing. */
+  get receivable(): number {
+    return Math.max(0, this.received - this.computed);
   }
 
   get id(): string {
