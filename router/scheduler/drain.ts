@@ -157,7 +157,7 @@ export class Dispatcher<R extends SchedRequest> {
   private capacity(entry: Entry<R>, busy: BusyThresholds): CapacityVerdict {
     const { placement } = this.o;
     entry.scope ??= capacityScope(entry.request, entry.allowedWorkers, entry.failed, placement.constraintKey(entry.request));
-    if (entry.scope !== FLEET || busy.ttftMs !== undefined) return placement.capacity(entry.request, entry.allowedWorkers, busy, entry.failed);
+    if (entry.scope !== FLEET || !placement.summarizes(busy)) return placement.capacity(entry.request, entry.allowedWorkers, busy, entry.failed);
     if (placement.headroom(busy) > 0) return 'free';
     return placement.liveWorkers() > 0 ? 'busy' : 'none';
   }
