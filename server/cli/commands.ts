@@ -1,5 +1,6 @@
 // The list of CLI commands; each lives in its own module under server/cli/.
 import type { Command } from 'commander';
+import { registerDoctor } from './doctor.js';
 import { registerHash } from './hash.js';
 import { registerMock } from './mock.js';
 import { registerRelay } from './relay.js';
@@ -12,4 +13,5 @@ export function registerCommands(program: Command): void {
   registerReplay(program);
   registerHash(program);
   registerRelay(program);
+  registerDoctor(program);
 }

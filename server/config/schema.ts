@@ -12,6 +12,7 @@ import { createClassifier } from '../../router/plugins/classifiers.js';
 import { totalmem } from 'node:os';
 import { SHARD_BOUND_BYTES } from '../../bindings/prefix-index-sharded.js';
 import { ConfigError, describe, Fields, join } from './fields.js';
+import { DIAGNOSTICS_DEFAULTS, readDiagnostics, type DiagnosticsConfig } from '../diagnostics/config.js';
 
 export type KvEventsConfig =
   | { source: 'zmq'; endpoint: string; replayEndpoint: string | null; topic: string }
@@ -154,6 +155,7 @@ export interface RouterConfig {
   workers: WorkerConfig[];
   /** Replica sync over NATS; null: a single router with its own state. */
   nats: NatsConfig | null;
+  diagnostics: DiagnosticsConfig;
 }
 
 export const DEFAULTS = {
@@ -226,6 +228,7 @@ export function validateConfig(raw: unknown): RouterConfig {
     limits: root.object('limits', readLimits, () => ({ ...DEFAULTS.limits })),
     outlierEjection: root.object('outlier_ejection', readOutlierEjection, () => ({ ...DEFAULTS.outlierEjection })),
     nats: root.has('nats') ? root.object('nats', readNats) : null,
+    diagnostics: root.object('diagnostics', readDiagnostics, () => ({ ...DIAGNOSTICS_DEFAULTS })),
   };
   const defaults = readModelDefaults(root, {
     tokenizer: DEFAULTS.tokenizer,
