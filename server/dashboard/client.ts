@@ -55,7 +55,7 @@ export function dashboardClient(): void {
     svg.append(s('text', { x: 0, y: 14, class: 'title' }, title));
     const values = history.flatMap((p) => series.map((x) => x.pick(p))).filter((v): v is number => v !== null);
     const top = Math.max(...values, 1e-9);
-    const x = (i: number) => 40 + (i / Math.max(1, HISTORY - 1)) * (W - 50);
+    const x = (i: number) => 40 + (i / Math.max(1, history.length - 1)) * (W - 50);
     const y = (v: number) => H - 16 - (v / top) * (H - 40);
     svg.append(s('text', { x: 0, y: 30, class: 'axis' }, unit(top)));
     svg.append(s('line', { x1: 40, y1: H - 16, x2: W - 10, y2: H - 16, class: 'axis-line' }));
@@ -84,6 +84,13 @@ export function dashboardClient(): void {
     $('summary').replaceChildren(
       ...(['mismatch', 'silent', 'stale', 'ok'] as const).map((v) => h('span', { class: `pill ${v}`, 'data-verdict-count': v }, `${v} ${sum[v]}`)),
     );
+    const select = $('model') as HTMLSelectElement;
+    const names = data.models.map((m: any) => m.model);
+    if ([...select.options].map((o) => o.value).join('\n') !== names.join('\n')) {
+      const chosen = select.value;
+      select.replaceChildren(...names.map((n: string) => h('option', { value: n }, n)));
+      if (names.includes(chosen)) select.value = chosen;
+    }
     const models = $('models');
     models.replaceChildren();
     for (const m of data.models) {
@@ -163,9 +170,8 @@ export function dashboardClient(): void {
 
   async function explain(): Promise<void> {
     const prompt = ($('prompt') as HTMLTextAreaElement).value;
-    const model = ($('model') as HTMLInputElement).value.trim();
-    const body: Record<string, unknown> = { messages: [{ role: 'user', content: prompt }] };
-    if (model) body.model = model;
+    const model = ($('model') as HTMLSelectElement).value;
+    const body = { model, messages: [{ role: 'user', content: prompt }] };
     const out = $('explain-out');
     const r = await fetch(`${base}router/explain`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers() }, body: JSON.stringify(body) });
     const x = await r.json();

@@ -36,7 +36,7 @@ const BODY = `
 <table><thead><tr><th>worker</th><th>verdict</th><th>causes and fixes</th><th>stored/removed/cleared</th><th>last event</th><th>stream</th><th>blocks</th></tr></thead><tbody id="diagnostics"></tbody></table>
 <h2>Explain a prompt</h2>
 <form id="explain-form"><textarea id="prompt" placeholder="paste a prompt (sent as one user message)"></textarea>
-<p>model <input id="model" placeholder="(the only one)"> <button id="explain-button">explain</button></p></form>
+<p>model <select id="model"></select> <button id="explain-button">explain</button></p></form>
 <div id="explain-out"></div>
 </main>`;
 
