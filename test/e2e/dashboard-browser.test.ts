@@ -114,6 +114,10 @@ describe('GET /dashboard in Chromium', () => {
       }
       expect(await page.locator('svg.bars rect.bar').count()).toBeGreaterThan(workers.length * 2);
       await page.screenshot({ path: `${artifacts}dashboard.png`, fullPage: true });
+      // On a narrow screen nothing makes the page scroll sideways.
+      await page.setViewportSize({ width: 640, height: 1000 });
+      await waitFor(async () => (await page.evaluate(() => document.documentElement.scrollWidth)) <= 640, 'the page to fit 640 px');
+      await page.screenshot({ path: `${artifacts}dashboard-narrow.png`, fullPage: true });
     } finally {
       await load.stop();
       await page.close();
