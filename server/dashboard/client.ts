@@ -68,6 +68,7 @@ export function dashboardClient(): void {
   }
 
   function render(data: any): void {
+    // Percentiles do not add up across models: the trends follow the first one.
     const now = data.models[0];
     const queued = data.models.reduce((n: number, m: any) => n + m.queue.reduce((k: number, q: any) => k + q.requests, 0), 0);
     history.push({
@@ -124,8 +125,8 @@ export function dashboardClient(): void {
       models.append(section);
     }
     $('trends').replaceChildren(
-      h('div', { class: 'card' }, lines('TTFT (last minutes)', [{ name: 'p50', pick: (p) => p.ttft50, cls: 's1' }, { name: 'p90', pick: (p) => p.ttft90, cls: 's2' }], ms)),
-      h('div', { class: 'card' }, lines('inter-token latency', [{ name: 'p50', pick: (p) => p.itl50, cls: 's1' }, { name: 'p90', pick: (p) => p.itl90, cls: 's2' }], ms)),
+      h('div', { class: 'card' }, lines(`TTFT (${now?.model ?? '–'})`, [{ name: 'p50', pick: (p) => p.ttft50, cls: 's1' }, { name: 'p90', pick: (p) => p.ttft90, cls: 's2' }], ms)),
+      h('div', { class: 'card' }, lines(`inter-token latency (${now?.model ?? '–'})`, [{ name: 'p50', pick: (p) => p.itl50, cls: 's1' }, { name: 'p90', pick: (p) => p.itl90, cls: 's2' }], ms)),
       h('div', { class: 'card' }, lines('decisions per second', [{ name: 'decisions/s', pick: (p) => p.dps, cls: 's1' }], (x) => x.toFixed(1))),
       h('div', { class: 'card' }, lines('queued requests', [{ name: 'queued', pick: (p) => p.queued, cls: 's2' }], (x) => x.toFixed(0))),
     );

@@ -97,6 +97,11 @@ export class Diagnostics implements TapSink {
     });
   }
 
+  /** KV events posted for a rank the worker does not have (refused): counted on its rank 0. */
+  refusedRank(model: ModelRuntime, id: string, rank: number): void {
+    this.watch(model, { id, rank: 0 })?.foreign(rank, this.now());
+  }
+
   /** A request was dispatched; the tap follows its response (relay chunks to it, end it when the response ends whole). */
   dispatched(model: ModelRuntime, admission: Admission, promptTokens: number, arrivedAt: number): ResponseTap {
     const now = this.now();
@@ -225,7 +230,7 @@ export class Diagnostics implements TapSink {
   }
 
   /** The watch of a registered worker rank (created on first use); undefined for a worker or rank the registry does not have. */
-  watch(model: ModelRuntime, key: WorkerKey): RankWatch | undefined {
+  private watch(model: ModelRuntime, key: WorkerKey): RankWatch | undefined {
     let byLabel = this.watches.get(model.name);
     if (!byLabel) this.watches.set(model.name, (byLabel = new Map()));
     const label = workerLabel(key);
@@ -233,7 +238,7 @@ export class Diagnostics implements TapSink {
     if (watch) return watch;
     const handle = this.source.worker(key.id);
     if (!handle || handle.model !== model || key.rank >= handle.config.dataParallelSize) return undefined;
-    watch = new RankWatch(key.rank, handle.config.dataParallelSize, handle.config.kvEvents.source !== 'none', {
+    watch = new RankWatch(key.id, key.rank, handle.config.dataParallelSize, handle.config.kvEvents.source !== 'none', {
       blockSize: model.config.blockSize,
       silentAfterMs: this.config.silentAfterMs,
       cachedTokensTolerance: this.config.cachedTokensTolerance,
@@ -243,7 +248,7 @@ export class Diagnostics implements TapSink {
   }
 
   /** Each rank's findings now, for metrics and the log. */
-  *findings(): Generator<{ model: string; worker: string; findings: CauseFinding[]; watch: RankWatch }> {
+  private *findings(): Generator<{ model: string; worker: string; findings: CauseFinding[]; watch: RankWatch }> {
     const now = this.now();
     for (const [model, byLabel] of this.watches) for (const [worker, watch] of byLabel) yield { model, worker, findings: watch.findings(now), watch };
   }
@@ -309,9 +314,8 @@ export class Diagnostics implements TapSink {
     const live = new Set<string>();
     for (const h of this.source.workers()) live.add(`${h.model.name}\u0000${h.id}`);
     for (const [model, byLabel] of this.watches) {
-      for (const label of byLabel.keys()) {
-        const id = label.split('#')[0]!;
-        if (!live.has(`${model}\u0000${id}`)) {
+      for (const [label, watch] of byLabel) {
+        if (!live.has(`${model}\u0000${watch.id}`)) {
           byLabel.delete(label);
           this.hits.drop(model, label);
         }

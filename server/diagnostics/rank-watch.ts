@@ -41,11 +41,14 @@ export class RankWatch {
   /** The block size of the last stored event and how many stored events had another size than the config's. */
   private lastStoredBlockSize: number | null = null;
   blockSizeMismatches = 0;
-  /** The dp_rank the last batch was stamped with, when it was not this rank, and how many were. */
+  /** The dp_rank the last foreign batch was stamped with, when, and how many were; whether the last batch was one. */
   private foreignRank: number | null = null;
+  private lastForeignAt = 0;
+  private lastWasForeign = false;
   foreignBatches = 0;
 
   constructor(
+    readonly id: string,
     readonly rank: number,
     /** The worker's data-parallel size in the config. */
     private readonly ranks: number,
@@ -61,12 +64,8 @@ export class RankWatch {
     this.batches++;
     this.lastEventAt = now;
     this.waitingSince = null;
-    if (batch.dpRank !== null && batch.dpRank !== this.rank) {
-      this.foreignRank = batch.dpRank;
-      this.foreignBatches++;
-    } else {
-      this.foreignRank = null;
-    }
+    this.lastWasForeign = batch.dpRank !== null && batch.dpRank !== this.rank;
+    if (this.lastWasForeign) this.foreign(batch.dpRank!, now);
     for (const event of batch.events) {
       if (event.type === 'cleared') {
         this.events.cleared++;
@@ -90,6 +89,16 @@ export class RankWatch {
     }
   }
 
+  /**
+   * A batch stamped with another dp_rank arrived on this rank's stream, or
+   * (HTTP) was refused for a rank the worker does not have.
+   */
+  foreign(dpRank: number, now: number): void {
+    this.foreignRank = dpRank;
+    this.lastForeignAt = now;
+    this.foreignBatches++;
+  }
+
   /** The stream lost batches it could not replay: the router cleared this rank. */
   stale(now: number): void {
     this.staleReports++;
@@ -107,7 +116,8 @@ export class RankWatch {
   findings(now: number): CauseFinding[] {
     const out: CauseFinding[] = [];
     const s = this.settings;
-    if (this.foreignRank !== null) {
+    // Holds while the stream's last batch was foreign, and for a while after any was (a refused one leaves no last batch).
+    if (this.foreignRank !== null && (this.lastWasForeign || now - this.lastForeignAt < s.silentAfterMs)) {
       const where = this.foreignRank < this.ranks ? `the endpoint of rank ${this.rank}` : `a worker with ranks 0..${this.ranks - 1}`;
       out.push({ cause: 'unknown_rank', detail: `${this.foreignBatches} batch(es) stamped dp_rank ${this.foreignRank} arrived on ${where}` });
     }

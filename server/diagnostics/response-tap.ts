@@ -14,7 +14,11 @@ export interface TapSink {
 
 const LF = 0x0a;
 
-/** SSE events that end in the chunk (a blank line closes each). */
+/**
+ * SSE events that end in the chunk (a blank line closes each). A blank line
+ * split across two chunks is missed: the gap then counts toward the next
+ * event, a slight overestimate of that one sample.
+ */
 function eventsEnding(chunk: Buffer): number {
   let n = 0;
   for (let at = chunk.indexOf(LF); at >= 0 && at + 1 < chunk.length; at = chunk.indexOf(LF, at + 1)) if (chunk[at + 1] === LF) n++;

@@ -152,6 +152,18 @@ describe('a fleet set up wrong', () => {
   });
 });
 
+describe('KV events over HTTP for a rank the config does not know', () => {
+  it('are refused with 400 and the worker is a mismatch naming the rank', async () => {
+    const mocks = await startMocks({ blockSize: 16, publish: false });
+    const r = await fleet(mocks, { models: [{ name: MODEL, tokenizer: 'bytes', block_size: 16 }], workers: [{ id: 'h', url: mocks.fleet.urls[0]!, model: MODEL, kv_events: { source: 'http' } }] });
+    const res = await post(`${r.url}/router/kv-events`, { worker_id: 'h', dp_rank: 2, events: [] });
+    expect(res.status).toBe(400);
+    const w = await rankOf(r.url, 'h');
+    expect(w.verdict).toBe('mismatch');
+    expect(w.causes.find((c) => c.cause === 'unknown_rank')!.detail).toContain('dp_rank 2 arrived on a worker with ranks 0..0');
+  });
+});
+
 describe('GET /router/diagnose with an admin token', () => {
   it('answers 401 without the token and the report with it', async () => {
     const mocks = await startMocks({ blockSize: 16 });

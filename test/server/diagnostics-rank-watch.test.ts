@@ -19,7 +19,7 @@ const causes = (w: RankWatch, now: number) => w.findings(now).map((f) => f.cause
 
 describe('silent', () => {
   it('holds once a request sent since the last event has waited silent_after_ms, and an event ends it', () => {
-    const w = new RankWatch(0, 1, true, settings);
+    const w = new RankWatch('w', 0, 1, true, settings);
     expect(causes(w, 5000)).toEqual([]);
     w.sent(100);
     w.sent(600);
@@ -31,7 +31,7 @@ describe('silent', () => {
   });
 
   it('never holds for a worker configured without KV events (approximate mode)', () => {
-    const w = new RankWatch(0, 1, false, settings);
+    const w = new RankWatch('w', 0, 1, false, settings);
     w.sent(0);
     expect(causes(w, 60_000)).toEqual([]);
   });
@@ -39,7 +39,7 @@ describe('silent', () => {
 
 describe('block size', () => {
   it('holds while the engine stores blocks of another size, and names both sizes', () => {
-    const w = new RankWatch(0, 1, true, settings);
+    const w = new RankWatch('w', 0, 1, true, settings);
     w.batch(batch([stored([1, 2, 3, 4, 5, 6, 7, 8], { blockSize: 8 })]), 0, local);
     const [f] = w.findings(0);
     expect(f!.cause).toBe('block_size');
@@ -54,16 +54,26 @@ describe('block size', () => {
 
 describe('unknown rank', () => {
   it('tells a rank published on another rank\'s endpoint from a rank the worker does not have', () => {
-    const two = new RankWatch(0, 2, true, settings);
+    const two = new RankWatch('w', 0, 2, true, settings);
     two.batch(batch([], 1), 0, local);
     expect(two.findings(0)[0]!.detail).toContain('dp_rank 1 arrived on the endpoint of rank 0');
-    const one = new RankWatch(0, 1, true, settings);
+    const one = new RankWatch('w', 0, 1, true, settings);
     one.batch(batch([], 3), 0, local);
     expect(one.findings(0)[0]!.detail).toContain('dp_rank 3 arrived on a worker with ranks 0..0');
   });
 
+  it('after a foreign batch, holds while the last batch was foreign or for silent_after_ms', () => {
+    const w = new RankWatch('w', 0, 2, true, settings);
+    w.batch(batch([], 1), 0, local);
+    w.batch(batch([], 0), 10, local);
+    expect(causes(w, 999)).toEqual(['unknown_rank']);
+    expect(causes(w, 1000)).toEqual([]);
+    w.foreign(5, 2000);
+    expect(w.findings(2500)[0]!.detail).toContain('2 batch(es) stamped dp_rank 5 arrived on a worker with ranks 0..1');
+  });
+
   it('does not hold for batches without a dp_rank or with this rank', () => {
-    const w = new RankWatch(1, 2, true, settings);
+    const w = new RankWatch('w', 1, 2, true, settings);
     w.batch(batch([], null), 0, local);
     w.batch(batch([], 1), 0, local);
     expect(causes(w, 0)).toEqual([]);
@@ -72,7 +82,7 @@ describe('unknown rank', () => {
 
 describe('stale', () => {
   it('holds for silent_after_ms after a stale report, and the rank holds no blocks from then', () => {
-    const w = new RankWatch(0, 1, true, settings);
+    const w = new RankWatch('w', 0, 1, true, settings);
     w.batch(batch([stored([1, 2, 3, 4, 5, 6, 7, 8])]), 0, local);
     expect(w.blocksHeld).toBe(2);
     w.stale(100);
@@ -85,7 +95,7 @@ describe('stale', () => {
 
 describe('blocks held', () => {
   it('adds device stores, takes device removals (never below 0), ignores other tiers, and clears', () => {
-    const w = new RankWatch(0, 1, true, settings);
+    const w = new RankWatch('w', 0, 1, true, settings);
     w.batch(batch([stored(Array.from({ length: 12 }, (_, i) => i)), stored([1, 2, 3, 4], { medium: 'CPU' })]), 0, local);
     expect(w.blocksHeld).toBe(3);
     w.batch(batch([{ type: 'removed', blockHashes: [1n], medium: 'GPU' }, { type: 'removed', blockHashes: [2n, 3n], medium: 'cpu' }]), 1, local);
@@ -120,7 +130,7 @@ describe('the routed digest', () => {
   });
 
   it('through a watch: the stored tokens are hashed at the model block size', () => {
-    const w = new RankWatch(0, 1, true, settings);
+    const w = new RankWatch('w', 0, 1, true, settings);
     for (let i = 0; i < MIN_ROUTED; i++) w.digest.routed(local([i, 1, 2, 3]));
     w.batch(batch([stored([2, 1, 2, 3])]), 0, local);
     expect(w.digest.confirmed).toBe(true);
