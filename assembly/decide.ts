@@ -1,8 +1,8 @@
 import { MULT_GROUP, MULT_NONE, allowListCount, allowedAt, buildAllowedMask, allowedColumn, constraintsBegin, constraintsEnd, groupAllowed } from './constraints';
-import { costBegin, costMatchesConfigured } from './cost/kind';
+import { costBegin, costBookedDepth, costMatchesConfigured } from './cost/kind';
 import { NIL, grownCapacity, regrow } from './grow';
 import { hashLocalPtr, hashPrompt, hashSequencePtr } from './block-hash';
-import { depthOf, ledgerProject } from './ledger/projection';
+import { depthOf, heldOf, ledgerProject } from './ledger/projection';
 import { ledgerAdd } from './ledger/requests';
 import { groupOf, isRouted, rowCount } from './ledger/rows';
 import { viewFind } from './ledger/views';
@@ -53,6 +53,8 @@ import { scanDecide, scanEligibility, selectLastCost } from './select';
 //   +148 matchSlots       u32  in   where the matches' slots are: the index's output (decideMatch,
 //                                   FLAG_FIND) or the host's (decideUseMatches)
 //   +152 matchDepths      u32  in   where their depths are
+//   +156 cachedBlocks     u32  out  the prefix the cost takes as cached on the picked worker, in
+//                                   blocks (cost/kind.ts costBookedDepth): what a booking books
 // The counts of the decision are at selectCountsPtr() (select.ts).
 
 export const FLAG_FIND: u32 = 1;
@@ -219,11 +221,14 @@ export function decideRun(): i32 {
   setU32(120, <u32>slot);
   if (slot < 0) {
     setU32(124, 0);
+    setU32(156, 0);
     return slot;
   }
   const depth = depthOf(<u32>slot);
+  const cachedBlocks = costBookedDepth(kind, depth, heldOf(<u32>slot));
   setU32(124, depth);
-  if (flags & FLAG_BOOK) book(<u32>slot, depth, promptTokens, blockSize, seqPtr, blocks);
+  setU32(156, cachedBlocks);
+  if (flags & FLAG_BOOK) book(<u32>slot, cachedBlocks, promptTokens, blockSize, seqPtr, blocks);
   return slot;
 }
 

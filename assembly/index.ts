@@ -32,11 +32,12 @@ export {
   ledgerSetAvailable,
   ledgerSetGroup,
   ledgerSetRouted,
+  ledgerSetSpeed,
   ledgerRemoveWorker,
 } from './ledger/fleet';
 export { ledgerAdd, ledgerPrefillComplete, ledgerFree, ledgerSweep, ledgerDroppedPtr, ledgerLiveRequests, ledgerActiveHashes } from './ledger/requests';
 export { ledgerProject, ledgerProjectColumns } from './ledger/projection';
-export { ledgerConfigureCost, ledgerOpenView, ledgerCloseView } from './ledger/views';
+export { ledgerConfigureCost, ledgerOpenView, ledgerCloseView, ledgerViewMembers, ledgerViewHolds } from './ledger/views';
 export { ledgerReserveInput, ledgerInputSeqPtr, ledgerInputSlotsPtr, ledgerInputDepthsPtr } from './ledger/staging';
 export {
   selectReserveAllowed,
@@ -54,6 +55,7 @@ export {
   selectLastCost,
   selectEligibility,
   selectCost,
+  selectCostKind,
   selectPick,
 } from './select';
 export { selectDecide, selectLastPath } from './select-fast';

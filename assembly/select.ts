@@ -316,7 +316,12 @@ export function selectEligibility(allowedCount: i32, prefillTokens: f64, prefill
  * block size > 0.
  */
 export function selectCost(overlapCredit: f64, prefillLoadScale: f64, activeRequestWeight: f64, multipliers: u32): void {
-  beginStepCost(overlapCredit, prefillLoadScale, activeRequestWeight);
+  selectCostKind(COST_KV, overlapCredit, prefillLoadScale, activeRequestWeight, multipliers);
+}
+
+/** selectCost under any cost kind (cost/kind.ts), with that kind's two weights. */
+export function selectCostKind(kind: u32, overlapCredit: f64, first: f64, second: f64, multipliers: u32): void {
+  costBegin(kind, first, second, overlapCredit, ledgerProjectedBlockSize(), ledgerProjectedPromptTokens(), ledgerProjectedSeqCount());
   setMultiplierSource(multipliers);
   scanCost();
 }

@@ -16,6 +16,7 @@ import { VirtualClock } from '../router/clock.js';
 import { RouterError } from '../router/errors.js';
 import type { KvEventBatch } from '../router/kv-events.js';
 import { Partition, plainFields, type RequestFields } from '../router/partition.js';
+import { createSelectionPolicy } from '../router/plugins/selection/index.js';
 import type { BusyThresholds } from '../router/scheduler/contracts.js';
 import type { WorkerKey } from '../bindings/workers.js';
 import type { BenchSuite, Figure } from './figures.js';
@@ -54,10 +55,13 @@ interface FleetOptions {
   taints?: boolean;
   /** No load and no cached prefixes. */
   idle?: boolean;
+  /** The selection policy (default kv, the figures' reference; ttft for its own figures). */
+  policy?: 'kv' | 'ttft';
 }
 
-function buildFleet(workers: number, { kernels, taints = false, idle = false }: FleetOptions): Partition {
-  const p = new Partition({ model: 'bench', blockSize: BLOCK, clock: new VirtualClock(0), seed: 1, kernels, fastPathBusy: BUSY });
+function buildFleet(workers: number, { kernels, taints = false, idle = false, policy = 'kv' }: FleetOptions): Partition {
+  const selection = createSelectionPolicy(policy, {});
+  const p = new Partition({ model: 'bench', blockSize: BLOCK, clock: new VirtualClock(0), seed: 1, kernels, fastPathBusy: BUSY, policy: selection });
   const holders16 = Math.max(1, Math.floor(workers / 10));
   const holders64 = Math.max(1, Math.floor(holders16 / 100));
   for (let w = 0; w < workers; w++) {
@@ -125,6 +129,18 @@ export const decisionSuite: BenchSuite = {
       figures.push({ key: `select_p50_us_${label}_workers`, value: round(percentile(alone, 50), 2), unit: 'us', goal: workers === 10_000 ? '<= 15' : undefined, note: how });
       if (workers === 10_000) {
         figures.push({ key: 'select_p99_us_10k_workers', value: round(percentile(alone, 99), 2), unit: 'us', goal: '<= 40' });
+        // The ttft cost on the same fleet, and side by side with kv (the ratio is what to read on a busy machine).
+        const ttft = buildFleet(workers, { kernels: 'wasm', policy: 'ttft' });
+        const ttftAlone = measure(decide(ttft), samples);
+        figures.push({ key: 'select_p50_us_10k_workers_ttft', value: round(percentile(ttftAlone, 50), 2), unit: 'us', goal: '<= 15', note: `${how}, by the ttft cost` });
+        const [byKv, byTtft] = sideBySide(decide(wasm), decide(ttft), paired * 20);
+        figures.push({
+          key: 'select_ttft_over_kv_10k_workers',
+          value: round(percentile(byTtft, 50) / percentile(byKv, 50), 2),
+          unit: 'x',
+          goal: '<= 1.1',
+          note: 'ttft p50 / kv p50, the same decisions side by side',
+        });
         const prepared = wasm.prepare(fields(), promptTokens);
         const choose = measure(() => {
           if (RouterError.is(wasm.choose(prepared, null, BUSY))) throw new Error('no worker');

@@ -15,6 +15,7 @@ import type { BlockHasher } from './block-hasher.js';
 import type { Core, CoreExports } from './core.js';
 import {
   NO_CONSTRAINTS,
+  coreWeights,
   type Decision,
   type DecisionConstraints,
   type DecisionCost,
@@ -24,7 +25,7 @@ import {
 } from './decision-contract.js';
 import type { LoadTable } from './load-table.js';
 import type { MatchResult } from './prefix-index-api.js';
-import { busyLimits, checkCount, checkFinite, checkTemperature, costWeights, duplicateRequest, type BusyThresholds, type EligibilityCounts } from './selection-contract.js';
+import { busyLimits, checkCount, checkFinite, checkTemperature, duplicateRequest, type BusyThresholds, type EligibilityCounts } from './selection-contract.js';
 import { HashSlab } from './hash-slab.js';
 import { Multipliers, type Selector } from './selector.js';
 
@@ -44,7 +45,7 @@ interface DecideExports {
   selectGroupAllowedPtr(): number;
   selectGroupMultiplierPtr(): number;
   selectCountsPtr(): number;
-  selectCost(overlapCredit: number, prefillLoadScale: number, activeRequestWeight: number, multipliers: number): void;
+  selectCostKind(kind: number, overlapCredit: number, first: number, second: number, multipliers: number): void;
   selectPick(temperature: number): number;
   ledgerSetRouted(slot: number, routed: number): number;
 }
@@ -69,6 +70,7 @@ const U = {
   bestDepth: 34,
   routed: 35,
   partial: 36,
+  cachedBlocks: 39,
 } as const;
 const FLAG_FIND = 1;
 const FLAG_BOOK = 2;
@@ -126,6 +128,7 @@ export class Decider implements DecisionKernel {
   private readonly core: Core;
   private readonly ex: DecideExports & HashExports & CoreExports;
   private readonly ledger: LoadTable;
+  private readonly selector: Selector;
   private readonly block: number;
   private blockViews: BlockViews = { f64: new Float64Array(0), u32: new Uint32Array(0), counts: new Uint32Array(0) };
   private readonly hashes: Residency = { local: null, epoch: -1 };
@@ -142,6 +145,7 @@ export class Decider implements DecisionKernel {
   private readonly output: { ptr: number; view: BigUint64Array } = { ptr: 0, view: new BigUint64Array(0) };
   // The last cost and busy thresholds seen, checked and converted once per object.
   private checkedCost: DecisionCost | null = null;
+  private weights: readonly [number, number, number] = [1, 1, 0];
   /** The cost the ledger's keys were last configured for by this Decider. */
   private keyedFor: DecisionCost | null = null;
   private readonly limitsOf = new WeakMap<BusyThresholds, readonly [number, number, number]>();
@@ -161,6 +165,7 @@ export class Decider implements DecisionKernel {
     this.core.claim('decide');
     this.blockSize = options.blockSize;
     this.ledger = options.ledger;
+    this.selector = options.selector;
     this.ex = this.core.kernel<DecideExports & HashExports>();
     this.block = this.ex.decideBlock() >>> 0;
     this.matcher = options.matcher ?? null;
@@ -223,9 +228,9 @@ export class Decider implements DecisionKernel {
   }
 
   pickEligible(request: DecisionRequest): number {
-    const { overlapCredit, prefillLoadScale, activeRequestWeight, temperature } = request.cost;
-    this.ex.selectCost(overlapCredit, prefillLoadScale, activeRequestWeight, request.constraints.groups ? Multipliers.group : Multipliers.none);
-    return this.ex.selectPick(temperature);
+    const [credit, first, second] = this.weightsOf(request.cost);
+    this.ex.selectCostKind(request.cost.kind, credit, first, second, request.constraints.groups ? Multipliers.group : Multipliers.none);
+    return this.ex.selectPick(request.cost.temperature);
   }
 
   setRouted(slot: number, routed: boolean): void {
@@ -238,11 +243,31 @@ export class Decider implements DecisionKernel {
     this.ledger.openLimits(this.limits(busy));
   }
 
+  headroom(busy: BusyThresholds): number {
+    // A ledger without a configured cost keeps no views: count by a pass.
+    return this.ledger.members(this.limits(busy)) ?? this.selector.eligibility({ busy }).eligible;
+  }
+
+  standing(busy: BusyThresholds, slot: number): boolean {
+    return this.ledger.holds(this.limits(busy), slot) ?? this.selector.eligibility({ busy, allowedSlots: [slot] }).eligible > 0;
+  }
+
   /** The ledger keeps its keys under this cost (configured again only when the cost object changes). */
   private keyFor(cost: DecisionCost): void {
     if (cost === this.keyedFor) return;
-    this.ledger.configureCost({ kind: cost.kind, scale: cost.prefillLoadScale, weight: cost.activeRequestWeight, blockSize: this.blockSize });
+    const [, scale, weight] = this.weightsOf(cost);
+    this.ledger.configureCost({ kind: cost.kind, scale, weight, blockSize: this.blockSize });
     this.keyedFor = cost;
+  }
+
+  /** The cost's weights as the core takes them, checked once per cost object. */
+  private weightsOf(cost: DecisionCost): readonly [number, number, number] {
+    if (cost !== this.checkedCost) {
+      checkTemperature(cost.temperature);
+      this.weights = coreWeights(cost);
+      this.checkedCost = cost;
+    }
+    return this.weights;
   }
 
   /**
@@ -279,11 +304,7 @@ export class Decider implements DecisionKernel {
   private stageRequest(request: DecisionRequest, fastPath: boolean): number {
     const { cost, prompt } = request;
     checkCount('promptTokens', request.promptTokens);
-    if (cost !== this.checkedCost) {
-      checkTemperature(cost.temperature);
-      costWeights(cost);
-      this.checkedCost = cost;
-    }
+    const [credit, scale, weight] = this.weightsOf(cost);
     const limits = this.limits(request.busy);
     if (fastPath) {
       this.keyFor(cost);
@@ -298,13 +319,13 @@ export class Decider implements DecisionKernel {
     this.stageConstraints(request.constraints ?? NO_CONSTRAINTS);
     const { f64, u32 } = this.views();
     f64[F.promptTokens] = request.promptTokens;
-    f64[F.credit] = cost.overlapCredit;
+    f64[F.credit] = credit;
     f64[F.temperature] = cost.temperature;
     f64[F.prefillTokens] = limits[0];
     f64[F.prefillFraction] = limits[1];
     f64[F.decodeFraction] = limits[2];
-    f64[F.scale] = cost.prefillLoadScale;
-    f64[F.weight] = cost.activeRequestWeight;
+    f64[F.scale] = scale;
+    f64[F.weight] = weight;
     u32[U.blockSize] = this.blockSize;
     u32[U.kind] = cost.kind;
     u32[U.matches] = this.matches.count;
@@ -416,6 +437,7 @@ export class Decider implements DecisionKernel {
       slot,
       cost: f64[F.cost]!,
       overlapBlocks: slot >= 0 ? u32[U.overlap]! : 0,
+      cachedBlocks: slot >= 0 ? u32[U.cachedBlocks]! : 0,
       counts: this.readCounts(),
       path: u32[U.path] === PATH_FAST ? 'fast' : 'scan',
       routed,
@@ -436,7 +458,7 @@ export class Decider implements DecisionKernel {
     if (this.blockViews.u32.length === 0) {
       this.blockViews = {
         f64: this.core.f64(this.block, 18),
-        u32: this.core.u32(this.block, 38),
+        u32: this.core.u32(this.block, 40),
         counts: this.core.u32(this.ex.selectCountsPtr() >>> 0, 5),
       };
     }

@@ -4,7 +4,7 @@
 // picks a worker under the request's constraints and books it. Constraints
 // arrive as slot sets and per-taint-group tables the caller keeps up to date
 // (router/partition/), never as per-worker arrays built per request.
-import type { BusyThresholds, EligibilityCounts, SelectionPath } from './selection-contract.js';
+import { checkFinite, costWeights, type BusyThresholds, type EligibilityCounts, type SelectionPath } from './selection-contract.js';
 
 /** A prompt's local and chained sequence hashes. */
 export interface PromptHashes {
@@ -32,16 +32,44 @@ export interface DecisionConstraints {
 export const NO_CONSTRAINTS: DecisionConstraints = Object.freeze({ slots: null, excluded: null, groups: null });
 
 /** Cost kinds of the core (assembly/cost/kind.ts). */
-export const CostKind = { kv: 0 } as const;
+export const CostKind = { kv: 0, ttft: 1 } as const;
 
-/** The cost a decision minimises and its picker's temperature (checked once per object). */
-export interface DecisionCost {
-  readonly kind: number;
+/** The kv cost (assembly/cost/kv.ts). */
+export interface KvDecisionCost {
+  readonly kind: typeof CostKind.kv;
   readonly overlapCredit: number;
   readonly prefillLoadScale: number;
   readonly activeRequestWeight: number;
   /** 0 takes the cheapest (ties uniformly); T > 0 samples a softmax over normalised costs. */
   readonly temperature: number;
+}
+
+/** The ttft cost (assembly/cost/ttft.ts): predicted time to first token, with the workers' speeds from the ledger. */
+export interface TtftDecisionCost {
+  readonly kind: typeof CostKind.ttft;
+  /** kappa: how much more an uncached token weighs per engine step of the fleet's queued prefill. */
+  readonly reuseWeight: number;
+  /** Tokens of queued prefill one decoding request counts as. */
+  readonly decodeWeight: number;
+  readonly temperature: number;
+}
+
+/** The cost a decision minimises and its picker's temperature (checked once per object). */
+export type DecisionCost = KvDecisionCost | TtftDecisionCost;
+
+/**
+ * A cost's weights as the core takes them (its decision block and cost
+ * configuration): [overlap credit, first weight, second weight]. Throws on a
+ * weight out of range.
+ */
+export function coreWeights(cost: DecisionCost): [credit: number, first: number, second: number] {
+  if (cost.kind === CostKind.ttft) {
+    checkFinite('cost.reuseWeight', cost.reuseWeight);
+    checkFinite('cost.decodeWeight', cost.decodeWeight);
+    return [1, cost.reuseWeight, cost.decodeWeight];
+  }
+  if (cost.kind !== CostKind.kv) throw new RangeError(`cost.kind must be one of ${Object.values(CostKind).join(', ')}, got ${String((cost as { kind: unknown }).kind)}`);
+  return costWeights(cost);
 }
 
 export interface DecisionRequest {
@@ -67,6 +95,12 @@ export interface Decision {
   readonly cost: number;
   /** Its cached prefix depth, in blocks. */
   readonly overlapBlocks: number;
+  /**
+   * The prefix the cost takes as cached there, in blocks, and a booking books
+   * as such: the overlap; for the ttft cost, at least the prompt blocks the
+   * worker's active requests hold (assembly/cost/kind.ts).
+   */
+  readonly cachedBlocks: number;
   readonly counts: EligibilityCounts;
   readonly path: SelectionPath;
   /** The booking recorded the prompt in the index as routed there (a worker without KV events). */
@@ -95,4 +129,12 @@ export interface DecisionKernel {
    * thresholds (a decision opens its own otherwise, O(rows) the first time).
    */
   openView(cost: DecisionCost, busy: BusyThresholds | null): void;
+  /**
+   * Workers available and not busy under `busy`: what an unconstrained
+   * decision with these thresholds counts eligible. From the fast path's
+   * running count where the ledger keeps one (O(1)), by one pass otherwise.
+   */
+  headroom(busy: BusyThresholds): number;
+  /** Whether the worker at `slot` is available and not busy under `busy` (O(1) where headroom is). */
+  standing(busy: BusyThresholds, slot: number): boolean;
 }

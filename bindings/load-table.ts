@@ -13,6 +13,7 @@ import {
   checkCount,
   checkProjection,
   checkRequestId,
+  checkSpeed,
   checkSweep,
   checkWorkerSlot,
   DEFAULT_SWEEP_AGE_MS,
@@ -24,6 +25,7 @@ import {
   type ProjectionRequest,
   type SeqHashes,
   type WorkerCapacity,
+  type WorkerSpeed,
 } from './selection-contract.js';
 import { WorkerSlots } from './workers.js';
 
@@ -35,6 +37,7 @@ export interface LedgerExports {
   ledgerSetAvailable(slot: number, available: number): number;
   ledgerSetGroup(slot: number, group: number): number;
   ledgerSetRouted(slot: number, routed: number): number;
+  ledgerSetSpeed(slot: number, baseMs: number, msPerToken: number): number;
   ledgerRemoveWorker(slot: number): number;
   ledgerAdd(worker: number, seqPtr: number, seqCount: number, prefillTokens: number, now: number): number;
   ledgerPrefillComplete(handle: number): number;
@@ -56,13 +59,15 @@ export interface LedgerExports {
   ledgerConfigureCost(kind: number, scale: number, weight: number, blockSize: number): void;
   ledgerOpenView(prefillTokens: number, prefillFraction: number, decodeFraction: number): number;
   ledgerCloseView(view: number): void;
+  ledgerViewMembers(prefillTokens: number, prefillFraction: number, decodeFraction: number): number;
+  ledgerViewHolds(prefillTokens: number, prefillFraction: number, decodeFraction: number, slot: number): number;
   ledgerReserveInput(seqCount: number, overlapCount: number): void;
   ledgerInputSeqPtr(): number;
   ledgerInputSlotsPtr(): number;
   ledgerInputDepthsPtr(): number;
 }
 
-/** Column ids of assembly/load-table.ts. */
+/** Column ids of assembly/ledger/rows.ts and assembly/ledger/projection.ts. */
 const Col = {
   Present: 0,
   Available: 1,
@@ -74,6 +79,9 @@ const Col = {
   Overlap: 7,
   PotentialPrefill: 8,
   PotentialDecode: 9,
+  Decoding: 14,
+  SpeedBase: 15,
+  SpeedToken: 16,
 } as const;
 
 const NO_HANDLE = 0xffffffff;
@@ -82,7 +90,7 @@ const MAX_VIEWS = 8;
 
 /** The cost the ledger keeps keys under (assembly/cost/kind.ts). */
 export interface KeyedCost {
-  /** Cost kind: 0 = kv. */
+  /** Cost kind (assembly/cost/kind.ts): 0 = kv, 1 = ttft. */
   kind: number;
   scale: number;
   weight: number;
@@ -177,6 +185,13 @@ export class LoadTable implements LoadLedger {
     checkCount('group', group);
     if (!this.ex.ledgerSetGroup(slot, group)) throw notInLedger(slot);
     this.changes++;
+  }
+
+  setSpeed(slot: number, speed: WorkerSpeed): void {
+    checkCount('slot', slot);
+    checkSpeed(speed);
+    if (!this.ex.ledgerSetSpeed(slot, speed.baseMs, speed.msPerToken)) throw notInLedger(slot);
+    this.loadChanged();
   }
 
   /** Whether a fused booking on this worker records its blocks in the index as routed (it publishes no KV events). */
@@ -316,6 +331,26 @@ export class LoadTable implements LoadLedger {
     this.openViews.push({ id, limits: [limits[0], limits[1], limits[2]], lastUse: now });
   }
 
+  /**
+   * Workers available and not busy under these thresholds, counted by their
+   * view as load changes (the view is opened when it is not); undefined before
+   * configureCost. O(1) while the view stays open.
+   */
+  members(limits: readonly [number, number, number]): number | undefined {
+    if (!this.keyed) return undefined;
+    this.openLimits(limits);
+    const members = this.ex.ledgerViewMembers(limits[0], limits[1], limits[2]);
+    return members < 0 ? undefined : members;
+  }
+
+  /** Whether the worker at `slot` is available and not busy under these thresholds, from their view; undefined before configureCost. */
+  holds(limits: readonly [number, number, number], slot: number): boolean | undefined {
+    if (!this.keyed) return undefined;
+    this.openLimits(limits);
+    const held = this.ex.ledgerViewHolds(limits[0], limits[1], limits[2], slot);
+    return held < 0 ? undefined : held === 1;
+  }
+
   private loadChanged(): void {
     this.loadVersion++;
     this.changes++;
@@ -360,6 +395,9 @@ export class LoadTable implements LoadLedger {
       activePrefillTokens: c.f64(col(Col.ActivePrefill), rows),
       activeDecodeBlocks: c.u32(col(Col.ActiveDecode), rows),
       activeRequests: c.u32(col(Col.ActiveRequests), rows),
+      decodingRequests: c.u32(col(Col.Decoding), rows),
+      speedBaseMs: c.f64(col(Col.SpeedBase), rows),
+      speedMsPerToken: c.f64(col(Col.SpeedToken), rows),
     };
     this.proj = {
       overlapBlocks: c.u32(col(Col.Overlap), rows),

@@ -24,7 +24,26 @@ export interface LedgerColumns {
   /** Distinct sequence hashes among the worker's active requests. */
   activeDecodeBlocks: Uint32Array;
   activeRequests: Uint32Array;
+  /** Of the active requests, those past their first token. */
+  decodingRequests: Uint32Array;
+  /** The worker's speed (setSpeed): the fixed part of a time to first token, ms. */
+  speedBaseMs: Float64Array;
+  /** ms per prefill token. */
+  speedMsPerToken: Float64Array;
 }
+
+/**
+ * How fast a worker prefills, as the ttft cost reads it: its time to first
+ * token for Q tokens of prefill ahead (its own included) is about
+ * baseMs + msPerToken x Q.
+ */
+export interface WorkerSpeed {
+  baseMs: number;
+  msPerToken: number;
+}
+
+/** What a worker's speed is until it is set: one token per ms, nothing fixed. */
+export const UNIT_SPEED: Readonly<WorkerSpeed> = Object.freeze({ baseMs: 0, msPerToken: 1 });
 
 /**
  * The last projection, indexed by slot. Views: valid until the next call on the
@@ -74,6 +93,8 @@ export interface LoadLedger {
    * same set of taints, numbered by the caller (every worker starts in 0).
    */
   setGroup(slot: number, group: number): void;
+  /** The worker's speed for the ttft cost (UNIT_SPEED until set). */
+  setSpeed(slot: number, speed: WorkerSpeed): void;
   /** Drops the worker's requests and row; returns the dropped request ids (order unspecified). */
   removeWorker(slot: number): string[];
   has(requestId: string): boolean;
@@ -104,6 +125,13 @@ export interface BusyThresholds {
   prefillFraction?: number;
   /** Busy when active decode blocks / total blocks > this, in [0, 1]. */
   decodeFraction?: number;
+  /**
+   * Busy when the request's predicted time to first token on the worker it
+   * would go to exceeds this (ms), and waiting could bring it under: judged
+   * by the router from the learned speeds (router/partition/speeds.ts) at
+   * admission, not by the core's per-worker eligibility.
+   */
+  ttftMs?: number;
 }
 
 export interface CostWeights {
@@ -284,6 +312,13 @@ export function checkCapacity(capacity: WorkerCapacity): void {
   if (typeof capacity !== 'object' || capacity === null) throw new TypeError('capacity must be an object');
   checkCount('capacity.totalBlocks', capacity.totalBlocks);
   checkCount('capacity.maxBatchedTokens', capacity.maxBatchedTokens);
+}
+
+export function checkSpeed(speed: WorkerSpeed): void {
+  if (typeof speed !== 'object' || speed === null) throw new TypeError('speed must be an object');
+  checkFinite('speed.baseMs', speed.baseMs);
+  checkFinite('speed.msPerToken', speed.msPerToken);
+  if (speed.msPerToken === 0) throw new RangeError('speed.msPerToken must be > 0, got 0');
 }
 
 export function notInLedger(slot: number): RangeError {

@@ -8,7 +8,7 @@ import { RouterError } from './errors.js';
 import type { KvEventBatch } from './kv-events.js';
 import { ObservedPlacement, type RouteListener } from './observed-placement.js';
 import { Partition, type Explanation, type RequestFields, type RoutedRequest, type WorkerSpec } from './partition.js';
-import { defaultCostPolicy } from './plugins/selection/default-cost.js';
+import { ttftPolicy } from './plugins/selection/ttft.js';
 import type { Admission, BusyThresholds, PolicyClass, RequestClassifier } from './scheduler/contracts.js';
 import { Scheduler, type DispatchHandlers } from './scheduler/scheduler.js';
 import type { SelectionPolicy } from './selection/contracts.js';
@@ -92,7 +92,7 @@ export class ModelRoute {
       model: options.model,
       blockSize: options.blockSize,
       clock: options.clock,
-      policy: options.policy ?? defaultCostPolicy(),
+      policy: options.policy ?? ttftPolicy(),
       seed: options.seed,
       routedTtlMs: options.routedTtlMs,
       maxRoutedBlocks: options.maxRoutedBlocks,

@@ -53,8 +53,20 @@ export class ObservedPlacement implements Placement<RoutedRequest> {
     return this.partition.rows(request, allowed, inputs);
   }
 
-  capacity(request: RoutedRequest, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null): CapacityVerdict {
-    return this.partition.capacity(request, allowed, busy);
+  capacity(request: RoutedRequest, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null, exclude: readonly WorkerKey[]): CapacityVerdict {
+    return this.partition.capacity(request, allowed, busy, exclude);
+  }
+
+  headroom(busy: BusyThresholds): number {
+    return this.partition.headroom(busy);
+  }
+
+  busyFor(worker: WorkerKey, busy: BusyThresholds): boolean {
+    return this.partition.busyFor(worker, busy);
+  }
+
+  constraintKey(request: RoutedRequest): string {
+    return this.partition.constraintKey(request);
   }
 
   workerCapacities(): readonly WorkerCapacity[] {

@@ -19,9 +19,10 @@ import { explainDecision } from './partition/explain.js';
 import { createKernels, type Kernels } from './partition/kernels.js';
 import { Pipeline } from './partition/pipeline.js';
 import { Prompts } from './partition/prompts.js';
+import { DEFAULT_SPEED_PRIOR, Speeds, type FleetSpeed, type LearnedSpeed } from './partition/speeds.js';
 import type { EventCounts, Explanation, PartitionOptions, RequestFields, RoutedRequest, WorkerSpec } from './partition/types.js';
 import { WorkerSet } from './partition/worker-set.js';
-import { defaultCostPolicy } from './plugins/selection/default-cost.js';
+import { ttftPolicy } from './plugins/selection/ttft.js';
 import type { Admission, CapacityVerdict, Placement, WorkerCapacity } from './scheduler/contracts.js';
 import { policyInputs, type SelectionPolicy } from './selection/contracts.js';
 import type { WorkerInputMask, WorkerRows } from './worker-inputs.js';
@@ -55,14 +56,21 @@ export class Partition implements Placement<RoutedRequest> {
   private readonly constraints: Constraints;
   private readonly pipeline: Pipeline;
   private readonly decisions: Decisions;
+  private readonly speeds: Speeds;
 
   constructor(options: PartitionOptions) {
     if (!Number.isInteger(options.blockSize) || options.blockSize <= 0) throw new RangeError(`block size must be a positive integer, got ${options.blockSize}`);
     this.model = options.model;
     this.blockSize = options.blockSize;
     this.clock = options.clock;
-    this.policy = options.policy ?? defaultCostPolicy();
-    this.set = new WorkerSet(this.model, this.blockSize);
+    this.policy = options.policy ?? ttftPolicy();
+    // Speed classes group workers only for a cost that charges each class its own speed.
+    const classed = this.policy.coreCost?.kind === 'ttft';
+    this.speeds = new Speeds(this.policy.speedPrior ?? DEFAULT_SPEED_PRIOR, (slot, speed, speedClass) => {
+      this.kernels.ledger.setSpeed(slot, speed);
+      if (classed) this.set.setSpeedClass(slot, speedClass, this.kernels.ledger);
+    });
+    this.set = new WorkerSet(this.model, this.blockSize, (speedClass) => this.speeds.classMultiplier(speedClass));
     this.workers = this.set.slots;
     this.kernels = createKernels({
       kernels: options.kernels ?? 'wasm',
@@ -91,6 +99,7 @@ export class Partition implements Placement<RoutedRequest> {
       cache: this.cache,
       constraints: this.constraints,
       pipeline: this.pipeline,
+      speeds: this.speeds,
     });
     this.configureFastPath(options.fastPathBusy ?? null);
   }
@@ -104,15 +113,22 @@ export class Partition implements Placement<RoutedRequest> {
   // ---- workers ----
 
   addWorker(spec: WorkerSpec): WorkerKey[] {
-    return this.set.add(spec, this.kernels.ledger, this.kernels.decider);
+    const keys = this.set.add(spec, this.kernels.ledger, this.kernels.decider);
+    for (const key of keys) this.speeds.add(this.workers.slotOf(key.id, key.rank)!);
+    return keys;
   }
 
   /** Forgets a worker; returns the ids of its requests still booked in the ledger. */
   removeWorker(id: string): string[] {
-    if (!this.set.has(id)) return [];
+    const meta = this.set.get(id);
+    if (!meta) return [];
     this.cache.removeWorker(id);
+    for (const slot of meta.slots) this.speeds.remove(slot);
     const dropped = this.set.remove(id, this.kernels.ledger);
-    for (const requestId of dropped) this.decisions.bookedAt.delete(requestId);
+    for (const requestId of dropped) {
+      this.decisions.bookedAt.delete(requestId);
+      this.speeds.forgetRequest(requestId);
+    }
     return dropped;
   }
 
@@ -168,10 +184,27 @@ export class Partition implements Placement<RoutedRequest> {
     return this.pipeline.rows(request, this.decisions.request(request, constraints, null, false), inputs);
   }
 
-  capacity(request: RoutedRequest, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null): CapacityVerdict {
+  capacity(request: RoutedRequest, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null, exclude: readonly WorkerKey[] = []): CapacityVerdict {
     // The same decision admission would make, kept for it, so the capacity
     // check and selection can never disagree.
-    return this.decisions.capacity(request, allowed, busy);
+    return this.decisions.capacity(request, allowed, busy, exclude);
+  }
+
+  /** Live workers not busy under `busy`, from the ledger's running count for the class's thresholds. */
+  headroom(busy: BusyThresholds): number {
+    return this.kernels.decider.headroom(busy);
+  }
+
+  /** Whether the worker takes new requests and is busy under `busy`, from the ledger's view for those thresholds. */
+  busyFor(worker: WorkerKey, busy: BusyThresholds): boolean {
+    const slot = this.workers.slotOf(worker.id, worker.rank);
+    if (slot === undefined || !this.set.serves(worker.id)) return false;
+    return !this.kernels.decider.standing(busy, slot);
+  }
+
+  /** Required taints narrow a request's workers beyond its allowed set and pin. */
+  constraintKey(request: RoutedRequest): string {
+    return request.requiredTaints.join('\n');
   }
 
   admit(
@@ -208,11 +241,29 @@ export class Partition implements Placement<RoutedRequest> {
 
   firstToken(requestId: string): void {
     this.kernels.ledger.prefillComplete(requestId);
+    this.speeds.firstToken(requestId, this.clock.now());
   }
 
   release(requestId: string): void {
     this.kernels.ledger.free(requestId);
     this.decisions.bookedAt.delete(requestId);
+    this.speeds.forgetRequest(requestId);
+  }
+
+  /** What the router has learned of every worker rank's prefill speed, and of the fleet's. */
+  learnedSpeeds(): { workers: ({ worker: string } & LearnedSpeed)[]; fleet: FleetSpeed } {
+    const workers: ({ worker: string } & LearnedSpeed)[] = [];
+    for (const [slot, key] of this.workers.entries()) {
+      const learned = this.speeds.learned(slot);
+      if (learned) workers.push({ worker: workerLabel(key), ...learned });
+    }
+    return { workers, fleet: this.speeds.fleetSpeed() };
+  }
+
+  /** What the router has learned of a worker rank's prefill speed (undefined for an unknown worker). */
+  learnedSpeed(worker: WorkerKey): LearnedSpeed | undefined {
+    const slot = this.workers.slotOf(worker.id, worker.rank);
+    return slot === undefined ? undefined : this.speeds.learned(slot);
   }
 
   /**
@@ -246,6 +297,7 @@ export class Partition implements Placement<RoutedRequest> {
       workers: this.set,
       ledger,
       selector,
+      speeds: this.speeds,
     });
   }
 

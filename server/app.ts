@@ -4,7 +4,7 @@
 // everything Fastify and Node's HTTP parser refuse.
 import { maxHeaderSize, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
-import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { RouterError } from '../router/errors.js';
 import { registerDashboardRoutes } from './dashboard/route.js';
@@ -57,6 +57,8 @@ export function buildApp(rt: RouterRuntime, logger: Logger): FastifyInstance {
   const app = Fastify({
     loggerInstance: logger,
     logController: new LogController({ disableRequestLogging: !rt.config.requestLog }),
+    // Without request logging, a request's log is the app's own: no child logger per request.
+    ...(!rt.config.requestLog && { childLoggerFactory: (parent: FastifyBaseLogger) => parent }),
     bodyLimit: rt.config.limits.maxBodyBytes,
     // Requests on kept-alive connections during shutdown get the router's own 503.
     return503OnClosing: false,

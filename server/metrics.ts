@@ -2,9 +2,11 @@
 // the request path; everything the router already keeps (queues, ledger load,
 // KV-event counters, index size) is read from it at scrape time, so it costs
 // nothing per request and is never stale.
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { shardsFor } from '../bindings/prefix-index-sharded.js';
 import type { EventCounts } from '../router/partition.js';
+import type { BodyParser } from './request/body-parser.js';
+import { CounterFamily, HistogramFamily, type CounterSeries, type HistogramSeries } from './request-instruments.js';
 import { registerRouteMetrics } from './route-metrics.js';
 import type { KvSourceCounters } from './workers/kv-sources.js';
 import { FAILURE_KINDS, type FailureKind, type WorkerHealthView } from './workers/outliers.js';
@@ -14,6 +16,8 @@ import type { ModelRuntime } from './workers/model-runtime.js';
 export interface MetricsSource {
   models(): Iterable<ModelRuntime>;
   workers(): Iterable<WorkerHandle>;
+  /** The parser of request bodies, with what it reused and keeps. */
+  bodies(): Pick<BodyParser, 'reuse' | 'keptBytes'>;
 }
 
 /** How a request ended, as counted in kvrouter_requests_total. */
@@ -48,76 +52,87 @@ const STREAM_EVENTS: readonly [string, keyof KvSourceCounters][] = [
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 const DECISION_BUCKETS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25];
 
-/** Per-model histogram children, resolved once (label lookups cost on every observe). */
+/** Per-model series, resolved once per model. */
 export interface ModelInstruments {
-  ttft: { observe(seconds: number): void };
-  latency: { observe(seconds: number): void };
-  decision: { observe(seconds: number): void };
-  queueWait: { observe(seconds: number): void };
-  promptTokens: { inc(n: number): void };
-  cachedTokens: { inc(n: number): void };
+  ttft: HistogramSeries;
+  latency: HistogramSeries;
+  decision: HistogramSeries;
+  queueWait: HistogramSeries;
+  promptTokens: CounterSeries;
+  cachedTokens: CounterSeries;
 }
 
 export class RouterMetrics {
   readonly registry = new Registry();
-  private readonly requests: Counter<'model' | 'worker' | 'code' | 'outcome'>;
-  private readonly rejections: Counter<'model' | 'code'>;
-  private readonly retries: Counter<'model' | 'worker'>;
-  private readonly ttft: Histogram<'model'>;
-  private readonly latency: Histogram<'model'>;
-  private readonly decision: Histogram<'model'>;
-  private readonly queueWait: Histogram<'model'>;
-  private readonly routedPrompt: Counter<'model'>;
-  private readonly routedCached: Counter<'model'>;
+  private readonly requests: CounterFamily;
+  private readonly rejections: CounterFamily;
+  private readonly retries: CounterFamily;
+  private readonly ttft: HistogramFamily;
+  private readonly latency: HistogramFamily;
+  private readonly decision: HistogramFamily;
+  private readonly queueWait: HistogramFamily;
+  private readonly routedPrompt: CounterFamily;
+  private readonly routedCached: CounterFamily;
   private readonly instruments = new Map<string, ModelInstruments>();
 
   constructor(source: MetricsSource) {
     const registers = [this.registry];
-    collectDefaultMetrics({ register: this.registry, prefix: 'kvrouter_process_' });
-    this.requests = new Counter({
-      name: 'kvrouter_requests_total',
-      help: 'Requests that ended, by model, worker (empty when none was chosen), HTTP status sent and outcome',
-      labelNames: ['model', 'worker', 'code', 'outcome'],
-      registers,
-    });
-    this.rejections = new Counter({ name: 'kvrouter_rejections_total', help: 'Requests the router refused, by error code', labelNames: ['model', 'code'], registers });
-    this.retries = new Counter({
-      name: 'kvrouter_upstream_retries_total',
-      help: 'Requests re-placed after a worker failed before the first byte, by the worker that failed',
-      labelNames: ['model', 'worker'],
-      registers,
-    });
-    this.ttft = new Histogram({ name: 'kvrouter_time_to_first_token_seconds', help: 'Arrival to the first response byte from the worker', labelNames: ['model'], buckets: LATENCY_BUCKETS, registers });
-    this.latency = new Histogram({ name: 'kvrouter_request_duration_seconds', help: 'Arrival to the end of the response', labelNames: ['model'], buckets: LATENCY_BUCKETS, registers });
-    this.decision = new Histogram({
-      name: 'kvrouter_routing_decision_seconds',
-      help: 'Router overhead before a request leaves or queues: body parse, tokenization, hashing, admission and selection',
-      labelNames: ['model'],
-      buckets: DECISION_BUCKETS,
-      registers,
-    });
-    this.queueWait = new Histogram({ name: 'kvrouter_queue_wait_seconds', help: 'Time from admission to dispatch (0 when not queued)', labelNames: ['model'], buckets: LATENCY_BUCKETS, registers });
-    this.routedPrompt = new Counter({ name: 'kvrouter_routed_prompt_tokens_total', help: 'Prompt tokens of dispatched requests', labelNames: ['model'], registers });
-    this.routedCached = new Counter({
-      name: 'kvrouter_routed_cached_tokens_total',
-      help: 'Prompt tokens the chosen worker was expected to hold in its KV cache',
-      labelNames: ['model'],
-      registers,
-    });
+    const r = this.registry;
+    collectDefaultMetrics({ register: r, prefix: 'kvrouter_process_' });
+    this.requests = new CounterFamily(
+      'kvrouter_requests_total',
+      'Requests that ended, by model, worker (empty when none was chosen), HTTP status sent and outcome',
+      ['model', 'worker', 'code', 'outcome'],
+      r,
+    );
+    this.rejections = new CounterFamily('kvrouter_rejections_total', 'Requests the router refused, by error code', ['model', 'code'], r);
+    this.retries = new CounterFamily('kvrouter_upstream_retries_total', 'Requests re-placed after a worker failed before the first byte, by the worker that failed', ['model', 'worker'], r);
+    this.ttft = new HistogramFamily('kvrouter_time_to_first_token_seconds', 'Arrival to the first response byte from the worker', 'model', LATENCY_BUCKETS, r);
+    this.latency = new HistogramFamily('kvrouter_request_duration_seconds', 'Arrival to the end of the response', 'model', LATENCY_BUCKETS, r);
+    this.decision = new HistogramFamily(
+      'kvrouter_routing_decision_seconds',
+      'Router overhead before a request leaves or queues: body parse, tokenization, hashing, admission and selection',
+      'model',
+      DECISION_BUCKETS,
+      r,
+    );
+    this.queueWait = new HistogramFamily('kvrouter_queue_wait_seconds', 'Time from admission to dispatch (0 when not queued)', 'model', LATENCY_BUCKETS, r);
+    this.routedPrompt = new CounterFamily('kvrouter_routed_prompt_tokens_total', 'Prompt tokens of dispatched requests', ['model'], r);
+    this.routedCached = new CounterFamily('kvrouter_routed_cached_tokens_total', 'Prompt tokens the chosen worker was expected to hold in its KV cache', ['model'], r);
     this.scrapeTimeMetrics(source, registers);
     registerRouteMetrics(source, registers);
+    const reuse = (name: string, help: string, read: (r: BodyParser['reuse']) => number) =>
+      new Counter({
+        name,
+        help,
+        registers,
+        collect() {
+          this.reset();
+          this.inc(read(source.bodies().reuse));
+        },
+      });
+    reuse('kvrouter_request_bodies_reused_total', 'Request bodies parsed from the kept parse of an earlier turn of their conversation (only the rest was parsed)', (r) => r.bodies);
+    reuse('kvrouter_request_body_reused_bytes_total', 'Bytes of request bodies taken from the kept parse of an earlier turn instead of parsed again', (r) => r.bytes);
+    new Gauge({
+      name: 'kvrouter_request_body_kept_bytes',
+      help: 'Bytes of chat bodies kept for the next turn of their conversation (at most limits.body_reuse_bytes)',
+      registers,
+      collect() {
+        this.set(source.bodies().keptBytes);
+      },
+    });
   }
 
   forModel(model: string): ModelInstruments {
     let found = this.instruments.get(model);
     if (!found) {
       found = {
-        ttft: this.ttft.labels(model),
-        latency: this.latency.labels(model),
-        decision: this.decision.labels(model),
-        queueWait: this.queueWait.labels(model),
-        promptTokens: this.routedPrompt.labels(model),
-        cachedTokens: this.routedCached.labels(model),
+        ttft: this.ttft.child(model),
+        latency: this.latency.child(model),
+        decision: this.decision.child(model),
+        queueWait: this.queueWait.child(model),
+        promptTokens: this.routedPrompt.child(model),
+        cachedTokens: this.routedCached.child(model),
       };
       this.instruments.set(model, found);
     }
@@ -125,15 +140,15 @@ export class RouterMetrics {
   }
 
   ended(model: string, worker: string, code: number, outcome: Outcome): void {
-    this.requests.labels(model, worker, String(code), outcome).inc();
+    this.requests.child(model, worker, String(code), outcome).inc();
   }
 
   rejected(model: string, code: string): void {
-    this.rejections.labels(model, code).inc();
+    this.rejections.child(model, code).inc();
   }
 
   retried(model: string, worker: string): void {
-    this.retries.labels(model, worker).inc();
+    this.retries.child(model, worker).inc();
   }
 
   async render(): Promise<{ contentType: string; body: string }> {
@@ -141,17 +156,15 @@ export class RouterMetrics {
   }
 
   private scrapeTimeMetrics(source: MetricsSource, registers: Registry[]): void {
-    const routed = { prompt: this.routedPrompt, cached: this.routedCached };
+    const instruments = this.instruments;
     new Gauge({
       name: 'kvrouter_cache_hit_ratio',
       help: 'Cached / prompt tokens over all dispatched requests since start',
       labelNames: ['model'],
       registers,
-      async collect() {
+      collect() {
         this.reset();
-        const prompt = sums(await routed.prompt.get());
-        const cached = sums(await routed.cached.get());
-        for (const [model, total] of prompt) if (total > 0) this.labels(model).set((cached.get(model) ?? 0) / total);
+        for (const [model, m] of instruments) if (m.promptTokens.value > 0) this.labels(model).set(m.cachedTokens.value / m.promptTokens.value);
       },
     });
     new Gauge({
@@ -188,6 +201,24 @@ export class RouterMetrics {
             this.labels(m.name, w.worker, 'prefill_tokens').set(w.prefillTokens);
             this.labels(m.name, w.worker, 'decode_blocks').set(w.decodeBlocks);
             this.labels(m.name, w.worker, 'active_requests').set(w.activeRequests);
+          }
+        }
+      },
+    });
+    new Gauge({
+      name: 'kvrouter_worker_speed',
+      help: "What the router learned of each worker rank's prefill speed from observed times to first token: tokens_per_second, base_ms (the fixed part of a time to first token), factor (its times over the fleet's), speed_class, observations",
+      labelNames: ['model', 'worker', 'figure'],
+      registers,
+      collect() {
+        this.reset();
+        for (const m of source.models()) {
+          for (const w of m.route.partition.learnedSpeeds().workers) {
+            this.labels(m.name, w.worker, 'tokens_per_second').set(w.tokensPerSecond);
+            this.labels(m.name, w.worker, 'base_ms').set(w.baseMs);
+            this.labels(m.name, w.worker, 'factor').set(w.factor);
+            this.labels(m.name, w.worker, 'speed_class').set(w.speedClass);
+            this.labels(m.name, w.worker, 'observations').set(w.observations);
           }
         }
       },
@@ -317,10 +348,4 @@ export class RouterMetrics {
       },
     });
   }
-}
-
-function sums(metric: { values: { value: number; labels: Record<string, string | number> }[] }): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const v of metric.values) out.set(String(v.labels.model), (out.get(String(v.labels.model)) ?? 0) + v.value);
-  return out;
 }

@@ -6,6 +6,7 @@ import type { RouterConfig } from './config/schema.js';
 import { Diagnostics } from './diagnostics/diagnostics.js';
 import { RouterMetrics } from './metrics.js';
 import { Replication } from './nats/replication.js';
+import { BodyParser } from './request/body-parser.js';
 import type { Exchange, ExchangeContext } from './upstream/exchange.js';
 import type { Logger } from './workers/kv-sources.js';
 import { createModelRuntime, ModelRuntime, type TokenizerCache } from './workers/model-runtime.js';
@@ -14,6 +15,8 @@ import { WorkerRegistry } from './workers/registry.js';
 export class RouterRuntime implements ExchangeContext {
   readonly metrics: RouterMetrics;
   readonly live = new Set<Exchange>();
+  /** Request bodies to JSON, reusing the parse of a conversation's earlier turns. */
+  readonly bodies: BodyParser;
   readonly limits: RouterConfig['limits'];
   private serial = 0;
   private readonly idPrefix = `kvr-${process.pid.toString(36)}-${Date.now().toString(36)}-`;
@@ -29,7 +32,8 @@ export class RouterRuntime implements ExchangeContext {
     readonly diagnostics: Diagnostics | null = null,
   ) {
     this.limits = config.limits;
-    this.metrics = new RouterMetrics({ models: () => this.models.values(), workers: () => this.registry.list() });
+    this.bodies = new BodyParser(config.limits.bodyReuseBytes);
+    this.metrics = new RouterMetrics({ models: () => this.models.values(), workers: () => this.registry.list(), bodies: () => this.bodies });
     replication?.registerMetrics(this.metrics.registry);
     diagnostics?.registerMetrics(this.metrics.registry);
   }

@@ -1,5 +1,6 @@
-import { decodeOf, prefillOf, requestsOf } from '../ledger/rows';
+import { decodeOf, decodingOf, fleetBatchedTokens, fleetPrefillTokens, prefillOf, requestsOf, speedBaseOf, speedTokenOf } from '../ledger/rows';
 import { kvClamped, kvClampedCost, kvConstant, kvKey, kvUnclamped } from './kv';
+import { ttftCached, ttftCost, ttftKey, ttftReuseFactor } from './ttft';
 
 // Cost kinds: the per-worker cost a decision minimises, behind one interface
 // the scan (select.ts), the fast path (select-fast.ts) and the ledger's trees
@@ -13,13 +14,15 @@ import { kvClamped, kvClampedCost, kvConstant, kvKey, kvUnclamped } from './kv';
 // with untouched(key) == touched(w, key, 0, 0) bit for bit and non-decreasing
 // in key, so the cheapest untouched workers are the smallest keys. A new kind
 // adds a case to each switch below (and its parameters to costBegin).
-//   0  COST_KV  the kv cost (cost/kv.ts)
+//   0  COST_KV    the kv cost (cost/kv.ts); weights: prefill load scale, active request weight
+//   1  COST_TTFT  predicted time to first token (cost/ttft.ts); weights: reuse weight, decode weight
 //
 // Two parameter sets: the configured one (costConfigure) that the ledger's
 // keys are kept under, and a decision's own (costBegin), which may differ; a
 // decision takes the fast path only when they match (costMatchesConfigured).
 
 export const COST_KV: u32 = 0;
+export const COST_TTFT: u32 = 1;
 
 // The configured cost: the KEY column and the trees follow it.
 let configured = false;
@@ -49,6 +52,8 @@ export function costMatchesConfigured(kind: u32, scale: f64, weight: f64, blockS
 @inline
 export function configuredKey(w: u32): f64 {
   switch (cfgKind) {
+    case COST_TTFT:
+      return ttftKey(prefillOf(w), decodingOf(w), speedBaseOf(w), speedTokenOf(w), cfgWeight);
     default:
       return kvKey(prefillOf(w), decodeOf(w), requestsOf(w), cfgBlockSize, cfgScale, cfgWeight);
   }
@@ -62,7 +67,10 @@ let credit: f64 = 0;
 let blockSize: f64 = 0;
 let promptBlocks: f64 = 0;
 let seqCount: u32 = 0;
+let promptTokenCount: f64 = 0;
 let constant: f64 = 0;
+// COST_TTFT: the reuse factor r of this decision.
+let reuse: f64 = 1;
 
 /** Sets a decision's cost: its kind and weights, and the request (prompt tokens, sequence hashes). */
 export function costBegin(k: u32, s: f64, w: f64, c: f64, size: u32, promptTokens: u32, hashes: u32): void {
@@ -72,8 +80,13 @@ export function costBegin(k: u32, s: f64, w: f64, c: f64, size: u32, promptToken
   credit = c;
   blockSize = <f64>size;
   promptBlocks = Math.ceil(<f64>promptTokens / blockSize);
+  promptTokenCount = <f64>promptTokens;
   seqCount = hashes;
   switch (kind) {
+    case COST_TTFT:
+      reuse = ttftReuseFactor(fleetPrefillTokens(), fleetBatchedTokens(), scale);
+      constant = reuse * promptTokenCount;
+      break;
     default:
       constant = kvConstant(promptBlocks, seqCount, scale);
   }
@@ -83,6 +96,8 @@ export function costBegin(k: u32, s: f64, w: f64, c: f64, size: u32, promptToken
 @inline
 export function costKey(w: u32): f64 {
   switch (kind) {
+    case COST_TTFT:
+      return ttftKey(prefillOf(w), decodingOf(w), speedBaseOf(w), speedTokenOf(w), weight);
     default:
       return kvKey(prefillOf(w), decodeOf(w), requestsOf(w), blockSize, scale, weight);
   }
@@ -92,6 +107,8 @@ export function costKey(w: u32): f64 {
 @inline
 export function costTouched(w: u32, key: f64, depth: u32, held: u32): f64 {
   switch (kind) {
+    case COST_TTFT:
+      return ttftCost(key, constant, reuse, ttftCached(max<u32>(depth, held), blockSize, promptTokenCount));
     default: {
       const credited = credit * <f64>depth;
       // Only a credit beyond the prompt can clamp the prefill term: read P only then.
@@ -111,6 +128,8 @@ export function costTouched(w: u32, key: f64, depth: u32, held: u32): f64 {
 @inline
 export function costBound(minKey: f64, depth: u32): f64 {
   switch (kind) {
+    case COST_TTFT:
+      return ttftCost(minKey, constant, reuse, ttftCached(depth, blockSize, promptTokenCount));
     default: {
       const credited = credit * <f64>depth;
       // A clamped prefill term is not bounded by the key.
@@ -119,10 +138,23 @@ export function costBound(minKey: f64, depth: u32): f64 {
   }
 }
 
+/**
+ * The cached prefix a booking under cost kind `k` takes off the request's
+ * prefill: the kv cost books what the index holds (depth); the ttft cost also
+ * the prefix the worker's active requests hold (held), which it prices as
+ * cached, so the ledger's queued prefill is the work the worker will do.
+ */
+@inline
+export function costBookedDepth(k: u32, depth: u32, held: u32): u32 {
+  return k == COST_TTFT ? max<u32>(depth, held) : depth;
+}
+
 /** The cost of a worker the request does not touch, from its key. */
 @inline
 export function costUntouched(key: f64): f64 {
   switch (kind) {
+    case COST_TTFT:
+      return ttftCost(key, constant, reuse, 0);
     default:
       return kvUnclamped(key, constant, 0, 0, scale);
   }

@@ -14,6 +14,7 @@ import {
   setGroupOf,
   setPresence,
   setRoutedOf,
+  setSpeedOf,
 } from './rows';
 import { rowChanged, viewsJoined, viewsLeft, viewsRowsGrew } from './views';
 
@@ -56,7 +57,22 @@ export function ledgerSetWorker(slot: u32, totalBlocks: u32, maxBatchedTokens: u
   }
   setPresence(slot, true);
   setGroupOf(slot, 0);
+  // One token per ms until the host says otherwise: a finite, positive speed for every present row.
+  setSpeedOf(slot, 0, 1);
   viewsJoined(slot, 0, groupJoin(slot, 0, true));
+}
+
+/**
+ * A present worker's speed as the ttft cost reads it (cost/ttft.ts): the fixed
+ * part of a time to first token there (ms, >= 0) and its ms per prefill token
+ * (> 0); false when the slot is not present or a figure is out of range.
+ */
+export function ledgerSetSpeed(slot: u32, baseMs: f64, msPerToken: f64): bool {
+  if (!isPresent(slot)) return false;
+  if (!(baseMs >= 0 && baseMs < Infinity && msPerToken > 0 && msPerToken < Infinity)) return false;
+  setSpeedOf(slot, baseMs, msPerToken);
+  rowChanged(slot);
+  return true;
 }
 
 /** Marks a present worker available or not; false when the slot is not present. */

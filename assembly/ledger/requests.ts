@@ -1,7 +1,7 @@
 import { seqActiveCount, seqHold, seqRelease } from '../active-seqs';
 import { alloc, release } from '../alloc';
 import { NIL, RecordPool, grownCapacity, poolCreate, poolGive, poolRecord, poolTake, regrow } from '../grow';
-import { addDecode, addPrefill, addRequests, isPresent } from './rows';
+import { addDecode, addDecoding, addPrefill, addRequests, isPresent } from './rows';
 import { rowChanged } from './views';
 
 // The ledger's requests: what each booked request holds on its worker. The
@@ -9,13 +9,17 @@ import { rowChanged } from './views';
 // handles are reused). A record is 32 bytes:
 //   +0 worker u32 | +4 prefill u32 (tokens still counted in ACTIVE_PREFILL, 0 after
 //   prefillComplete) | +8 hashes ptr (its own copy of the u64 sequence hashes) |
-//   +12 count u32 | +16 addedAt f64 | +24 live u32 | +28 next free handle u32
+//   +12 count u32 | +16 addedAt f64 | +24 state u32 (0 free, 1 in prefill, 2 decoding:
+//   past its first token, counted in DECODING) | +28 next free handle u32
 // Active sequences (active-seqs.ts) count decode blocks as distinct hashes
 // and give the projection the workers holding a prompt's hashes.
 // `ledgerSweep` and `ledgerRemoveWorker` write the handles they drop to
 // `ledgerDroppedPtr()` (u32) and return how many.
 
 const requests: RecordPool = poolCreate(32, 28);
+const FREE: u32 = 0;
+const PREFILLING: u32 = 1;
+const DECODING: u32 = 2;
 let liveRequests: u32 = 0;
 
 let dropped: usize = 0;
@@ -28,7 +32,7 @@ function record(handle: u32): usize {
 
 @inline
 function isLive(handle: u32): bool {
-  return handle < requests.high && load<u32>(record(handle), 24) != 0;
+  return handle < requests.high && load<u32>(record(handle), 24) != FREE;
 }
 
 /**
@@ -53,7 +57,7 @@ export function ledgerAdd(worker: u32, seqPtr: usize, seqCount: u32, prefillToke
   store<usize>(r, hashes, 8);
   store<u32>(r, seqCount, 12);
   store<f64>(r, now, 16);
-  store<u32>(r, 1, 24);
+  store<u32>(r, PREFILLING, 24);
   addPrefill(worker, <f64>prefillTokens);
   addRequests(worker, 1);
   liveRequests++;
@@ -61,11 +65,17 @@ export function ledgerAdd(worker: u32, seqPtr: usize, seqCount: u32, prefillToke
   return handle;
 }
 
-/** Releases a request's prefill tokens (first output token). False when unknown. */
+/** Releases a request's prefill tokens and counts it as decoding (first output token). False when unknown. */
 export function ledgerPrefillComplete(handle: u32): bool {
   if (!isLive(handle)) return false;
   releasePrefill(handle);
-  rowChanged(load<u32>(record(handle), 0));
+  const r = record(handle);
+  const worker = load<u32>(r, 0);
+  if (load<u32>(r, 24) == PREFILLING) {
+    store<u32>(r, DECODING, 24);
+    addDecoding(worker, 1);
+  }
+  rowChanged(worker);
   return true;
 }
 
@@ -99,7 +109,8 @@ function freeRequest(handle: u32): u32 {
     release(hashes, <usize>count << 3);
   }
   addRequests(worker, -1);
-  store<u32>(r, 0, 24);
+  if (load<u32>(r, 24) == DECODING) addDecoding(worker, -1);
+  store<u32>(r, FREE, 24);
   poolGive(requests, handle);
   liveRequests--;
   return worker;

@@ -18,9 +18,15 @@ import { grownCapacity, regrow } from '../grow';
 //                                 the fused decision records its blocks as routed
 //  13   KEY                 f64   its cost key under the configured cost (cost/kind.ts),
 //                                 kept while a cost is configured
+//  14   DECODING            u32   of its active requests, those past their first token
+//  15   SPEED_BASE          f64   its speed (set by the host, ledgerSetSpeed): the fixed
+//                                 part of a time to first token there, ms
+//  16   SPEED_TOKEN         f64   ms per prefill token
 // Ids 7-10 are the projection's columns (ledger/projection.ts).
 // The counts of present and of available (and present) workers are kept as
-// rows change.
+// rows change, and so are two fleet totals the ttft cost reads: the active
+// prefill tokens of every row, and the max batched tokens of present rows
+// (both sums of integers, so exact).
 
 export const COL_PRESENT: u32 = 0;
 export const COL_AVAILABLE: u32 = 1;
@@ -32,6 +38,9 @@ export const COL_ACTIVE_REQUESTS: u32 = 6;
 export const COL_GROUP: u32 = 11;
 export const COL_ROUTED: u32 = 12;
 export const COL_KEY: u32 = 13;
+export const COL_DECODING: u32 = 14;
+export const COL_SPEED_BASE: u32 = 15;
+export const COL_SPEED_TOKEN: u32 = 16;
 
 let count: u32 = 0;
 let capacity: u32 = 0;
@@ -45,8 +54,13 @@ let requestsCol: usize = 0;
 let groupCol: usize = 0;
 let routedCol: usize = 0;
 let keyCol: usize = 0;
+let decodingCol: usize = 0;
+let speedBaseCol: usize = 0;
+let speedTokenCol: usize = 0;
 let presentCount: u32 = 0;
 let availableCount: u32 = 0;
+let fleetPrefill: f64 = 0;
+let fleetBatched: f64 = 0;
 
 /** Room for `n` rows (capacity in powers of two); rows only grow. Returns whether the capacity grew. */
 export function rowsReserve(n: u32): bool {
@@ -63,6 +77,9 @@ export function rowsReserve(n: u32): bool {
     groupCol = regrow(groupCol, capacity, cap, 4);
     routedCol = regrow(routedCol, capacity, cap, 1);
     keyCol = regrow(keyCol, capacity, cap, 8);
+    decodingCol = regrow(decodingCol, capacity, cap, 4);
+    speedBaseCol = regrow(speedBaseCol, capacity, cap, 8);
+    speedTokenCol = regrow(speedTokenCol, capacity, cap, 8);
     capacity = cap;
     grew = true;
   }
@@ -92,6 +109,9 @@ export function rowsColumn(id: u32): usize {
     case COL_GROUP: return groupCol;
     case COL_ROUTED: return routedCol;
     case COL_KEY: return keyCol;
+    case COL_DECODING: return decodingCol;
+    case COL_SPEED_BASE: return speedBaseCol;
+    case COL_SPEED_TOKEN: return speedTokenCol;
   }
   return 0;
 }
@@ -149,6 +169,33 @@ export function keyOf(w: u32): f64 {
   return load<f64>(keyCol + (<usize>w << 3));
 }
 
+@inline
+export function decodingOf(w: u32): u32 {
+  return load<u32>(decodingCol + (<usize>w << 2));
+}
+
+@inline
+export function speedBaseOf(w: u32): f64 {
+  return load<f64>(speedBaseCol + (<usize>w << 3));
+}
+
+@inline
+export function speedTokenOf(w: u32): f64 {
+  return load<f64>(speedTokenCol + (<usize>w << 3));
+}
+
+/** Active prefill tokens of every row. */
+@inline
+export function fleetPrefillTokens(): f64 {
+  return fleetPrefill;
+}
+
+/** Max batched tokens of the present rows. */
+@inline
+export function fleetBatchedTokens(): f64 {
+  return fleetBatched;
+}
+
 export function presentTotal(): u32 {
   return presentCount;
 }
@@ -166,6 +213,8 @@ export function setPresence(w: u32, present: bool): void {
   const wasAvailable = was && load<u8>(availableCol + w) != 0;
   store<u8>(presentCol + w, present ? 1 : 0);
   store<u8>(availableCol + w, present ? 1 : 0);
+  const batched = <f64>maxBatchedOf(w);
+  fleetBatched += present ? batched : -batched;
   presentCount += present ? 1 : -1;
   if (present) availableCount++;
   else if (wasAvailable) availableCount--;
@@ -179,7 +228,9 @@ export function setAvailability(w: u32, available: bool): void {
   availableCount += available ? 1 : -1;
 }
 
+/** A row's capacity; the fleet's batched total follows it while the row is present. */
 export function setCapacity(w: u32, totalBlocks: u32, maxBatchedTokens: u32): void {
+  if (load<u8>(presentCol + w) != 0) fleetBatched += <f64>maxBatchedTokens - <f64>maxBatchedOf(w);
   store<u32>(totalBlocksCol + (<usize>w << 2), totalBlocks);
   store<u32>(maxBatchedCol + (<usize>w << 2), maxBatchedTokens);
 }
@@ -188,6 +239,7 @@ export function setCapacity(w: u32, totalBlocks: u32, maxBatchedTokens: u32): vo
 export function addPrefill(w: u32, tokens: f64): void {
   const p = prefillCol + (<usize>w << 3);
   store<f64>(p, load<f64>(p) + tokens);
+  fleetPrefill += tokens;
 }
 
 @inline
@@ -200,6 +252,17 @@ export function addDecode(w: u32, delta: i32): void {
 export function addRequests(w: u32, delta: i32): void {
   const p = requestsCol + (<usize>w << 2);
   store<u32>(p, load<u32>(p) + <u32>delta);
+}
+
+@inline
+export function addDecoding(w: u32, delta: i32): void {
+  const p = decodingCol + (<usize>w << 2);
+  store<u32>(p, load<u32>(p) + <u32>delta);
+}
+
+export function setSpeedOf(w: u32, baseMs: f64, msPerToken: f64): void {
+  store<f64>(speedBaseCol + (<usize>w << 3), baseMs);
+  store<f64>(speedTokenCol + (<usize>w << 3), msPerToken);
 }
 
 @inline

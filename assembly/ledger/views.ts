@@ -101,6 +101,26 @@ function standing(r: usize, w: u32): bool {
 }
 
 /**
+ * Members of the open view with these thresholds (workers available and not
+ * busy under them, the fleet's headroom for a class), or -1 when none is open.
+ */
+export function ledgerViewMembers(prefillTokens: f64, prefillFraction: f64, decodeFraction: f64): i32 {
+  const v = viewFind(prefillTokens, prefillFraction, decodeFraction);
+  return v == NIL ? -1 : <i32>viewMemberTotal(v);
+}
+
+/**
+ * Whether the worker at `slot` is a member of the open view with these
+ * thresholds (available and not busy under them): 1 or 0, or -1 when no such
+ * view is open.
+ */
+export function ledgerViewHolds(prefillTokens: f64, prefillFraction: f64, decodeFraction: f64, slot: u32): i32 {
+  const v = viewFind(prefillTokens, prefillFraction, decodeFraction);
+  if (v == NIL) return -1;
+  return slot < rowCount() && viewMember(v, slot) ? 1 : 0;
+}
+
+/**
  * Keeps cost keys for cost kind `kind` with prefill load scale `scale`, active
  * request weight `weight` and block size `blockSize`; rebuilds every open view.
  * O(rows x views).

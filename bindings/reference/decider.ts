@@ -2,14 +2,8 @@
 // twins, every step recomputed from scratch: find the prompt's matches in the
 // index, project it onto the ledger, turn the constraints into the list of
 // allowed slots and the per-slot cost multipliers, run the full scan, book.
-import type {
-  Decision,
-  DecisionConstraints,
-  DecisionKernel,
-  DecisionRequest,
-  PromptHashes,
-} from '../decision-contract.js';
-import { checkCount, duplicateRequest, type EligibilityCounts } from '../selection-contract.js';
+import { CostKind, coreWeights, type Decision, type DecisionConstraints, type DecisionKernel, type DecisionRequest, type PromptHashes } from '../decision-contract.js';
+import { checkCount, duplicateRequest, type BusyThresholds, type EligibilityCounts } from '../selection-contract.js';
 import type { BlockHasher } from './block-hasher.js';
 import type { ReferenceLoadTable } from './load-table.js';
 import type { ReferencePrefixIndex } from './prefix-index.js';
@@ -51,8 +45,11 @@ export class ReferenceDecider implements DecisionKernel {
     const counts = this.eligibility(request);
     const slot = this.pickEligible(request);
     let routed = false;
+    // The ttft cost takes the prefix the worker's active requests hold as cached too (assembly/cost/kind.ts).
+    const overlap = slot >= 0 ? this.ledger.projection.overlapBlocks[slot]! : 0;
+    const cachedBlocks = slot >= 0 && request.cost.kind === CostKind.ttft ? Math.max(overlap, this.ledger.projectedHeldBlocks[slot]!) : overlap;
     if (slot >= 0 && book) {
-      const cached = Math.min(this.ledger.projection.overlapBlocks[slot]! * this.blockSize, request.promptTokens);
+      const cached = Math.min(cachedBlocks * this.blockSize, request.promptTokens);
       this.ledger.add(book.requestId, slot, request.prompt.sequence, request.promptTokens - cached, book.now);
       if (this.routed.has(slot) && request.prompt.local.length > 0) {
         this.index.insertRouted(this.ledger.workers.keyOf(slot), request.prompt.local, book.now);
@@ -62,7 +59,8 @@ export class ReferenceDecider implements DecisionKernel {
     return {
       slot,
       cost: slot >= 0 ? this.selector.columns.cost[slot]! : Infinity,
-      overlapBlocks: slot >= 0 ? this.ledger.projection.overlapBlocks[slot]! : 0,
+      overlapBlocks: overlap,
+      cachedBlocks,
       counts,
       path: 'scan',
       routed,
@@ -76,11 +74,13 @@ export class ReferenceDecider implements DecisionKernel {
   }
 
   pickEligible(request: DecisionRequest): number {
-    const { kind: _kind, temperature, ...cost } = request.cost;
+    const cost = request.cost;
+    coreWeights(cost);
     const groups = request.constraints.groups;
     const multipliers = groups ? Array.from({ length: this.ledger.rows }, (_, slot) => groups.multipliers[this.ledger.groupOf(slot)] ?? 1) : undefined;
-    this.selector.score({ cost, multipliers });
-    return this.selector.pick(temperature);
+    if (cost.kind === CostKind.ttft) this.selector.score({ ttft: cost, multipliers });
+    else this.selector.score({ cost, multipliers });
+    return this.selector.pick(cost.temperature);
   }
 
   setRouted(slot: number, routed: boolean): void {
@@ -90,6 +90,14 @@ export class ReferenceDecider implements DecisionKernel {
 
   /** The twin always scans: nothing to keep ready. */
   openView(): void {}
+
+  headroom(busy: BusyThresholds): number {
+    return this.selector.eligibility({ busy }).eligible;
+  }
+
+  standing(busy: BusyThresholds, slot: number): boolean {
+    return this.selector.eligibility({ busy, allowedSlots: [slot] }).eligible > 0;
+  }
 
   /** The slots the constraints allow (undefined: every slot): listed, in an allowed group, not excluded. */
   private allowedSlots(constraints: DecisionConstraints): number[] | undefined {

@@ -6,6 +6,7 @@ import {
   checkCount,
   checkProjection,
   checkRequestId,
+  checkSpeed,
   checkSweep,
   checkWorkerSlot,
   DEFAULT_SWEEP_AGE_MS,
@@ -17,6 +18,8 @@ import {
   type ProjectionRequest,
   type SeqHashes,
   type WorkerCapacity,
+  type WorkerSpeed,
+  UNIT_SPEED,
 } from '../selection-contract.js';
 import { WorkerSlots } from '../workers.js';
 
@@ -26,6 +29,8 @@ interface Booking {
   prefill: number;
   hashes: bigint[];
   addedAt: number;
+  /** Past its first token. */
+  decoding: boolean;
 }
 
 export class ReferenceLoadTable implements LoadLedger {
@@ -103,6 +108,7 @@ export class ReferenceLoadTable implements LoadLedger {
       this.cols.present[slot] = 1;
       this.cols.available[slot] = 1;
       this.groups[slot] = 0;
+      this.writeSpeed(slot, UNIT_SPEED);
     }
     this.cols.totalBlocks[slot] = capacity.totalBlocks;
     this.cols.maxBatchedTokens[slot] = capacity.maxBatchedTokens;
@@ -122,6 +128,29 @@ export class ReferenceLoadTable implements LoadLedger {
     if (!this.isPresent(slot)) throw notInLedger(slot);
     this.groups[slot] = group;
     this.changes++;
+  }
+
+  setSpeed(slot: number, speed: WorkerSpeed): void {
+    checkCount('slot', slot);
+    checkSpeed(speed);
+    if (!this.isPresent(slot)) throw notInLedger(slot);
+    this.writeSpeed(slot, speed);
+    this.loadChanged();
+  }
+
+  /**
+   * The fleet's active prefill tokens (every row) and max batched tokens
+   * (present rows), summed here in slot order: sums of integers, so the same
+   * numbers the core keeps as running totals.
+   */
+  fleetTotals(): { prefillTokens: number; batchedTokens: number } {
+    let prefillTokens = 0;
+    let batchedTokens = 0;
+    for (let w = 0; w < this.n; w++) {
+      prefillTokens += this.cols.activePrefillTokens[w]!;
+      if (this.cols.present[w]) batchedTokens += this.cols.maxBatchedTokens[w]!;
+    }
+    return { prefillTokens, batchedTokens };
   }
 
   removeWorker(slot: number): string[] {
@@ -146,7 +175,7 @@ export class ReferenceLoadTable implements LoadLedger {
     if (this.bookings.has(requestId)) throw duplicateRequest(requestId);
     if (!this.isPresent(slot)) throw notInLedger(slot);
     const hashes = [...seqHashes];
-    this.bookings.set(requestId, { slot, prefill: uncachedTokens, hashes, addedAt: now });
+    this.bookings.set(requestId, { slot, prefill: uncachedTokens, hashes, addedAt: now, decoding: false });
     const refs = this.held[slot]!;
     for (const hash of hashes) refs.set(hash, (refs.get(hash) ?? 0) + 1);
     this.cols.activeDecodeBlocks[slot] = refs.size;
@@ -163,6 +192,10 @@ export class ReferenceLoadTable implements LoadLedger {
       this.cols.activePrefillTokens[booking.slot] = this.cols.activePrefillTokens[booking.slot]! - booking.prefill;
       booking.prefill = 0;
     }
+    if (!booking.decoding) {
+      booking.decoding = true;
+      this.cols.decodingRequests[booking.slot] = this.cols.decodingRequests[booking.slot]! + 1;
+    }
     this.loadChanged();
     return true;
   }
@@ -171,7 +204,8 @@ export class ReferenceLoadTable implements LoadLedger {
     checkRequestId(requestId);
     const booking = this.bookings.get(requestId);
     if (!booking) return false;
-    this.prefillComplete(requestId);
+    if (booking.prefill !== 0) this.cols.activePrefillTokens[booking.slot] = this.cols.activePrefillTokens[booking.slot]! - booking.prefill;
+    if (booking.decoding) this.cols.decodingRequests[booking.slot] = this.cols.decodingRequests[booking.slot]! - 1;
     const refs = this.held[booking.slot]!;
     for (const hash of booking.hashes) {
       const left = refs.get(hash)! - 1;
@@ -223,6 +257,11 @@ export class ReferenceLoadTable implements LoadLedger {
     this.changes++;
   }
 
+  private writeSpeed(slot: number, speed: WorkerSpeed): void {
+    this.cols.speedBaseMs[slot] = speed.baseMs;
+    this.cols.speedMsPerToken[slot] = speed.msPerToken;
+  }
+
   private isPresent(slot: number): boolean {
     return slot < this.n && this.cols.present[slot] === 1;
   }
@@ -249,6 +288,9 @@ function emptyColumns(rows: number): LedgerColumns {
     activePrefillTokens: new Float64Array(rows),
     activeDecodeBlocks: new Uint32Array(rows),
     activeRequests: new Uint32Array(rows),
+    decodingRequests: new Uint32Array(rows),
+    speedBaseMs: new Float64Array(rows),
+    speedMsPerToken: new Float64Array(rows),
   };
 }
 

@@ -76,10 +76,12 @@ export class Xoshiro128 {
   }
 }
 
-/** score's options here: the contract's, and per-slot cost multipliers (the fused decision's twin uses them). */
+/** score's options here: the contract's, per-slot cost multipliers, and the ttft cost (the fused decision's twin uses them). */
 export interface ReferenceCostOptions extends CostOptions {
   /** Per slot, a factor the cost is multiplied by (absent: 1). */
   multipliers?: ArrayLike<number>;
+  /** Score by the ttft cost (assembly/cost/ttft.ts) with these weights instead of the kv cost. */
+  ttft?: { reuseWeight: number; decodeWeight: number };
 }
 
 function rotl(x: number, r: number): number {
@@ -164,6 +166,7 @@ export class ReferenceSelector implements WorkerSelector {
   }
 
   score(options: ReferenceCostOptions = {}): void {
+    if (options.ttft) return this.scoreTtft(options.ttft, options.multipliers);
     const [credit, scale, weight] = costWeights(options.cost);
     const projected = this.ledger.projected;
     if (!projected) throw staleProjection();
@@ -196,6 +199,37 @@ export class ReferenceSelector implements WorkerSelector {
       const taint = taints?.[w] ?? 0;
       if (taint !== 0) cost *= Math.exp(-Math.tanh(taint));
       if (options.multipliers) cost *= options.multipliers[w] ?? 1;
+      this.cost[w] = cost;
+    }
+    this.scored = true;
+  }
+
+  /**
+   * The ttft cost of every eligible row: (key + K) - r x cached, with
+   * key = base / msPerToken + (Q + d x D), r = 1 + kappa x
+   * (fleet prefill / fleet batched tokens), K = r x P and cached =
+   * min(max(overlap, held) x bs, P), in the core's order of operations.
+   */
+  private scoreTtft(weights: { reuseWeight: number; decodeWeight: number }, multipliers: ArrayLike<number> | undefined): void {
+    const projected = this.ledger.projected;
+    if (!projected) throw staleProjection();
+    this.fitRows();
+    const c = this.ledger.columns;
+    const overlap = this.ledger.projection.overlapBlocks;
+    const held = this.ledger.projectedHeldBlocks;
+    const { prefillTokens, batchedTokens } = this.ledger.fleetTotals();
+    const reuse = batchedTokens > 0 ? 1 + weights.reuseWeight * (prefillTokens / batchedTokens) : 1;
+    const prompt = projected.promptTokens;
+    const constant = reuse * prompt;
+    for (let w = 0; w < this.ledger.rows; w++) {
+      if (!this.eligible[w]) {
+        this.cost[w] = Infinity;
+        continue;
+      }
+      const key = c.speedBaseMs[w]! / c.speedMsPerToken[w]! + (c.activePrefillTokens[w]! + weights.decodeWeight * c.decodingRequests[w]!);
+      const cached = Math.min(Math.max(overlap[w]!, held[w]!) * projected.blockSize, prompt);
+      let cost = key + constant - reuse * cached;
+      if (multipliers) cost *= multipliers[w] ?? 1;
       this.cost[w] = cost;
     }
     this.scored = true;

@@ -5,6 +5,7 @@
 // request's taint table once per request while the groups stay the same (a
 // request's decisions come one after another: cached tokens, capacity,
 // admission), so a decision costs time in its own lists, never in the fleet.
+// Group tables index the core's groups (taints and speed class).
 import { NO_CONSTRAINTS, type DecisionConstraints, type GroupTable } from '../../bindings/decision-contract.js';
 import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
 import type { WorkerSet } from './worker-set.js';
@@ -41,15 +42,20 @@ export class Constraints {
     return !constraints.groups || constraints.groups.allowed[this.workers.groupOfSlot(slot)] === 1;
   }
 
-  /** The request's taint-group table (null without taints). */
+  /**
+   * The request's group table over the core's groups (core-groups.ts): its
+   * taints' flags and multipliers with the speed classes' multipliers; null
+   * without taints while every worker is in one speed class.
+   */
   tableOf(request: RoutedRequest): GroupTable | null {
-    if (request.requiredTaints.length === 0 && request.preferredTaints.length === 0) return null;
-    const version = this.workers.groups.count;
+    const core = this.workers.coreGroups;
+    if (request.requiredTaints.length === 0 && request.preferredTaints.length === 0) return core.table(null);
+    const version = core.version;
     const kept = this.table;
     if (kept.key !== request || kept.version !== version) {
       kept.key = request;
       kept.version = version;
-      kept.value = this.workers.groups.tableFor(request.requiredTaints, request.preferredTaints);
+      kept.value = core.table(this.workers.groups.tableFor(request.requiredTaints, request.preferredTaints));
     }
     return kept.value;
   }

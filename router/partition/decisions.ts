@@ -11,11 +11,12 @@ import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
 import type { Clock } from '../clock.js';
 import { RouterError } from '../errors.js';
 import type { CapacityVerdict } from '../scheduler/contracts.js';
-import type { SelectionPolicy } from '../selection/contracts.js';
+import type { CoreCost, SelectionPolicy } from '../selection/contracts.js';
 import type { CacheIndex } from './cache-index.js';
 import type { Constraints } from './constraints.js';
 import type { Kernels } from './kernels.js';
 import type { Pipeline } from './pipeline.js';
+import { predictTtftMs, type Speeds } from './speeds.js';
 import type { RoutedRequest } from './types.js';
 import type { WorkerSet } from './worker-set.js';
 
@@ -23,6 +24,8 @@ import type { WorkerSet } from './worker-set.js';
 export interface Choice {
   readonly slot: number;
   readonly overlapBlocks: number;
+  /** The prefix its booking takes as cached, in blocks (Decision.cachedBlocks). */
+  readonly cachedBlocks: number;
   readonly counts: EligibilityCounts;
 }
 
@@ -47,6 +50,7 @@ export interface DecisionsOptions {
   cache: CacheIndex;
   constraints: Constraints;
   pipeline: Pipeline;
+  speeds: Speeds;
 }
 
 export class Decisions {
@@ -59,13 +63,16 @@ export class Decisions {
   private readonly cache: CacheIndex;
   private readonly constraints: Constraints;
   private readonly pipeline: Pipeline;
+  private readonly speeds: Speeds;
+  /** Tokens of queued prefill one decoding request counts as in a predicted time to first token (the ttft policy's decode weight, else 0). */
+  readonly decodeWeight: number;
   /** When each live booking was made, in booking order (which is time order): what the ledger sweep reads ages from. */
   readonly bookedAt = new Map<string, number>();
   /** The core cost, when the policy is the core's and has no JS filters. */
   private readonly coreCost: DecisionCost | null;
   /** The cost passed to the pipeline's core pick (policies with filters). */
   private readonly pipelineCost: DecisionCost;
-  private readonly kept: Kept = { request: null, allowed: null, busy: null, ledger: -1, index: -1, workers: -1, choice: { slot: -1, overlapBlocks: 0, counts: noCounts() } };
+  private readonly kept: Kept = { request: null, allowed: null, busy: null, ledger: -1, index: -1, workers: -1, choice: { slot: -1, overlapBlocks: 0, cachedBlocks: 0, counts: noCounts() } };
 
   constructor(options: DecisionsOptions) {
     this.model = options.model;
@@ -77,11 +84,11 @@ export class Decisions {
     this.cache = options.cache;
     this.constraints = options.constraints;
     this.pipeline = options.pipeline;
+    this.speeds = options.speeds;
     const core = options.policy.coreCost;
-    const cost: DecisionCost = core
-      ? { kind: CostKind[core.kind], overlapCredit: core.overlapCredit, prefillLoadScale: core.prefillLoadScale, activeRequestWeight: core.activeRequestWeight, temperature: core.temperature }
-      : { kind: CostKind.kv, overlapCredit: 1, prefillLoadScale: 1, activeRequestWeight: 0, temperature: 0 };
+    const cost: DecisionCost = core ? decisionCost(core) : { kind: CostKind.kv, overlapCredit: 1, prefillLoadScale: 1, activeRequestWeight: 0, temperature: 0 };
     this.coreCost = core && options.policy.filters.length === 0 ? cost : null;
+    this.decodeWeight = core?.kind === 'ttft' ? core.decodeWeight : 0;
     this.pipelineCost = cost;
   }
 
@@ -109,7 +116,7 @@ export class Decisions {
     }
     const kept = this.keptFor(request, allowed, busy, exclude);
     if (kept) {
-      if (book) this.book(request, kept.slot, this.cachedOf(request, kept.overlapBlocks));
+      if (book) this.bookOwn(request, kept.slot, kept.cachedBlocks);
       this.kept.request = null;
       return kept;
     }
@@ -117,12 +124,28 @@ export class Decisions {
     return choice.slot < 0 ? this.errorFor(request, choice.counts) : choice;
   }
 
-  /** Whether some eligible worker is not busy for the class; keeps the decision for the admission that follows. */
-  capacity(request: RoutedRequest, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null): CapacityVerdict {
-    const choice = this.select(request, this.constraints.of(request, allowed, []), busy, false);
-    this.keep(request, allowed, busy, choice);
-    if (choice.counts.eligible > 0) return 'free';
+  /**
+   * Whether some eligible worker (not excluded) is not busy for the class;
+   * keeps the decision for the admission that follows. Under a TTFT target the
+   * fleet is busy for the request while its predicted time to first token on
+   * the chosen worker is over the target and the queue ahead of it is why: the
+   * request waits in the router's queue for the queue to drain. One that would
+   * miss the target on an idle worker gains nothing by waiting and goes.
+   */
+  capacity(request: RoutedRequest, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null, exclude: readonly WorkerKey[]): CapacityVerdict {
+    const choice = this.select(request, this.constraints.of(request, allowed, exclude), busy, false);
+    // A decision under exclusions is not the one an admission without them would make.
+    if (exclude.length === 0) this.keep(request, allowed, busy, choice);
+    if (choice.counts.eligible > 0) return busy?.ttftMs !== undefined && this.queuedPastTarget(request, choice, busy.ttftMs) ? 'busy' : 'free';
     return choice.counts.allowed === 0 ? 'none' : 'busy';
+  }
+
+  private queuedPastTarget(request: RoutedRequest, choice: Choice, targetMs: number): boolean {
+    const speed = this.speeds.learned(choice.slot);
+    if (!speed) return false;
+    const uncached = request.promptTokens - this.cachedOf(request, choice.cachedBlocks);
+    const queued = this.ledger.columns.activePrefillTokens[choice.slot]! + this.decodeWeight * this.ledger.columns.decodingRequests[choice.slot]!;
+    return predictTtftMs(speed, queued, uncached) > targetMs && predictTtftMs(speed, 0, uncached) <= targetMs;
   }
 
   /** Best cached prefix, in tokens, over the workers the request may use. */
@@ -166,13 +189,26 @@ export class Decisions {
         const now = this.clock.now();
         this.bookedAt.set(request.id, now);
         if (!decision.routed && this.workers.isApproximate(decision.slot)) this.cache.insertRouted(this.workers.slots.keyOf(decision.slot), request.localHashes, now);
+        this.expectFirstToken(request, decision.slot);
       }
       return decision;
     }
     const { slot, counts } = this.pipeline.run(request, this.request(request, constraints, busy, false));
     const overlapBlocks = slot >= 0 ? this.ledger.projection.overlapBlocks[slot]! : 0;
-    if (book && slot >= 0) this.book(request, slot, this.cachedOf(request, overlapBlocks));
-    return { slot, overlapBlocks, counts };
+    if (book && slot >= 0) this.bookOwn(request, slot, overlapBlocks);
+    return { slot, overlapBlocks, cachedBlocks: overlapBlocks, counts };
+  }
+
+  /** Books a decision of this router's own, whose first token it will see. */
+  private bookOwn(request: RoutedRequest, slot: number, cachedBlocks: number): void {
+    this.book(request, slot, this.cachedOf(request, cachedBlocks));
+    this.expectFirstToken(request, slot);
+  }
+
+  /** Its worker's speed is learned from the request's first token (speeds.ts). */
+  private expectFirstToken(request: RoutedRequest, slot: number): void {
+    // The slot's active prefill now: what was ahead of the request, and the request's own uncached tokens.
+    this.speeds.booked(request.id, slot, this.ledger.columns.activePrefillTokens[slot]!, this.clock.now());
   }
 
   private cachedOf(request: RoutedRequest, overlapBlocks: number): number {
@@ -212,6 +248,11 @@ export class Decisions {
     if (counts.overloaded > 0) return new RouterError('KVR_ERR_ALL_OVERLOADED');
     return new RouterError('KVR_ERR_NO_WORKERS', `no worker is available for model ${this.model}`);
   }
+}
+
+function decisionCost(core: CoreCost): DecisionCost {
+  if (core.kind === 'ttft') return { kind: CostKind.ttft, reuseWeight: core.reuseWeight, decodeWeight: core.decodeWeight, temperature: core.temperature };
+  return { kind: CostKind.kv, overlapCredit: core.overlapCredit, prefillLoadScale: core.prefillLoadScale, activeRequestWeight: core.activeRequestWeight, temperature: core.temperature };
 }
 
 function noCounts(): EligibilityCounts {

@@ -7,13 +7,24 @@ import { workerLabel } from '../../bindings/workers.js';
 import { eligibilityReasonName } from '../worker-rows.js';
 import type { Constraints } from './constraints.js';
 import type { Decisions } from './decisions.js';
+import { predictTtftMs, type Speeds } from './speeds.js';
 import type { Explanation, RoutedRequest, WorkerExplanation } from './types.js';
 import type { WorkerSet } from './worker-set.js';
 
 export function explainDecision(
   request: RoutedRequest,
   busy: BusyThresholds | null,
-  parts: { model: string; policy: string; blockSize: number; decisions: Decisions; constraints: Constraints; workers: WorkerSet; ledger: LoadLedger; selector: WorkerSelector },
+  parts: {
+    model: string;
+    policy: string;
+    blockSize: number;
+    decisions: Decisions;
+    constraints: Constraints;
+    workers: WorkerSet;
+    ledger: LoadLedger;
+    selector: WorkerSelector;
+    speeds: Speeds;
+  },
 ): Explanation {
   const { decisions, workers, ledger, selector, blockSize } = parts;
   const choice = decisions.select(request, parts.constraints.of(request, request.allowedWorkers, []), busy, false, true);
@@ -25,16 +36,21 @@ export function explainDecision(
   for (const [slot, key] of workers.slots.entries()) {
     const reason = sel.reason[slot]!;
     const overlap = proj.overlapBlocks[slot]!;
+    const cachedTokens = Math.min(overlap * blockSize, request.promptTokens);
+    const speed = parts.speeds.learned(slot) ?? null;
+    const queued = cols.activePrefillTokens[slot]! + decisions.decodeWeight * cols.decodingRequests[slot]!;
     list.push({
       worker: workerLabel(key),
       eligible: sel.eligible[slot] === 1,
       filtered: sel.eligible[slot] === 1 ? null : eligibilityReasonName(reason, workers.get(key.id)?.draining ?? false),
       overlapBlocks: overlap,
-      cachedTokens: Math.min(overlap * blockSize, request.promptTokens),
+      cachedTokens,
       prefillTokens: proj.potentialPrefillTokens[slot]!,
       decodeBlocks: proj.potentialDecodeBlocks[slot]!,
       activeRequests: cols.activeRequests[slot]!,
       cost: Number.isFinite(sel.cost[slot]!) ? sel.cost[slot]! : null,
+      speed,
+      predictedTtftMs: speed && predictTtftMs(speed, queued, request.promptTokens - cachedTokens),
     });
   }
   return {

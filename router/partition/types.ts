@@ -5,6 +5,7 @@ import type { BusyThresholds } from '../../bindings/selection-contract.js';
 import type { Clock } from '../clock.js';
 import type { SchedRequest } from '../scheduler/contracts.js';
 import type { SelectionPolicy } from '../selection/contracts.js';
+import type { LearnedSpeed } from './speeds.js';
 
 export interface WorkerSpec {
   id: string;
@@ -81,6 +82,15 @@ export interface WorkerExplanation {
   decodeBlocks: number;
   activeRequests: number;
   cost: number | null;
+  /** What the router has learned of the worker's prefill speed (speeds.ts). */
+  speed: LearnedSpeed | null;
+  /**
+   * When the request's first token would come out there: the learned fixed
+   * part plus its queued prefill and its own uncached tokens at the learned
+   * speed (and, under the ttft policy, its decoding requests at the policy's
+   * decode weight); the cost adds the reuse term to this.
+   */
+  predictedTtftMs: number | null;
 }
 
 export interface Explanation {

@@ -6,12 +6,14 @@ import type { DecisionKernel } from '../../bindings/decision-contract.js';
 import type { LoadLedger } from '../../bindings/selection-contract.js';
 import { WorkerSlots, type WorkerKey } from '../../bindings/workers.js';
 import type { WorkerCapacity } from '../scheduler/contracts.js';
+import { CoreGroups } from './core-groups.js';
 import { TaintGroups } from './taint-groups.js';
 import { emptyCounts, type EventCounts, type WorkerSpec } from './types.js';
 
 export interface WorkerMeta {
   readonly spec: WorkerSpec;
   readonly slots: readonly number[];
+  /** Its taint group. */
   readonly group: number;
   draining: boolean;
   /** Out of selection after failing (outlier ejection); kept apart from the operator's draining. */
@@ -27,6 +29,8 @@ function serving(meta: WorkerMeta): boolean {
 export class WorkerSet {
   readonly slots = new WorkerSlots();
   readonly groups = new TaintGroups();
+  /** The core's groups: taint group and speed class (core-groups.ts). */
+  readonly coreGroups: CoreGroups;
   private readonly meta = new Map<string, WorkerMeta>();
   /** Slots of workers without KV events (approximate mode). */
   private readonly approximate = new Set<number>();
@@ -38,7 +42,10 @@ export class WorkerSet {
   constructor(
     readonly model: string,
     private readonly blockSize: number,
-  ) {}
+    speedMultiplier: (speedClass: number) => number,
+  ) {
+    this.coreGroups = new CoreGroups(speedMultiplier);
+  }
 
   /** Bumped by every change to the workers, their availability or their groups. */
   get version(): number {
@@ -54,7 +61,7 @@ export class WorkerSet {
     for (let rank = 0; rank < ranks; rank++) {
       const slot = this.slots.ensure(spec.id, rank);
       ledger.setWorker(slot, { totalBlocks: spec.totalBlocks, maxBatchedTokens: spec.maxBatchedTokens });
-      ledger.setGroup(slot, group);
+      ledger.setGroup(slot, this.coreGroups.place(slot, group, 0));
       const routed = spec.kvEvents === false;
       decider.setRouted(slot, routed);
       if (routed) this.approximate.add(slot);
@@ -73,6 +80,7 @@ export class WorkerSet {
     const dropped: string[] = [];
     for (const slot of meta.slots) {
       dropped.push(...ledger.removeWorker(slot));
+      this.coreGroups.drop(slot);
       this.approximate.delete(slot);
       this.slots.release(id, this.slots.keyOf(slot).rank);
     }
@@ -105,6 +113,12 @@ export class WorkerSet {
     return this.meta.has(id);
   }
 
+  /** Whether a registered worker takes new requests. */
+  serves(id: string): boolean {
+    const meta = this.meta.get(id);
+    return meta !== undefined && serving(meta);
+  }
+
   get(id: string): WorkerMeta | undefined {
     return this.meta.get(id);
   }
@@ -128,10 +142,17 @@ export class WorkerSet {
     return this.approximate.has(slot);
   }
 
-  /** The taint group of a slot's worker (0 for an unknown slot). */
+  /** The core group of a slot (its taints and speed class; 0 for an unknown slot). */
   groupOfSlot(slot: number): number {
+    return this.coreGroups.of(slot);
+  }
+
+  /** Moves a slot to the core group of its taints and this speed class. */
+  setSpeedClass(slot: number, speedClass: number, ledger: LoadLedger): void {
     const key = this.slots.has(slot) ? this.slots.keyOf(slot) : undefined;
-    return key ? (this.meta.get(key.id)?.group ?? 0) : 0;
+    const meta = key && this.meta.get(key.id);
+    if (!meta || this.coreGroups.classOf(slot) === speedClass) return;
+    ledger.setGroup(slot, this.coreGroups.place(slot, meta.group, speedClass));
   }
 
   /** Live worker ranks and their KV capacity in tokens; the same array until the worker set changes. */

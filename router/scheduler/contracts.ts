@@ -72,7 +72,29 @@ export interface Placement<R extends SchedRequest = SchedRequest> {
   cachedTokens(request: R, allowed: readonly WorkerKey[] | null): number;
   /** Rows of the declared groups for the eligible workers (overloaded ones included). */
   rows(request: R, allowed: readonly WorkerKey[] | null, inputs: WorkerInputMask): WorkerRows;
-  capacity(request: R, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null): CapacityVerdict;
+  /** Whether some worker the request may use (allowed, pinned, not excluded) is free for the class; no booking. */
+  capacity(request: R, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null, exclude: readonly WorkerKey[]): CapacityVerdict;
+  /**
+   * The fleet's headroom for a class: live workers not busy under `busy`. A
+   * request nothing narrows (no allowed set, pin or exclusion, an empty
+   * constraintKey) gets 'free' from capacity() exactly when this is above
+   * 0. The scheduler reads it on every capacity change, so it must come from
+   * what the ledger keeps (a count, or one pass in the core), never from a
+   * selection.
+   */
+  headroom(busy: BusyThresholds): number;
+  /**
+   * Whether the worker takes requests and is busy under `busy`. A wait whose
+   * workers are all so cannot pass, so a change to one of them leaves it
+   * closed. Read like headroom, on changes: from what the ledger keeps.
+   */
+  busyFor(worker: WorkerKey, busy: BusyThresholds): boolean;
+  /**
+   * What the placement itself narrows a request's workers by (required
+   * taints, say) as a key, '' when nothing. Requests of one class with the
+   * same allowed set, pin, exclusions and key get the same capacity() verdict.
+   */
+  constraintKey(request: R): string;
   /** Selects a worker (honouring a soft target when eligible and not busy) and books it in the ledger. */
   admit(
     request: R,
@@ -111,6 +133,13 @@ export type GateVerdict = { go: true; target?: WorkerKey } | { go: false; until?
 /**
  * A dispatch gate answers, per queue head and before the capacity check,
  * whether it may go now. check is a read; dispatched commits.
+ *
+ * A held head is asked again only when its answer may have changed: at its
+ * `until`; when the gate reports a change (dispatched or the classifier's
+ * onEvent returning true, or GateHandle.recheck()); when the set of workers
+ * changes; and, for a hold without a future `until`, at the periodic tick.
+ * Capacity changes alone do not ask it again, so an answer that depends on
+ * time must say when in `until`.
  */
 export interface DispatchGate<R extends SchedRequest = SchedRequest> {
   check(head: QueuedHead<R>, now: number): GateVerdict;

@@ -2,6 +2,7 @@
 // one picker chooses a row. Each component declares the worker-input groups it
 // reads; only declared groups are built, once per decision, for the eligible
 // workers. A core cost (CoreCost) runs fused in the wasm core instead.
+import type { SpeedPrior } from '../partition/speeds.js';
 import type { CostWeights } from '../../bindings/selection-contract.js';
 import type { WorkerInputMask, WorkerRows } from '../worker-inputs.js';
 
@@ -42,8 +43,21 @@ export interface WorkerPicker {
  * scores only the workers a request touches and finds the rest in its trees.
  * `kind` names the core's cost (assembly/cost/kind.ts); its weights follow.
  */
-export interface CoreCost extends Required<CostWeights> {
+export type CoreCost = KvCoreCost | TtftCoreCost;
+
+/** The kv cost (assembly/cost/kv.ts). */
+export interface KvCoreCost extends Required<CostWeights> {
   kind: 'kv';
+  temperature: number;
+}
+
+/** The ttft cost (assembly/cost/ttft.ts): predicted time to first token from the workers' learned speeds. */
+export interface TtftCoreCost {
+  kind: 'ttft';
+  /** How much more an uncached token weighs per engine step of the fleet's queued prefill. */
+  reuseWeight: number;
+  /** Tokens of queued prefill one decoding request counts as. */
+  decodeWeight: number;
   temperature: number;
 }
 
@@ -55,6 +69,8 @@ export interface SelectionPolicy {
   readonly picker?: WorkerPicker;
   /** Present when the default cost (in the core) scores and picks. */
   readonly coreCost?: CoreCost;
+  /** What a worker's prefill speed is taken to be until the router has learned it (router/partition/speeds.ts). */
+  readonly speedPrior?: SpeedPrior;
 }
 
 /** The union of every group a policy's components declared. */

@@ -44,6 +44,13 @@ export class ChatRenderer {
   /** Longest message content rendered segment by segment (the head cache's bound, at least SEGMENT_LIMIT_MIN). */
   private readonly segmentLimit: number;
   private readonly segments: TextCache<string>;
+  /**
+   * Segments of frozen messages, by identity (normalizeChat hands a
+   * conversation's earlier messages back as the same frozen objects): found
+   * without reading the content, and kept while the message lives.
+   */
+  private settledSegments = new WeakMap<TemplateMessage, { headId: number; text: string }>();
+  private settledHits = 0;
   private current: RenderMode = 'segmented';
   private nextHeadId = 0;
   fallbacks = 0;
@@ -75,7 +82,7 @@ export class ChatRenderer {
   }
 
   get segmentHits(): number {
-    return this.segments.hits;
+    return this.segments.hits + this.settledHits;
   }
 
   get segmentMisses(): number {
@@ -138,6 +145,8 @@ export class ChatRenderer {
     this.fallbacks = 0;
     this.segments.clear(); // probes are no traffic
     this.heads.clear();
+    this.settledSegments = new WeakMap();
+    this.settledHits = 0;
     return differing;
   }
 
@@ -160,6 +169,12 @@ export class ChatRenderer {
     const headTag = `${head.id}\u0001`;
     for (let i = 1; i < messages.length; i++) {
       const m = messages[i]!;
+      const settled = this.settledSegments.get(m);
+      if (settled !== undefined && settled.headId === head.id) {
+        this.settledHits++;
+        parts.push(settled.text);
+        continue;
+      }
       const tag = headTag + messageTag(m);
       let seg = this.segments.get(m.content, tag);
       if (seg === undefined) {
@@ -168,6 +183,7 @@ export class ChatRenderer {
         seg = detached(both.slice(head.text.length));
         this.segments.set(m.content, seg, tag);
       }
+      if (Object.isFrozen(m)) this.settledSegments.set(m, { headId: head.id, text: seg });
       parts.push(seg);
     }
     if (input.addGenerationPrompt) parts.push(head.generationPrompt);

@@ -84,6 +84,42 @@ export function normalizeMessage(message: unknown, index: number): TemplateMessa
   return out;
 }
 
+/**
+ * Whether nothing in a value can change: it and everything in it are frozen
+ * (as the request body parser leaves the messages it shares between a
+ * conversation's turns).
+ */
+function settled(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null) return true;
+  if (!Object.isFrozen(value)) return false;
+  for (const item of Object.values(value)) if (!settled(item)) return false;
+  return true;
+}
+
+/**
+ * Normalized settled messages, by identity: a conversation's earlier
+ * messages come back turn after turn as the same frozen objects, and each
+ * keeps one frozen TemplateMessage, so what is cached by it stays valid.
+ */
+const normalized = new WeakMap<object, TemplateMessage>();
+
+function normalizeOnce(message: unknown, index: number): TemplateMessage {
+  if (typeof message !== 'object' || message === null) return normalizeMessage(message, index);
+  const known = normalized.get(message);
+  if (known !== undefined) return known;
+  const out = normalizeMessage(message, index);
+  if (settled(message)) normalized.set(message, frozen(out));
+  return out;
+}
+
+/** Freezes a value and everything in it (tool calls whose arguments were parsed are new objects). */
+function frozen<T>(value: T): T {
+  if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return value;
+  Object.freeze(value);
+  for (const item of Object.values(value)) frozen(item);
+  return value;
+}
+
 export function normalizeChat(messages: unknown, options: ChatOptions | undefined): TemplateInput {
   if (!Array.isArray(messages)) throw new TypeError('messages must be an array of chat messages');
   const tools = options?.tools;
@@ -91,7 +127,7 @@ export function normalizeChat(messages: unknown, options: ChatOptions | undefine
   const addGenerationPrompt = options?.addGenerationPrompt ?? true;
   if (typeof addGenerationPrompt !== 'boolean') throw new TypeError('addGenerationPrompt must be a boolean');
   return {
-    messages: messages.map(normalizeMessage),
+    messages: messages.map(normalizeOnce),
     tools: tools && tools.length > 0 ? tools : null,
     addGenerationPrompt,
   };

@@ -1,31 +1,42 @@
-// A bounded LRU from text (a prompt piece or a rendered message) to a value,
-// bounded by the summed weight of its values (token ids, or characters).
+// A bounded cache from text (a prompt piece or a rendered message) to a
+// value, bounded by the summed weight of its values (token ids, or
+// characters), evicting what has not been hit since the eviction hand last
+// passed it (CLOCK, an approximation of least recently used).
 //
-// Lookups are keyed by a fingerprint of the text: its length and a strided
-// sample of its characters, so hashing a 100 KB piece reads ~100 characters
-// instead of all of them. A fingerprint is only a bucket: a hit is confirmed
-// by comparing the stored text with `===` (a native memcmp), so two texts that
-// share a fingerprint never share a value. Buckets hold a few texts at most.
-// An optional short tag qualifies the text (e.g. the role of a message), so a
-// long text can be keyed without concatenating a copy of it.
+// Lookups are keyed by a fingerprint of the text: every character of a short
+// one, a strided sample of a long one's, so hashing a 100 KB piece reads a few
+// hundred characters instead of all of them. A fingerprint is only a bucket: a
+// hit is confirmed by comparing the stored text with `===` (a native memcmp),
+// so two texts that share a fingerprint never share a value. Buckets hold a
+// few texts at most. An optional short tag qualifies the text (e.g. the role
+// of a message), so a long text can be keyed without concatenating a copy of
+// it.
+//
+// A hit only marks its entry: moving it to the back of the map (delete, then
+// set) would leave a deleted entry in its hash chain on every hit, and a hot
+// key's chain would grow with every lookup until the map is next rebuilt.
 
 interface Entry<V> {
   text: string;
   tag: string;
   value: V;
   weight: number;
+  /** Hit since the eviction hand last passed it. */
+  used: boolean;
 }
 
 /** Texts kept per fingerprint; more only happens with crafted input. */
 const BUCKET_LIMIT = 4;
+/** Texts up to this long are hashed whole. */
+const WHOLE = 512;
 /** Characters sampled across the text, plus every one of the last TAIL. */
-const SAMPLES = 64;
+const SAMPLES = 256;
 const TAIL = 16;
 
 export function fingerprint(text: string): number {
   const n = text.length;
   let h = Math.imul(n ^ 0x9e3779b9, 0x85ebca6b);
-  const step = n > SAMPLES ? Math.floor(n / SAMPLES) : 1;
+  const step = n > WHOLE ? Math.floor(n / SAMPLES) : 1;
   for (let i = 0; i < n; i += step) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
   for (let i = Math.max(0, n - TAIL); i < n; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x5bd1e995);
   h ^= h >>> 15;
@@ -45,6 +56,8 @@ export function detached(text: string): string {
 
 export class TextCache<V> {
   private readonly buckets = new Map<number, Entry<V>[]>();
+  /** The eviction hand: a live iterator over the buckets, oldest first. */
+  private hand: Iterator<[number, Entry<V>[]]> | null = null;
   private total = 0;
   hits = 0;
   misses = 0;
@@ -64,20 +77,18 @@ export class TextCache<V> {
   /** Drops every entry and zeroes the counters. */
   clear(): void {
     this.buckets.clear();
+    this.hand = null;
     this.total = 0;
     this.hits = 0;
     this.misses = 0;
   }
 
   get(text: string, tag = ''): V | undefined {
-    const fp = fingerprint(text) ^ fingerprint(tag);
-    const bucket = this.buckets.get(fp);
+    const bucket = this.buckets.get(fingerprint(text) ^ fingerprint(tag));
     if (bucket !== undefined) {
       for (const entry of bucket) {
         if (entry.text === text && entry.tag === tag) {
-          // Re-insert to make the bucket the most recently used.
-          this.buckets.delete(fp);
-          this.buckets.set(fp, bucket);
+          entry.used = true;
           this.hits++;
           return entry.value;
         }
@@ -87,28 +98,52 @@ export class TextCache<V> {
     return undefined;
   }
 
-  /** Stores a value; one heavier than the whole capacity is not kept. */
-  set(text: string, value: V, tag = ''): void {
+  /**
+   * Stores a value; one heavier than the whole capacity is not kept. The text
+   * is copied (see detached) unless `owned`: a caller that hands over a text
+   * no other string lives inside, and looks it up again by that same string,
+   * gets a hit without its characters being compared.
+   */
+  set(text: string, value: V, tag = '', owned = false): void {
     const weight = this.weigh(value);
     if (weight > this.capacity) return;
     const fp = fingerprint(text) ^ fingerprint(tag);
     let bucket = this.buckets.get(fp);
-    if (bucket === undefined) bucket = [];
-    else this.buckets.delete(fp);
+    if (bucket === undefined) {
+      bucket = [];
+      this.buckets.set(fp, bucket);
+    }
     const same = bucket.findIndex((e) => e.text === text && e.tag === tag);
     if (same >= 0) this.total -= bucket.splice(same, 1)[0]!.weight;
-    bucket.unshift({ text: detached(text), tag, value, weight });
+    bucket.unshift({ text: owned ? text : detached(text), tag, value, weight, used: false });
     while (bucket.length > BUCKET_LIMIT) this.total -= bucket.pop()!.weight;
-    this.buckets.set(fp, bucket);
     this.total += weight;
     this.evict();
   }
 
+  /**
+   * Moves the hand on until the weight is within bounds: an entry hit since
+   * the hand last passed is spared (and unmarked), any other is dropped.
+   */
   private evict(): void {
-    for (const [fp, bucket] of this.buckets) {
-      if (this.total <= this.capacity) return;
-      this.buckets.delete(fp);
-      for (const e of bucket) this.total -= e.weight;
+    // Every entry is spared at most once per turn of the hand, so this ends.
+    while (this.total > this.capacity) {
+      this.hand ??= this.buckets.entries();
+      const next = this.hand.next();
+      if (next.done === true) {
+        this.hand = null;
+        continue;
+      }
+      const [fp, bucket] = next.value;
+      for (let i = bucket.length - 1; i >= 0; i--) {
+        const e = bucket[i]!;
+        if (e.used) e.used = false;
+        else {
+          bucket.splice(i, 1);
+          this.total -= e.weight;
+        }
+      }
+      if (bucket.length === 0) this.buckets.delete(fp);
     }
   }
 }

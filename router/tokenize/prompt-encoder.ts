@@ -88,8 +88,36 @@ function asIds(ids: ArrayLike<number>): Uint32Array {
   return ids instanceof Uint32Array ? ids : Uint32Array.from(ids);
 }
 
+/** A conversation's prompt as last encoded: its parts, their ids back to back, and where each part's ids end. */
+interface Conversation {
+  parts: readonly string[];
+  ids: Uint32Array;
+  ends: Uint32Array;
+}
+
+/**
+ * Conversations of fewer parts are not kept: looking their parts up one by
+ * one costs about what keeping them would.
+ */
+const CONVERSATION_MIN_PARTS = 8;
+
+/** How many leading parts two part lists share. */
+function sharedParts(earlier: readonly string[], parts: readonly string[]): number {
+  const n = Math.min(earlier.length, parts.length);
+  let i = 0;
+  while (i < n && earlier[i] === parts[i]) i++;
+  return i;
+}
+
 export class PromptEncoder {
   readonly cache: TextCache<Uint32Array>;
+  /**
+   * The last encoding of each long conversation, by its first two parts
+   * (the head and the first message): its next turn, which repeats every
+   * earlier part, takes their ids in one piece instead of looking each part
+   * up. Bounded by its ids like the piece cache.
+   */
+  private readonly conversations: TextCache<Conversation>;
   private current: TokenizeMode = 'incremental';
 
   constructor(
@@ -97,6 +125,7 @@ export class PromptEncoder {
     cacheTokens: number,
   ) {
     this.cache = new TextCache<Uint32Array>(cacheTokens, (ids) => ids.length);
+    this.conversations = new TextCache<Conversation>(cacheTokens, (c) => c.ids.length);
   }
 
   get mode(): TokenizeMode {
@@ -141,23 +170,46 @@ export class PromptEncoder {
    * looked up in the cache whole (message segments repeat turn after turn:
    * one lookup per message instead of one scan of the whole prompt). A new
    * part is tokenized piece by piece but stored only as a whole, so its
-   * tokens are not cached twice.
+   * tokens are not cached twice. Parts are kept as the cache's keys as given:
+   * they are the chat renderer's own cached copies, which come back as the
+   * same strings turn after turn.
    */
   plan(parts: readonly string[]): EncodePlan {
-    if (this.current === 'whole' || parts.length === 1 || !this.separable(parts)) return this.planText(parts.join(''), this.current);
+    if (this.current === 'whole' || parts.length === 1) return this.planText(parts.join(''), this.current);
+    const earlier = this.conversations.get(parts[1]!, parts[0]!);
+    // The parts an earlier turn shares were found separable when it was encoded.
+    const shared = earlier === undefined ? 0 : sharedParts(earlier.parts, parts);
+    if (!this.separable(parts, Math.max(1, shared))) return this.planText(parts.join(''), this.current);
     const pending = new Pending();
-    // Per part: its cached ids, or its segments to assemble (and cache) once encoded.
-    const slots: (Uint32Array | Slot[])[] = parts.map((part) => this.cache.get(part) ?? this.segmentSlots(part, pending, false));
-    return pending.plan((ids) =>
-      joinIds(
-        slots.map((slot, i) => {
-          if (slot instanceof Uint32Array) return slot;
-          const partIds = joinIds(slot.map((s) => idsOf(s, ids)));
-          this.cache.set(parts[i]!, partIds);
-          return partIds;
-        }),
-      ),
-    );
+    // Per part after the shared ones: its cached ids, or its segments to assemble (and cache) once encoded.
+    const slots: (Uint32Array | Slot[])[] = [];
+    for (let i = shared; i < parts.length; i++) slots.push(this.cache.get(parts[i]!) ?? this.segmentSlots(parts[i]!, pending, false));
+    return pending.plan((ids) => {
+      const ends = new Uint32Array(parts.length);
+      const pieces: Uint32Array[] = [];
+      let at = 0;
+      if (earlier !== undefined && shared > 0) {
+        at = earlier.ends[shared - 1]!;
+        ends.set(earlier.ends.subarray(0, shared));
+        pieces.push(earlier.ids.subarray(0, at));
+      }
+      for (let i = shared; i < parts.length; i++) {
+        const slot = slots[i - shared]!;
+        let partIds: Uint32Array;
+        if (slot instanceof Uint32Array) partIds = slot;
+        else {
+          partIds = joinIds(slot.map((s) => idsOf(s, ids)));
+          this.cache.set(parts[i]!, partIds, '', true);
+        }
+        pieces.push(partIds);
+        at += partIds.length;
+        ends[i] = at;
+      }
+      const prompt = joinIds(pieces);
+      // Its own copy: the prompt's ids are the caller's.
+      if (parts.length >= CONVERSATION_MIN_PARTS) this.conversations.set(parts[1]!, { parts: parts.slice(), ids: prompt.slice(), ends }, parts[0]!, true);
+      return prompt;
+    });
   }
 
   private planText(text: string, mode: TokenizeMode): EncodePlan {
@@ -181,9 +233,10 @@ export class PromptEncoder {
     });
   }
 
-  private separable(parts: readonly string[]): boolean {
+  /** Whether every part from `from` on starts with a special token (see plan). */
+  private separable(parts: readonly string[], from: number): boolean {
     const splitter = this.codec.splitter;
-    for (let i = 1; i < parts.length; i++) if (parts[i]!.length > 0 && !splitter.startsWithSpecial(parts[i]!)) return false;
+    for (let i = from; i < parts.length; i++) if (parts[i]!.length > 0 && !splitter.startsWithSpecial(parts[i]!)) return false;
     return true;
   }
 }

@@ -2,30 +2,21 @@
 // ids, one per line in decimal, to compare with an engine's KV events or with
 // another router's hashes.
 import { readFileSync } from 'node:fs';
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { BlockHasher, DEFAULT_SEED, seedFor } from '../../bindings/block-hasher.js';
-
-/** Exit code for input the user got wrong (commander's own parse errors included). */
-const BAD_INPUT = 2;
+import { BAD_INPUT, integer, u64 } from './options.js';
 
 interface HashOptions {
-  blockSize: string;
+  blockSize: number;
   chained?: boolean;
   lora?: string;
   salt?: string;
-  seed: string;
+  seed: bigint;
   tokensFile?: string;
 }
 
 /** Thrown for input the user can fix; reported without a stack trace. */
 class BadInput extends Error {}
-
-/** A decimal or 0x-hex integer in [min, max]. */
-function parseInteger(text: string, name: string, min: bigint, max: bigint): bigint {
-  const value = /^(\d+|0x[0-9a-f]+)$/i.test(text) ? BigInt(text) : -1n;
-  if (value < min || value > max) throw new BadInput(`${name} must be an integer in [${min}, ${max}], got '${text}'`);
-  return value;
-}
 
 function argumentTokens(args: string[]): number[] {
   return args.map((text, i) => {
@@ -59,12 +50,10 @@ function blockHashes(args: string[], options: HashOptions): BigUint64Array {
     throw new BadInput('no tokens: give token ids as arguments or with --tokens-file');
   }
   const tokens = options.tokensFile === undefined ? argumentTokens(args) : fileTokens(options.tokensFile);
-  const blockSize = Number(parseInteger(options.blockSize, '--block-size', 1n, 0xffffffffn));
-  const base = parseInteger(options.seed, '--seed', 0n, 0xffffffffffffffffn);
-  const seed = seedFor({ seed: base, lora: options.lora, salt: options.salt });
+  const seed = seedFor({ seed: options.seed, lora: options.lora, salt: options.salt });
   const hasher = new BlockHasher();
   // Elements of a tokens file are checked here (a RangeError/TypeError naming tokens[i]).
-  const local = hasher.localHashes(tokens as ArrayLike<number>, blockSize, seed);
+  const local = hasher.localHashes(tokens as ArrayLike<number>, options.blockSize, seed);
   return options.chained ? hasher.sequenceHashes(local, seed) : local;
 }
 
@@ -73,13 +62,12 @@ export function registerHash(program: Command): void {
     .command('hash')
     .description('print the KV block hash of each complete block of token ids (XXH3-64, decimal, one per line)')
     .argument('[tokens...]', 'token ids (u32)')
-    .requiredOption('--block-size <n>', 'tokens per KV block')
+    .requiredOption('--block-size <n>', 'tokens per KV block (u32)', integer(1, 0xffffffff))
     .option('--chained', 'print chained sequence hashes instead of local block hashes')
     .option('--lora <name>', 'LoRA adapter name, mixed into the seed')
     .option('--salt <salt>', 'cache salt, mixed into the seed')
-    .option('--seed <n>', 'base seed (u64, decimal or 0x hex)', String(DEFAULT_SEED))
+    .addOption(new Option('--seed <n>', 'base seed (u64, decimal or 0x hex)').argParser(u64).default(DEFAULT_SEED, String(DEFAULT_SEED)))
     .option('--tokens-file <file>', 'read token ids from a JSON array instead of the arguments')
-    .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : BAD_INPUT))
     .action(function (this: Command, args: string[], options: HashOptions) {
       let hashes: BigUint64Array;
       try {

@@ -1,10 +1,11 @@
 #!/usr/bin/env node
-// The kvrouter command line. Each command registers itself from its own file.
+// The kvrouter command line.
 import { Command } from 'commander';
 import { registerCommands } from './commands.js';
+import { exitOnBadInput } from './options.js';
 
-const program = new Command('kvrouter')
+const program = exitOnBadInput(new Command('kvrouter'))
   .description('KV-cache-aware request router for LLM inference fleets')
   .version('0.1.0');
-registerCommands(program);
+await registerCommands(program, process.argv);
 await program.parseAsync(process.argv);

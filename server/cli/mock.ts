@@ -1,11 +1,13 @@
 // `kvrouter mock`: simulated engine workers (no GPU) behind OpenAI-compatible
 // HTTP endpoints, to try the router or test against. Worker i listens on
 // port + i; each has its own engine and KV cache on the real clock.
-import { InvalidArgumentError, type Command } from 'commander';
+import type { Command } from 'commander';
 import type { KvEventBatch } from '../../router/kv-events.js';
 import { ZmqKvPublisher } from '../../sim/kv-publisher.js';
 import { ENGINE_DEFAULTS } from '../../sim/mocker/engine-options.js';
 import { startMockFleet, type MockFleet } from '../../sim/mocker/http-server.js';
+import { offsetEndpoint } from '../workers/rank-endpoint.js';
+import { count, port, positive } from './options.js';
 
 export interface MockCommandOptions {
   port: number;
@@ -23,16 +25,6 @@ export interface MockCommandOptions {
   /** ZeroMQ ROUTER endpoint for worker 0's event replay; worker i binds port + i. */
   kvReplay?: string;
   kvTopic: string;
-}
-
-/** tcp://host:port shifted by `offset` ports, as engines offset their event sockets per rank. */
-export function offsetEndpoint(endpoint: string, offset: number): string {
-  const m = /^(tcp:\/\/.+):(\d+)$/.exec(endpoint);
-  if (!m) {
-    if (offset === 0) return endpoint;
-    throw new InvalidArgumentError(`cannot give each worker its own port from ${endpoint}: use tcp://host:port`);
-  }
-  return `${m[1]}:${Number(m[2]) + offset}`;
 }
 
 /** One vLLM-style publisher per worker; returns the sink that feeds them and a closer. */
@@ -56,16 +48,6 @@ export async function startKvPublishers(o: MockCommandOptions, print: (line: str
     close: async () => void (await Promise.all(publishers.map((p) => p.close()))),
   };
 }
-
-// Commander names the flag in its message; these say what was wrong with the value.
-function parsed(value: string, ok: (n: number) => boolean, want: string): number {
-  const n = Number(value);
-  if (value.trim() === '' || !ok(n)) throw new InvalidArgumentError(`expected ${want}.`);
-  return n;
-}
-const count = (value: string) => parsed(value, (n) => Number.isInteger(n) && n >= 1, 'an integer >= 1');
-const port = (value: string) => parsed(value, (n) => Number.isInteger(n) && n >= 0 && n <= 65535, 'a port in 0..65535');
-const factor = (value: string) => parsed(value, (n) => Number.isFinite(n) && n > 0, 'a number > 0');
 
 /**
  * Starts the fleet the options describe and prints where each worker listens.
@@ -108,7 +90,7 @@ export function registerMock(program: Command): void {
     .option('--port <n>', 'port of the first worker (0: any free ports)', port, 8000)
     .option('--host <host>', 'address to listen on', '127.0.0.1')
     .option('--workers <n>', 'number of workers', count, 1)
-    .option('--engine-speedup <x>', 'divide every modelled step time by x', factor, d.speedup)
+    .option('--engine-speedup <x>', 'divide every modelled step time by x', positive, d.speedup)
     .option('--num-blocks <n>', 'KV cache blocks per worker', count, d.numBlocks)
     .option('--block-size <n>', 'tokens per KV block', count, d.blockSize)
     .option('--max-batched-tokens <n>', 'token budget of one engine step', count, d.maxBatchedTokens)

@@ -8,6 +8,7 @@ import { DEFAULTS } from '../config/schema.js';
 import { NatsLink } from '../nats/link.js';
 import { KvRelay } from '../nats/relay.js';
 import { NatsNames } from '../nats/subjects.js';
+import { count, integer, matching, milliseconds } from './options.js';
 import { untilStopped } from './signals.js';
 
 interface RelayOptions {
@@ -22,25 +23,9 @@ interface RelayOptions {
   streamMaxBytes: number;
 }
 
-const ZMQ_ENDPOINT = /^(tcp|ipc):\/\/\S+$/;
-
-const zmq = (value: string) => {
-  if (!ZMQ_ENDPOINT.test(value) || value.includes('*')) throw new InvalidArgumentError(`expected a ZeroMQ address to connect to, such as tcp://10.0.0.5:5557, got ${JSON.stringify(value)}.`);
-  return value;
-};
-const workerId = (value: string) => {
-  if (!/^[A-Za-z0-9][A-Za-z0-9._:-]*$/.test(value)) throw new InvalidArgumentError('expected letters, digits, ".", "_", ":" or "-" (the id routers know the worker by).');
-  return value;
-};
-const positive = (min: number) => (value: string) => {
-  const n = Number(value);
-  if (!Number.isSafeInteger(n) || n < min) throw new InvalidArgumentError(`expected an integer >= ${min}.`);
-  return n;
-};
-const prefix = (value: string) => {
-  if (!/^[A-Za-z0-9_-]+$/.test(value)) throw new InvalidArgumentError('expected letters, digits, "_" or "-".');
-  return value;
-};
+const zmq = matching(/^(tcp|ipc):\/\/[^\s*]+$/, 'a ZeroMQ address to connect to, such as tcp://10.0.0.5:5557');
+const workerId = matching(/^[A-Za-z0-9][A-Za-z0-9._:-]*$/, 'letters, digits, ".", "_", ":" or "-" (the id routers know the worker by)');
+const prefix = matching(/^[A-Za-z0-9_-]+$/, 'letters, digits, "_" or "-"');
 
 export interface RunningRelay {
   relay: KvRelay;
@@ -94,11 +79,11 @@ export function registerRelay(program: Command): void {
     .requiredOption('--endpoint <zmq>', "the engine's KV-event PUB address, e.g. tcp://127.0.0.1:5557 (rank r: port + r)", zmq)
     .option('--replay-endpoint <zmq>', "the engine's replay (ROUTER) address, to recover missed batches", zmq)
     .option('--topic <topic>', 'the topic the engine publishes on', '')
-    .option('--data-parallel-size <n>', 'data-parallel ranks of the engine', positive(1), 1)
+    .option('--data-parallel-size <n>', 'data-parallel ranks of the engine', count, 1)
     .option('--nats <url>', 'NATS server(s), comma-separated (default: $KVROUTER_NATS_URL)')
     .option('--subject-prefix <prefix>', "first token of the subjects and the stream's name (the routers' nats.subject_prefix)", prefix, DEFAULTS.nats.subjectPrefix)
-    .option('--stream-max-age-ms <ms>', 'when creating the stream: how long events are kept', positive(1000), DEFAULTS.nats.kvStream.maxAgeMs)
-    .option('--stream-max-bytes <n>', 'when creating the stream: most bytes kept', positive(1 << 20), DEFAULTS.nats.kvStream.maxBytes)
+    .option('--stream-max-age-ms <ms>', 'when creating the stream: how long events are kept', milliseconds(1000), DEFAULTS.nats.kvStream.maxAgeMs)
+    .option('--stream-max-bytes <n>', 'when creating the stream: most bytes kept', integer(1 << 20), DEFAULTS.nats.kvStream.maxBytes)
     .action(async (options: RelayOptions) => {
       let running: RunningRelay;
       try {

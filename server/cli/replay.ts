@@ -7,7 +7,7 @@
 // instead: its own workload, runs (policy and classifier each) and engine
 // shape, with its key figures.
 import { writeFileSync } from 'node:fs';
-import { InvalidArgumentError, Option, type Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { PluginConfigError } from '../../router/plugins/params.js';
 import { SELECTION_POLICIES } from '../../router/plugins/selection/index.js';
 import { ENGINE_DEFAULTS, resolveEngineShape, type EngineShape } from '../../sim/mocker/engine-options.js';
@@ -24,9 +24,7 @@ import { checkLoads, DEFAULT_CAPACITY_PRECISION, DEFAULT_SLO_TTFT_MS, sweep, typ
 import { formatComparison, formatRows, formatSweep } from '../../sim/replay/table.js';
 import { checkWorkload } from '../../sim/replay/workload.js';
 import { loadWorkload, WorkloadSourceError, type WorkloadSource } from '../../sim/replay/workload-source.js';
-
-/** Exit code for input the user got wrong (commander's own parse errors included). */
-const BAD_INPUT = 2;
+import { BAD_INPUT, count, integer, listOf, positive, real } from './options.js';
 
 export interface ReplayCommandOptions {
   trace?: string;
@@ -59,19 +57,12 @@ export interface ReplayCommandOptions {
 /** Thrown for input the user can fix; reported without a stack trace. */
 class BadInput extends Error {}
 
-function parsed(value: string, ok: (n: number) => boolean, want: string): number {
-  const n = Number(value);
-  if (value.trim() === '' || !ok(n)) throw new InvalidArgumentError(`expected ${want}.`);
-  return n;
-}
-const count = (value: string) => parsed(value, (n) => Number.isInteger(n) && n >= 1, 'an integer >= 1');
-const seed = (value: string) => parsed(value, (n) => Number.isSafeInteger(n) && n >= 0, 'an integer >= 0');
-const factor = (value: string) => parsed(value, (n) => Number.isFinite(n) && n > 0, 'a number > 0');
-const millis = (value: string) => parsed(value, (n) => Number.isFinite(n) && n >= 0, 'a number of ms >= 0');
-const ratio = (value: string) => parsed(value, (n) => Number.isFinite(n) && n >= 0.001 && n <= 1, 'a number between 0.001 and 1');
+const seed = integer(0);
+const millis = real(0, Infinity, 'a number of ms >= 0');
+const ratio = real(0.001, 1, 'a number between 0.001 and 1');
 const collect = (value: string, previous: string[] | undefined) => [...(previous ?? []), value];
 /** One speed-up, or a comma-separated list of them (a sweep). */
-const speedups = (value: string) => value.split(',').map((part) => parsed(part, (n) => Number.isFinite(n) && n > 0, 'a number > 0, or a comma-separated list of them'));
+const speedups = listOf(positive, 'a number > 0, or a comma-separated list of them');
 
 /** The scenario settings, by the flag that sets each. */
 const SCENARIO_FLAGS: Readonly<Record<ScenarioOption, string>> = {
@@ -144,7 +135,7 @@ export function scenarioFlags(o: ReplayCommandOptions, explicit: Explicit): Scen
 }
 
 async function replayPolicies(o: ReplayCommandOptions, explicit: Explicit): Promise<void> {
-  const policies = policyList(o.policy.length > 0 ? o.policy : ['kv']);
+  const policies = policyList(o.policy.length > 0 ? o.policy : ['ttft']);
   const source = workloadSource(o);
   const workload = loadWorkload(source);
   if (o.writeTrace !== undefined) return writeTrace(o.writeTrace, writeMooncakeTrace(workload), workload.requests.length);
@@ -253,9 +244,9 @@ export function registerReplay(program: Command): void {
     .option('--trace <file>', 'Mooncake JSONL trace (timestamp or delay, input_length, output_length, hash_ids, session_id)')
     .option('--workload <specs>', `a generated workload instead of a trace: ${Object.keys(GENERATORS).join(', ')}; options as name${PARAM_SEPARATOR}key=value${PARAM_SEPARATOR}..., several joined with +`)
     .option('--scenario <name>', `a named scenario instead (its own workload, runs and engine shape): ${Object.keys(SCENARIOS).join(', ')}`)
-    .option('--duration-s <s>', 'scenario cold-pool: simulated seconds of workload', factor)
-    .option('--cold-interval-ms <ms>', 'scenario cold-pool: time between cold prompts', factor)
-    .option('--warm-gap-ms <ms>', 'scenario cold-pool: mean gap between warm session starts (default 8000 / workers)', factor)
+    .option('--duration-s <s>', 'scenario cold-pool: simulated seconds of workload', positive)
+    .option('--cold-interval-ms <ms>', 'scenario cold-pool: time between cold prompts', positive)
+    .option('--warm-gap-ms <ms>', 'scenario cold-pool: mean gap between warm session starts (default 8000 / workers)', positive)
     .option('--programs <n>', 'scenario agents: agent programs to run', count)
     .option('--workers <n>', 'simulated engine workers', count, 8)
     .option('--policy <specs>', `selection policy, repeatable or comma-separated (${Object.keys(SELECTION_POLICIES).join(', ')}, all); parameters as name${PARAM_SEPARATOR}key=value${PARAM_SEPARATOR}key=value`, collect, [])
@@ -266,11 +257,11 @@ export function registerReplay(program: Command): void {
         .argParser(speedups)
         .default([1], '1'),
     )
-    .option('--slo-ttft-ms <ms>', 'the TTFT p90 target the capacity is found at', factor, DEFAULT_SLO_TTFT_MS)
+    .option('--slo-ttft-ms <ms>', 'the TTFT p90 target the capacity is found at', positive, DEFAULT_SLO_TTFT_MS)
     .option('--capacity-precision <r>', 'bisect the capacity until the bracket is within this fraction', ratio, DEFAULT_CAPACITY_PRECISION)
     .option('--jobs <n>', 'replay up to n runs at once, on worker threads', count, defaultJobs())
     .option('--write-trace <file>', 'write the workload as a Mooncake JSONL trace and exit (replay it later with --trace)')
-    .option('--engine-speedup <x>', 'divide every modelled engine step time by x', factor, d.speedup)
+    .option('--engine-speedup <x>', 'divide every modelled engine step time by x', positive, d.speedup)
     .option('--event-delay-ms <ms>', 'delay between an engine publishing KV events and the router applying them', millis, DEFAULT_EVENT_DELAY_MS)
     .option('--num-blocks <n>', 'KV cache blocks per engine', count, d.numBlocks)
     .option('--max-batched-tokens <n>', 'token budget of one engine step', count, d.maxBatchedTokens)
@@ -279,7 +270,6 @@ export function registerReplay(program: Command): void {
     .option('--limit <n>', 'replay only the first n requests', count)
     .option('--json', 'print one JSON object per run (then per policy its capacity, when sweeping), one per line')
     .option('--report <file>', 'write a self-contained HTML report comparing the policies')
-    .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : BAD_INPUT))
     .action(async function (this: Command, options: ReplayCommandOptions) {
       try {
         await run(options, (key) => this.getOptionValueSource(key) === 'cli');

@@ -7,15 +7,8 @@
 // session bindings and (through relays) KV events over NATS.
 import cluster, { type Worker } from 'node:cluster';
 import { hostname } from 'node:os';
-import { loadConfigFile, configFromDocument } from '../config/load.js';
-import type { RouterConfig } from '../config/schema.js';
-import { EMBEDDED_DEFAULTS, startEmbeddedFleet, type EmbeddedFleet } from '../embedded.js';
 import { createLocalNatsServer, type LocalNatsServer } from '../nats/local-server.js';
-import type { ServeOptions } from './serve.js';
-
-/** Set in a replica's environment by the primary: the embedded fleet's config document. */
-export const REPLICA_DOCUMENT_ENV = 'KVROUTER_REPLICA_DOCUMENT';
-
+import { REPLICA_DOCUMENT_ENV, serveConfig, type ServeConfig, type ServeOptions } from './serve-config.js';
 
 export interface ReplicaPrimary {
   url: Promise<string>;
@@ -24,25 +17,17 @@ export interface ReplicaPrimary {
 
 /** Runs in the primary process: starts the shared pieces and forks the replicas. */
 export async function startReplicaPrimary(o: ServeOptions, env: NodeJS.ProcessEnv, print: (line: string) => void): Promise<ReplicaPrimary> {
-  const merged = { ...env, ...(o.port !== undefined && { PORT: o.port }), ...(o.host !== undefined && { HOST: o.host }) };
-  const path = o.config ?? env.KVROUTER_CONFIG;
-  let embedded: EmbeddedFleet | null = null;
+  let served: ServeConfig | undefined;
   let nats: LocalNatsServer | null = null;
   const shared: Record<string, string> = {};
-  let config: RouterConfig;
   const closeShared = async () => {
-    await embedded?.close();
+    await served?.embedded?.close();
     await nats?.close();
   };
   try {
-    if (path) {
-      config = await loadConfigFile(path, merged);
-    } else {
-      embedded = await startEmbeddedFleet({ ...EMBEDDED_DEFAULTS, workers: o.mockWorkers, speedup: o.mockSpeedup });
-      config = configFromDocument(embedded.document, merged);
-      shared[REPLICA_DOCUMENT_ENV] = JSON.stringify(embedded.document);
-    }
-    if (!config.nats) {
+    served = await serveConfig(o, env);
+    if (served.embedded) shared[REPLICA_DOCUMENT_ENV] = JSON.stringify(served.embedded.document);
+    if (!served.config.nats) {
       nats = await createLocalNatsServer();
       await nats.start();
       shared.KVROUTER_NATS_URL = nats.url;
@@ -52,6 +37,7 @@ export async function startReplicaPrimary(o: ServeOptions, env: NodeJS.ProcessEn
     await closeShared();
     throw error;
   }
+  const { config } = served;
   const base = config.nats?.replicaId ?? `${hostname()}-${process.pid}`.replace(/[^A-Za-z0-9_-]/g, '-');
   let stopping = false;
   const replicas = new Map<Worker, string>();

@@ -2,48 +2,18 @@
 // to the workers the file names; without, it starts the embedded default:
 // simulated workers in this process, publishing real KV events. With
 // --replicas N it runs N router processes sharing the port (serve-replicas.ts).
-// Precedence: flags over environment variables over the file.
 import cluster from 'node:cluster';
-import { InvalidArgumentError, type Command } from 'commander';
+import type { Command } from 'commander';
 import { ConfigError } from '../config/fields.js';
-import { configFromDocument, loadConfigFile } from '../config/load.js';
-import type { RouterConfig } from '../config/schema.js';
-import { EMBEDDED_DEFAULTS, startEmbeddedFleet, type EmbeddedFleet } from '../embedded.js';
 import { startRouter, type RunningRouter } from '../server.js';
-import { REPLICA_DOCUMENT_ENV, startReplicaPrimary, type ReplicaPrimary } from './serve-replicas.js';
+import { EMBEDDED_DEFAULTS, type EmbeddedFleet } from './embedded-fleet.js';
+import { integer, port, positive } from './options.js';
+import { EMBEDDED_HOST, serveConfig, type ServeOptions } from './serve-config.js';
+import { startReplicaPrimary, type ReplicaPrimary } from './serve-replicas.js';
 import { untilStopped } from './signals.js';
 
-export interface ServeOptions {
-  config?: string;
-  port?: string;
-  host?: string;
-  mockWorkers: number;
-  mockSpeedup: number;
-  replicas: number;
-}
-
-/**
- * The embedded default listens on loopback unless --host or HOST says
- * otherwise: its simulated workers are a local playground, not a service. A
- * config file keeps the configured host (default 0.0.0.0): it describes a
- * deployment whose clients are elsewhere.
- */
-export const EMBEDDED_HOST = '127.0.0.1';
-
-function embeddedDocument(document: Record<string, unknown>): Record<string, unknown> {
-  return { host: EMBEDDED_HOST, ...document };
-}
-
-const count = (value: string) => {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1 || n > 64) throw new InvalidArgumentError('expected an integer in 1..64.');
-  return n;
-};
-const factor = (value: string) => {
-  const n = Number(value);
-  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError('expected a number > 0.');
-  return n;
-};
+/** Simulated workers and replicas on one machine. */
+const processes = integer(1, 64);
 
 export interface Served {
   router: RunningRouter;
@@ -53,25 +23,7 @@ export interface Served {
 
 /** Starts the router (and the embedded fleet when no config is given), printing where everything listens. */
 export async function serve(o: ServeOptions, env: NodeJS.ProcessEnv, print: (line: string) => void): Promise<Served> {
-  const merged = { ...env, ...(o.port !== undefined && { PORT: o.port }), ...(o.host !== undefined && { HOST: o.host }) };
-  const path = o.config ?? env.KVROUTER_CONFIG;
-  let embedded: EmbeddedFleet | null = null;
-  let config: RouterConfig;
-  const replicaDocument = env[REPLICA_DOCUMENT_ENV];
-  if (path) {
-    config = await loadConfigFile(path, merged);
-  } else if (replicaDocument !== undefined) {
-    // A replica forked by `serve --replicas`: the primary runs the embedded fleet.
-    config = configFromDocument(embeddedDocument(JSON.parse(replicaDocument) as Record<string, unknown>), merged);
-  } else {
-    embedded = await startEmbeddedFleet({ ...EMBEDDED_DEFAULTS, workers: o.mockWorkers, speedup: o.mockSpeedup });
-    try {
-      config = configFromDocument(embeddedDocument(embedded.document), merged);
-    } catch (error) {
-      await embedded.close();
-      throw error;
-    }
-  }
+  const { config, path, embedded } = await serveConfig(o, env);
   let router: RunningRouter;
   try {
     router = await startRouter(config, { tokenizers: embedded?.tokenizers });
@@ -110,11 +62,11 @@ export function registerServe(program: Command): void {
     .command('serve')
     .description('run the router; without --config, in front of embedded simulated workers (no GPU needed)')
     .option('--config <file>', 'router config (YAML or JSON); default: $KVROUTER_CONFIG, else the embedded default')
-    .option('--port <n>', 'port to listen on (overrides PORT and the config)')
+    .option('--port <n>', 'port to listen on (overrides PORT and the config)', port)
     .option('--host <host>', `address to listen on (overrides HOST and the config; default: the config's host, ${EMBEDDED_HOST} without a config)`)
-    .option('--mock-workers <n>', 'embedded default: number of simulated workers', count, EMBEDDED_DEFAULTS.workers)
-    .option('--mock-speedup <x>', 'embedded default: divide the simulated step times by x', factor, EMBEDDED_DEFAULTS.speedup)
-    .option('--replicas <n>', 'router processes sharing the port, synchronised over NATS (a private nats-server without nats.url)', count, 1)
+    .option('--mock-workers <n>', 'embedded default: number of simulated workers', processes, EMBEDDED_DEFAULTS.workers)
+    .option('--mock-speedup <x>', 'embedded default: divide the simulated step times by x', positive, EMBEDDED_DEFAULTS.speedup)
+    .option('--replicas <n>', 'router processes sharing the port, synchronised over NATS (a private nats-server without nats.url)', processes, 1)
     .action(async (options: ServeOptions) => {
       if (options.replicas > 1 && cluster.isPrimary) return runPrimary(options);
       let served: Served;

@@ -113,6 +113,8 @@ export interface LimitsConfig {
   kvIngestMaxBlocksPerCall: number;
   /** Most blocks the index may hold for one worker fed over HTTP. */
   kvIngestMaxBlocksPerWorker: number;
+  /** Bytes of long chat bodies kept so a conversation's next turn parses only its new part (0: none kept). */
+  bodyReuseBytes: number;
 }
 
 /** Taking failing workers out of selection (server/workers/outliers.ts). */
@@ -163,7 +165,7 @@ export const DEFAULTS = {
   port: 8000,
   tokenizer: 'tiktoken:o200k_base',
   blockSize: 16,
-  selection: 'kv',
+  selection: 'ttft',
   limits: {
     maxBodyBytes: 32 * 1024 * 1024,
     maxRetries: 2,
@@ -175,6 +177,7 @@ export const DEFAULTS = {
     ledgerSweepAgeMs: 300_000,
     kvIngestMaxBlocksPerCall: 65_536,
     kvIngestMaxBlocksPerWorker: 1 << 20,
+    bodyReuseBytes: 64 * 1024 * 1024,
   } satisfies LimitsConfig,
   outlierEjection: {
     consecutiveConnectFailures: 3,
@@ -317,6 +320,7 @@ function readLimits(f: Fields): LimitsConfig {
     ledgerSweepAgeMs: f.number('ledger_sweep_age_ms', d.ledgerSweepAgeMs, { integer: true, min: 1 }),
     kvIngestMaxBlocksPerCall: f.number('kv_ingest_max_blocks_per_call', d.kvIngestMaxBlocksPerCall, { integer: true, min: 1 }),
     kvIngestMaxBlocksPerWorker: f.number('kv_ingest_max_blocks_per_worker', d.kvIngestMaxBlocksPerWorker, { integer: true, min: 1 }),
+    bodyReuseBytes: f.number('body_reuse_bytes', d.bodyReuseBytes, { integer: true, min: 0 }),
   };
 }
 
@@ -491,10 +495,12 @@ export function readBusyThresholds(b: Fields): BusyThresholds {
   const tokens = b.optionalNumber('prefill_tokens', { min: 0 });
   const prefill = b.optionalNumber('prefill_fraction', { min: 0 });
   const decode = b.optionalNumber('decode_fraction', { min: 0, max: 1 });
+  const ttft = b.optionalNumber('ttft_ms', { min: 0 });
   if (tokens !== null) out.prefillTokens = tokens;
   if (prefill !== null) out.prefillFraction = prefill;
   if (decode !== null) out.decodeFraction = decode;
-  if (Object.keys(out).length === 0) throw new ConfigError(b.path, 'set at least one of prefill_tokens, prefill_fraction, decode_fraction');
+  if (ttft !== null) out.ttftMs = ttft;
+  if (Object.keys(out).length === 0) throw new ConfigError(b.path, 'set at least one of prefill_tokens, prefill_fraction, decode_fraction, ttft_ms');
   return out;
 }
 

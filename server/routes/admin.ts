@@ -14,6 +14,7 @@ import { bearerCheck } from '../http/auth.js';
 import { readBusyThresholds, validateWorker } from '../config/schema.js';
 import { parseJsonBody } from '../request/fields.js';
 import type { RouterRuntime } from '../runtime.js';
+import type { BusyThresholds } from '../../router/scheduler/contracts.js';
 import type { WorkerHandle } from '../workers/registry.js';
 
 /** A 400 naming the field, from a config validation error. */
@@ -106,11 +107,11 @@ export function registerAdminRoutes(app: FastifyInstance, rt: RouterRuntime, tok
   });
 }
 
-function toSnake(classes: Record<string, { prefillTokens?: number; prefillFraction?: number; decodeFraction?: number } | null>) {
+function toSnake(classes: Record<string, BusyThresholds | null>) {
   return Object.fromEntries(
     Object.entries(classes).map(([name, b]) => [
       name,
-      b && { prefill_tokens: b.prefillTokens ?? null, prefill_fraction: b.prefillFraction ?? null, decode_fraction: b.decodeFraction ?? null },
+      b && { prefill_tokens: b.prefillTokens ?? null, prefill_fraction: b.prefillFraction ?? null, decode_fraction: b.decodeFraction ?? null, ttft_ms: b.ttftMs ?? null },
     ]),
   );
 }

@@ -8,7 +8,7 @@
 import type { FastifyInstance } from 'fastify';
 import { workerLabel } from '../../bindings/workers.js';
 import type { Partition } from '../../router/partition.js';
-import { parseJsonBody, requestFields } from '../request/fields.js';
+import { requestFields } from '../request/fields.js';
 import { promptIds, type PromptKind } from '../request/prompt.js';
 import type { RouterRuntime } from '../runtime.js';
 import { describeEjection, ejectionBody } from '../workers/ejection-view.js';
@@ -17,7 +17,7 @@ import { resolveModel } from './openai.js';
 
 export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): void {
   app.post('/router/explain', async (request) => {
-    const body = parseJsonBody(request.body as Buffer);
+    const body = rt.bodies.parse(request.body as Buffer);
     const model = resolveModel(rt, body);
     // A body with messages is a chat request; otherwise a completion.
     const kind: PromptKind = body.messages !== undefined ? 'chat' : 'completion';
@@ -55,6 +55,14 @@ export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): v
           decode_blocks: w.decodeBlocks,
           active_requests: w.activeRequests,
           cost: w.cost,
+          predicted_ttft_ms: w.predictedTtftMs,
+          speed: w.speed && {
+            tokens_per_second: w.speed.tokensPerSecond,
+            base_ms: w.speed.baseMs,
+            factor: w.speed.factor,
+            speed_class: w.speed.speedClass,
+            observations: w.speed.observations,
+          },
         };
       }),
     };

@@ -4,7 +4,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { RouterError } from '../../router/errors.js';
 import { asRouterError, sendError } from '../http/respond.js';
-import { modelOf, parseJsonBody, requestFields, streamOf } from '../request/fields.js';
+import { modelOf, requestFields, streamOf } from '../request/fields.js';
 import { promptIds, type PromptKind } from '../request/prompt.js';
 import type { RouterRuntime } from '../runtime.js';
 import { Exchange } from '../upstream/exchange.js';
@@ -28,7 +28,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, rt: RouterRuntime): v
     try {
       if (rt.shuttingDown) throw new RouterError('KVR_ERR_SHUTTING_DOWN');
       const raw = request.body as Buffer;
-      const body = parseJsonBody(raw);
+      const body = rt.bodies.parse(raw);
       model = resolveModel(rt, body);
       streamOf(body);
       const fields = requestFields(rt.nextRequestId(), request.headers);

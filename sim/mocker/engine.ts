@@ -71,6 +71,12 @@ export class MockEngine {
     this.timing = new TimingModel(this.shape.speedup);
   }
 
+  /** Makes every step from the next one on take `factor` times as long (1: back to the modelled speed). */
+  slowDown(factor: number): void {
+    if (!Number.isFinite(factor) || factor <= 0) throw new RangeError(`slowdown factor must be a finite number > 0, got ${factor}`);
+    this.timing.slowdown = factor;
+  }
+
   /**
    * Queues a request. Throws on a duplicate id, an empty prompt, a bad
    * maxTokens, or a request that could not fit in the cache even alone.

@@ -33,6 +33,9 @@ export function checkSpeedup(speedup: number): number {
 }
 
 export class TimingModel {
+  /** Multiplies every step's time from now on (a throttled GPU, a noisy neighbour); 1 by default. */
+  slowdown = 1;
+
   constructor(readonly speedup = 1) {
     checkSpeedup(speedup);
   }
@@ -40,6 +43,6 @@ export class TimingModel {
   /** Duration of one step in ms on the engine's clock. */
   stepMs(work: StepWork): number {
     const decode = work.decoding ? decodeMs(work.kvUtilization) : 0;
-    return (prefillMs(work.prefillTokens) + decode) / this.speedup;
+    return ((prefillMs(work.prefillTokens) + decode) * this.slowdown) / this.speedup;
   }
 }

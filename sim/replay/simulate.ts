@@ -6,6 +6,7 @@
 // first token, completed) reach the router at once, as the streaming
 // response carries them.
 import { VirtualClock } from '../../router/clock.js';
+import type { LearnedSpeed } from '../../router/partition/speeds.js';
 import type { KvEventBatch } from '../../router/kv-events.js';
 import { ModelRoute, type ModelRouteOptions } from '../../router/model-route.js';
 import type { Admission } from '../../router/scheduler/contracts.js';
@@ -42,6 +43,8 @@ export interface SimulateOptions {
   hashBlocks?: HashBlocks;
   /** Called each time a request finishes (completed, rejected or failed). */
   onProgress?(finished: number, total: number): void;
+  /** Engines slowed during the run: from `atMs` (virtual), worker `worker`'s steps take `factor` times as long. */
+  slowdowns?: readonly { worker: number; atMs: number; factor: number }[];
 }
 
 export type RequestOutcome = 'completed' | 'rejected' | 'failed';
@@ -87,6 +90,8 @@ export interface SimulationResult {
   records: RequestRecord[];
   engines: EngineStats[];
   routerEvents: RouterEventCounts;
+  /** What the router learned of each worker's prefill speed by the end of the run, in worker order. */
+  speeds: (LearnedSpeed | undefined)[];
   wallMs: number;
 }
 
@@ -159,6 +164,12 @@ export function simulate(workload: Workload, options: SimulateOptions): Simulati
         onEvents: options.eventDelayMs > 0 ? (batch) => void clock.at(clock.now() + options.eventDelayMs, () => deliver(batch)) : deliver,
       }),
     );
+  }
+
+  for (const s of options.slowdowns ?? []) {
+    const engine = engines[s.worker];
+    if (!engine) throw new RangeError(`slowdown of worker ${s.worker}: the run has ${engines.length} workers`);
+    clock.at(s.atMs, () => engine.slowDown(s.factor));
   }
 
   // A delayed turn arrives after the previous turn of its session ends.
@@ -256,8 +267,9 @@ export function simulate(workload: Workload, options: SimulateOptions): Simulati
     routerEvents.blockSizeMismatches += counts.blockSizeMismatches;
   }
   const stats = engines.map((e) => e.stats());
+  const speeds = workerIds.map((id) => route.partition.learnedSpeed({ id, rank: 0 }));
   for (const e of engines) e.close();
   route.close();
   if (finished !== total) throw new Error(`replay stalled: ${total - finished} of ${total} requests never finished`);
-  return { label: options.label, arrivalSpeedup: options.arrivalSpeedup, workerIds, records, engines: stats, routerEvents, wallMs: performance.now() - started };
+  return { label: options.label, arrivalSpeedup: options.arrivalSpeedup, workerIds, records, engines: stats, routerEvents, speeds, wallMs: performance.now() - started };
 }

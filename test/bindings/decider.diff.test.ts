@@ -8,8 +8,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_SEED } from '../../bindings/block-hasher.js';
-import type { Decision, DecisionRequest } from '../../bindings/decision-contract.js';
-import { BS, BUSY, CHAINS, COSTS, constraintsOf, promptOf, stepArb, twinKit, wasmKit, type Kit, type Step } from './decider.fixtures.js';
+import { CostKind, type Decision, type DecisionRequest } from '../../bindings/decision-contract.js';
+import { BS, BUSY, CHAINS, COSTS, KV_COSTS, SPEEDS, constraintsOf, promptOf, stepArb, twinKit, wasmKit, type Kit, type Step } from './decider.fixtures.js';
 
 const WORKERS = 12;
 
@@ -28,6 +28,9 @@ function applyFleetStep(kit: Kit, step: Step, live: string[]): void {
     }
     case 'available':
       if (slot !== undefined) kit.ledger.setAvailable(slot, step.available);
+      return;
+    case 'speed':
+      if (slot !== undefined) kit.ledger.setSpeed(slot, SPEEDS[step.speed]!);
       return;
     case 'remove':
       if (slot === undefined) return;
@@ -72,7 +75,7 @@ function settle(kits: readonly Kit[], step: Extract<Step, { kind: 'first' | 'rel
   });
 }
 
-const comparable = (d: Decision) => ({ slot: d.slot, cost: d.cost, overlapBlocks: d.overlapBlocks, counts: d.counts, routed: d.routed });
+const comparable = (d: Decision) => ({ slot: d.slot, cost: d.cost, overlapBlocks: d.overlapBlocks, cachedBlocks: d.cachedBlocks, counts: d.counts, routed: d.routed });
 
 /**
  * Today's path on a kit's wasm kernels: findMatches, project, select over the
@@ -90,6 +93,7 @@ function stepPath(kit: ReturnType<typeof wasmKit>, request: DecisionRequest, rou
     const groups = constraints.groups;
     allowedSlots = candidates.filter((s) => !excluded.has(s) && (!groups || (s < kit.ledger.rows && groups.allowed[groupOf(kit, s)] === 1)));
   }
+  if (request.cost.kind !== CostKind.kv) throw new Error('the step API decides by the kv cost only');
   const { kind: _kind, temperature, ...cost } = request.cost;
   kit.selector.enableFastPath({ blockSize: BS, cost, busy: request.busy ?? undefined });
   const selection = kit.selector.select({ busy: request.busy ?? undefined, allowedSlots, cost, temperature, fullScan: request.fullScan });
@@ -103,7 +107,7 @@ function stepPath(kit: ReturnType<typeof wasmKit>, request: DecisionRequest, rou
       booked = true;
     }
   }
-  return { slot, cost: selection.cost, overlapBlocks, counts: selection.counts, path: kit.selector.lastPath!, routed: booked };
+  return { slot, cost: selection.cost, overlapBlocks, cachedBlocks: overlapBlocks, counts: selection.counts, path: kit.selector.lastPath!, routed: booked };
 }
 
 const groupsOf = new WeakMap<object, Map<number, number>>();
@@ -114,6 +118,7 @@ function groupOf(kit: Kit, slot: number): number {
 describe('Decider (fused decision) against its twin', () => {
   it('decides exactly as the twins composed step by step, through random fleets, ledgers, caches and constraints', () => {
     const paths = { fast: 0, scan: 0 };
+    const ttftPaths = { fast: 0, scan: 0 };
     fc.assert(
       fc.property(fc.array(stepArb(WORKERS), { minLength: 1, maxLength: 70 }), fc.nat(), (steps, seed) => {
         const wasm = wasmKit(seed);
@@ -130,6 +135,7 @@ describe('Decider (fused decision) against its twin', () => {
             const id = `r${n++}`;
             const [a, b] = [wasm, twin].map((kit, i) => kit.decider.decide(requestOf(kit, step, prompts[i]!, id, now)));
             paths[a!.path]++;
+            if (COSTS[step.cost]!.kind === CostKind.ttft) ttftPaths[a!.path]++;
             expect(comparable(a!)).toEqual(comparable(b!));
             if (step.book && a!.slot >= 0) live.forEach((l) => l.push(id));
             const constraints = [constraintsOf(wasm, step), constraintsOf(twin, step)] as const;
@@ -141,18 +147,21 @@ describe('Decider (fused decision) against its twin', () => {
             applyFleetStep(twin, step, live[1]!);
           }
           expect(Array.from(wasm.ledger.columns.activePrefillTokens)).toEqual(Array.from(twin.ledger.columns.activePrefillTokens));
+          expect(Array.from(wasm.ledger.columns.decodingRequests)).toEqual(Array.from(twin.ledger.columns.decodingRequests));
         }
       }),
       { numRuns: 250 },
     );
-    // the comparison is about the fused fast path: most decisions must have taken it
+    // the comparison is about the fused fast path: most decisions must have taken it, under either cost
     expect(paths.fast).toBeGreaterThan(paths.scan);
+    expect(ttftPaths.fast).toBeGreaterThan(ttftPaths.scan / 2);
   });
 
   it("decides exactly as today's path on the wasm kernels (findMatches, project, select; required taints as allowed slots)", () => {
     // Preferred-taint multipliers are the fused call's own (the step API takes weights), so they are 1 here.
+    // The step API decides by the kv cost only.
     const unweighted = stepArb(WORKERS).map((step) =>
-      step.kind === 'decide' && step.groups ? { ...step, groups: { ...step.groups, multipliers: step.groups.multipliers.map(() => 1) } } : step,
+      step.kind === 'decide' ? { ...step, cost: step.cost % KV_COSTS, groups: step.groups && { ...step.groups, multipliers: step.groups.multipliers.map(() => 1) } } : step,
     );
     fc.assert(
       fc.property(fc.array(unweighted, { minLength: 1, maxLength: 60 }), fc.nat(), (steps, seed) => {
@@ -231,7 +240,7 @@ describe('Decider against its twin where workers tie', () => {
         }
         decisions.forEach((d, n) => {
           const tokens = CHAINS[d.chain]!.slice(0, d.length);
-          const cost = { kind: 0, overlapCredit: d.credit, prefillLoadScale: 1, activeRequestWeight: 0, temperature: 0 };
+          const cost = { kind: CostKind.kv, overlapCredit: d.credit, prefillLoadScale: 1, activeRequestWeight: 0, temperature: 0 };
           const groups = d.groups && { allowed: Uint8Array.of(1, 1, 1), multipliers: Float64Array.from(d.groups) };
           const constraints = { slots: null, excluded: d.excluded.length > 0 ? Uint32Array.from(d.excluded) : null, groups };
           const [a, b] = kits.map((kit) => {

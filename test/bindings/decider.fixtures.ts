@@ -61,11 +61,23 @@ export const COSTS: DecisionCost[] = [
   { kind: 0, overlapCredit: 0.5, prefillLoadScale: 2, activeRequestWeight: 0, temperature: 0 },
   { kind: 0, overlapCredit: 1, prefillLoadScale: 1, activeRequestWeight: 1, temperature: 0 },
   { kind: 0, overlapCredit: 3, prefillLoadScale: 0.5, activeRequestWeight: 0.25, temperature: 0 },
+  { kind: 1, reuseWeight: 4, decodeWeight: 300, temperature: 0 },
+  { kind: 1, reuseWeight: 0, decodeWeight: 0, temperature: 0 },
+  { kind: 1, reuseWeight: 1.5, decodeWeight: 7, temperature: 0.5 },
+];
+/** The kv costs of COSTS (the step-by-step selector API takes only those). */
+export const KV_COSTS = COSTS.filter((c) => c.kind === 0).length;
+/** Worker speeds for the ttft cost: the unit speed, a mid-size engine's, a slow one's. */
+export const SPEEDS = [
+  { baseMs: 0, msPerToken: 1 },
+  { baseMs: 20, msPerToken: 1 / 48 },
+  { baseMs: 7.5, msPerToken: 0.3 },
 ];
 
 export type Step =
   | { kind: 'worker'; worker: number; group: number; totalBlocks: number; maxBatchedTokens: number; routed: boolean }
   | { kind: 'available'; worker: number; available: boolean }
+  | { kind: 'speed'; worker: number; speed: number }
   | { kind: 'remove'; worker: number }
   | { kind: 'store'; worker: number; chain: number; blocks: number }
   | { kind: 'first'; pick: number }
@@ -90,6 +102,7 @@ export function stepArb(workers: number): fc.Arbitrary<Step> {
   return fc.oneof(
     { weight: 2, arbitrary: fc.record({ kind: fc.constant('worker' as const), worker, group: fc.nat({ max: GROUPS - 1 }), totalBlocks: fc.nat({ max: 60 }), maxBatchedTokens: fc.nat({ max: 120 }), routed: fc.boolean() }) },
     { weight: 1, arbitrary: fc.record({ kind: fc.constant('available' as const), worker, available: fc.boolean() }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant('speed' as const), worker, speed: fc.nat({ max: SPEEDS.length - 1 }) }) },
     { weight: 1, arbitrary: fc.record({ kind: fc.constant('remove' as const), worker }) },
     { weight: 3, arbitrary: fc.record({ kind: fc.constant('store' as const), worker, chain: fc.nat({ max: CHAINS.length - 1 }), blocks: fc.integer({ min: 1, max: 10 }) }) },
     { weight: 1, arbitrary: fc.record({ kind: fc.constant('first' as const), pick: fc.nat() }) },

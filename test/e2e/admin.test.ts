@@ -85,7 +85,7 @@ describe('admin API with a token', () => {
 
   it('reads and sets busy thresholds at runtime', async () => {
     const before = (await (await admin('/admin/busy-thresholds')).json()) as { models: Record<string, Record<string, unknown>> };
-    expect(before.models[MODEL]).toEqual({ default: null, batch: { prefill_tokens: null, prefill_fraction: null, decode_fraction: 0.5 } });
+    expect(before.models[MODEL]).toEqual({ default: null, batch: { prefill_tokens: null, prefill_fraction: null, decode_fraction: 0.5, ttft_ms: null } });
     const set = await admin('/admin/busy-thresholds', { method: 'PUT', body: { policy_class: 'default', busy: { prefill_tokens: 4096 } } });
     expect(set.status).toBe(200);
     expect(stack.model.route.busyThresholds().default).toEqual({ prefillTokens: 4096 });

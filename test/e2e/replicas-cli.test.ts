@@ -10,7 +10,7 @@ import { Agent } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BlockStored } from '../../router/kv-events.js';
 import { configFromDocument } from '../../server/config/load.js';
-import { EMBEDDED_DEFAULTS, startEmbeddedFleet } from '../../server/embedded.js';
+import { EMBEDDED_DEFAULTS, startEmbeddedFleet } from '../../server/cli/embedded-fleet.js';
 import { createLocalNatsServer, type LocalNatsServer } from '../../server/nats/local-server.js';
 import { startRouter, type RunningRouter } from '../../server/server.js';
 import { ZmqKvPublisher } from '../../sim/kv-publisher.js';

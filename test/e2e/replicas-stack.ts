@@ -9,7 +9,7 @@
 // replica knows what went there only from its own routing and its peers'.
 import type { Logger } from 'pino';
 import { configFromDocument } from '../../server/config/load.js';
-import { EMBEDDED_DEFAULTS, startEmbeddedFleet, type EmbeddedFleet } from '../../server/embedded.js';
+import { EMBEDDED_DEFAULTS, startEmbeddedFleet, type EmbeddedFleet } from '../../server/cli/embedded-fleet.js';
 import { KvRelay } from '../../server/nats/relay.js';
 import { NatsLink } from '../../server/nats/link.js';
 import { createLocalNatsServer, type LocalNatsServer } from '../../server/nats/local-server.js';

@@ -19,13 +19,13 @@ const boundTo = (router: RunningRouter) => (router.app.server.address() as Addre
 
 describe('kvrouter serve binds', () => {
   it('to loopback for the embedded setup (no config), to HOST when it is set', async () => {
-    const served = await serve({ mockWorkers: 1, mockSpeedup: 20, replicas: 1, port: '0' }, { KVROUTER_LOG_LEVEL: 'silent' }, quiet);
+    const served = await serve({ mockWorkers: 1, mockSpeedup: 20, replicas: 1, port: 0 }, { KVROUTER_LOG_LEVEL: 'silent' }, quiet);
     try {
       expect(boundTo(served.router)).toBe('127.0.0.1');
     } finally {
       await served.close();
     }
-    const open = await serve({ mockWorkers: 1, mockSpeedup: 20, replicas: 1, port: '0' }, { KVROUTER_LOG_LEVEL: 'silent', HOST: '0.0.0.0' }, quiet);
+    const open = await serve({ mockWorkers: 1, mockSpeedup: 20, replicas: 1, port: 0 }, { KVROUTER_LOG_LEVEL: 'silent', HOST: '0.0.0.0' }, quiet);
     try {
       expect(boundTo(open.router)).toBe('0.0.0.0');
     } finally {
@@ -37,7 +37,7 @@ describe('kvrouter serve binds', () => {
     const dir = await mkdtemp(join(tmpdir(), 'kvrouter-bind-'));
     const file = join(dir, 'router.yaml');
     await writeFile(file, 'log_level: silent\nworkers:\n  - { id: w0, url: "http://127.0.0.1:9", model: m }\n');
-    const served = await serve({ config: file, mockWorkers: 1, mockSpeedup: 1, replicas: 1, port: '0' }, {}, quiet);
+    const served = await serve({ config: file, mockWorkers: 1, mockSpeedup: 1, replicas: 1, port: 0 }, {}, quiet);
     try {
       expect(boundTo(served.router)).toBe('0.0.0.0');
     } finally {

@@ -2,7 +2,7 @@
 // events with replay), started in the test process on free loopback ports.
 import { configFromDocument } from '../../server/config/load.js';
 import type { RouterConfig } from '../../server/config/schema.js';
-import { EMBEDDED_DEFAULTS, startEmbeddedFleet, type EmbeddedFleet, type EmbeddedOptions } from '../../server/embedded.js';
+import { EMBEDDED_DEFAULTS, startEmbeddedFleet, type EmbeddedFleet, type EmbeddedOptions } from '../../server/cli/embedded-fleet.js';
 import { startRouter, type RunningRouter } from '../../server/server.js';
 import type { ModelRuntime } from '../../server/workers/model-runtime.js';
 

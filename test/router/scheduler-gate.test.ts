@@ -38,31 +38,35 @@ describe('G: the dispatch gate', () => {
     expect(out.dispatched.get(t.id)?.id).toBe('w1');
   });
 
-  it('G2: a held head is asked again on a capacity change, on a recheck and at its until time', () => {
+  it('G2: a held head is asked again on a recheck, when the gate reports a change and at its until time, not on a capacity change alone', () => {
     const { submit, gate, scheduler, classifier, clock, out } = setup();
     const warm = submit({ sessionId: 'other' });
     let hold = true;
     gate.decide = (head) => (hold && head.request.sessionId === 'h' ? { go: false, until: 5000 } : { go: true });
     const held = submit({ sessionId: 'h' });
     expect(gate.checksOf(held.id)).toBe(1);
-    scheduler.firstToken(warm.id); // capacity change
-    expect(gate.checksOf(held.id)).toBe(2);
+    scheduler.firstToken(warm.id); // capacity change the gate does not report
+    expect(gate.checksOf(held.id)).toBe(1);
     classifier.handle.recheck();
+    expect(gate.checksOf(held.id)).toBe(2);
+    classifier.sentChanges = true;
+    scheduler.sent(warm.id, out.dispatched.get(warm.id)!); // the gate's ledger changed
     expect(gate.checksOf(held.id)).toBe(3);
     clock.advanceTo(4999);
-    const beforeUntil = gate.checksOf(held.id); // periodic ticks may have asked too
+    expect(gate.checksOf(held.id)).toBe(3); // a hold with a time is not asked at the ticks
     hold = false;
     clock.advanceTo(5000);
-    expect(gate.checksOf(held.id)).toBeGreaterThan(beforeUntil);
+    expect(gate.checksOf(held.id)).toBe(4);
     expect(out.dispatched.has(held.id)).toBe(true);
   });
 
-  it('G2: every blocked lane is rechecked on a capacity change, not only the lane of the worker that changed', () => {
-    const { submit, gate, scheduler } = setup();
+  it('G2: a reported change asks every held lane again, not only the lane of the request whose event it was', () => {
+    const { submit, gate, scheduler, classifier } = setup();
     const first = submit({ sessionId: 'warm' });
     gate.decide = (head) => (head.request.sessionId?.startsWith('h') ? { go: false } : { go: true });
     const h1 = submit({ sessionId: 'h1', pin: { id: 'w0', rank: 0 } });
     const h2 = submit({ sessionId: 'h2', pin: { id: 'w1', rank: 0 } });
+    classifier.endChanges = true;
     scheduler.completed(first.id);
     expect(gate.checksOf(h1.id)).toBe(2);
     expect(gate.checksOf(h2.id)).toBe(2);
@@ -79,7 +83,7 @@ describe('G: the dispatch gate', () => {
     expect(out.dispatched.has(r.id)).toBe(true);
   });
 
-  it('G4: a Hold whose until is not in the future arms no timer and does not spin', () => {
+  it('G4: a Hold whose until is not in the future arms no timer and does not spin; the tick asks it again', () => {
     const { submit, gate, clock } = setup([policy()]);
     gate.decide = (_h, now) => ({ go: false, until: now });
     const r = submit();

@@ -8,16 +8,16 @@ import { SpecialSplitter } from '../../router/tokenize/special-split.js';
 
 describe('TextCache', () => {
   it('texts that share a fingerprint keep their own values', () => {
-    // 200 characters: every 3rd is sampled, so changing character 1 keeps the fingerprint
-    const a = `x${'a'.repeat(199)}`;
-    const b = `xb${'a'.repeat(198)}`;
+    // 2,000 characters: every 7th is sampled, so changing character 1 keeps the fingerprint
+    const a = `x${'a'.repeat(1999)}`;
+    const b = `xb${'a'.repeat(1998)}`;
     expect(fingerprint(a)).toBe(fingerprint(b));
     const cache = new TextCache<number>(100, () => 1);
     cache.set(a, 1);
     cache.set(b, 2);
     expect(cache.get(a)).toBe(1);
     expect(cache.get(b)).toBe(2);
-    expect(cache.get(`xc${'a'.repeat(198)}`)).toBeUndefined();
+    expect(cache.get(`xc${'a'.repeat(1998)}`)).toBeUndefined();
   });
 
   it('a tag qualifies the text', () => {
@@ -29,7 +29,24 @@ describe('TextCache', () => {
     expect(cache.get('ok')).toBeUndefined();
   });
 
-  it('stays within its weight bound, evicting the least recently used', () => {
+  it('every character of a short text counts: templated texts that differ in a few characters get their own buckets', () => {
+    const texts = Array.from({ length: 1000 }, (_, i) => `<|im_start|>user\nCustomer ${i} asks: do you have a cordless drill with two batteries, a case and a charger, and can it be delivered to the shop on the corner by Friday morning?<|im_end|>\n`);
+    expect(new Set(texts.map(fingerprint)).size).toBe(texts.length);
+  });
+
+  it('keeps a text hit between a stream of texts seen once, within its bound', () => {
+    const cache = new TextCache<number[]>(40, (v) => v.length);
+    cache.set('hot', [1, 2, 3, 4]);
+    for (let i = 0; i < 200; i++) {
+      expect(cache.get('hot')).toEqual([1, 2, 3, 4]);
+      cache.set(`once ${i}`, [i, i, i, i]);
+      expect(cache.weight).toBeLessThanOrEqual(40);
+    }
+    expect(cache.get('once 0')).toBeUndefined();
+    expect(cache.get('once 199')).toEqual([199, 199, 199, 199]);
+  });
+
+  it('stays within its weight bound, evicting what was not hit since the hand last passed', () => {
     const cache = new TextCache<number[]>(10, (v) => v.length);
     cache.set('a', [1, 2, 3, 4]);
     cache.set('b', [1, 2, 3, 4]);

@@ -1,4 +1,4 @@
-// `kvrouter hash` run as a real process (node + tsx on server/cli/main.ts),
+// `kvrouter hash` run as a real process (the built CLI, dist/server/cli/main.js),
 // checked on its stdout, stderr and exit code. Expected hashes come from the
 // pure-TS twin.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -71,11 +71,11 @@ describe.concurrent('kvrouter hash', () => {
 
   // [what is wrong, arguments, a pattern the message must match]
   const badInputs: [string, string[], RegExp][] = [
-    ['block size 0', ['--block-size', '0', '1', '2'], /--block-size must be an integer in \[1, 4294967295\], got '0'/],
+    ['block size 0', ['--block-size', '0', '1', '2'], /option '--block-size <n>' argument '0' is invalid\. expected an integer in 1\.\.4294967295/],
     ['a block size that is not a number', ['--block-size', 'four', '1'], /--block-size/],
     ['a token that is not an integer', ['--block-size', '2', '1', '2.5'], /tokens\[1\] must be a non-negative integer, got '2\.5'/],
     ['a token of 2^32', ['--block-size', '1', '4294967296'], /tokens\[0\] must be an integer in \[0, 2\^32\), got 4294967296/],
-    ['a seed of 2^64', ['--block-size', '1', '--seed', '18446744073709551616', '1'], /--seed must be an integer in \[0, 18446744073709551615\]/],
+    ['a seed of 2^64', ['--block-size', '1', '--seed', '18446744073709551616', '1'], /option '--seed <n>' argument '18446744073709551616' is invalid\. expected an integer in 0\.\.18446744073709551615/],
     ['a missing --block-size', ['1', '2'], /--block-size/],
     ['an unknown option', ['--block-size', '1', '--colour', '1'], /unknown option '--colour'/],
     ['no tokens at all', ['--block-size', '1'], /no tokens/],

@@ -1,11 +1,12 @@
-// Runs the `kvrouter` command line as a real process (node + tsx on
-// server/cli/main.ts), for tests that check its stdout, stderr and exit code.
+// Runs the `kvrouter` command line as a real process, built as users run it
+// (node on dist/server/cli/main.js; the suite's global setup builds it), for
+// tests that check its stdout, stderr and exit code.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
-const main = join(root, 'server/cli/main.ts');
+const main = join(root, 'dist/server/cli/main.js');
 
 export interface CliRun {
   code: number;
@@ -16,7 +17,7 @@ export interface CliRun {
 /** `kvrouter ...args`, from the repository root; resolves when the process exits. */
 export function kvrouter(...args: string[]): Promise<CliRun> {
   return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', main, ...args], { cwd: root }, (err, stdout, stderr) => {
+    execFile(process.execPath, [main, ...args], { cwd: root }, (err, stdout, stderr) => {
       resolve({ code: err ? ((err as { code?: number }).code ?? -1) : 0, stdout, stderr });
     });
   });
@@ -32,7 +33,7 @@ export interface CliProcess {
 
 /** A long-running `kvrouter ...args` (serve, relay) whose output the test reads as it comes. */
 export function spawnKvrouter(args: string[], env: Record<string, string> = {}): CliProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', main, ...args], {
+  const child = spawn(process.execPath, [main, ...args], {
     env: { ...process.env, KVROUTER_LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -110,6 +110,8 @@ describe('ledger sweep and KV ingest limits', () => {
     expect(failure({ limits: { ledger_sweep_interval_ms: 0 }, workers: [worker()] })).toMatch(/^limits\.ledger_sweep_interval_ms: must be >= 10/);
     expect(failure({ limits: { ledger_sweep_age_ms: 0 }, workers: [worker()] })).toMatch(/^limits\.ledger_sweep_age_ms: must be >= 1/);
     expect(failure({ limits: { kv_ingest_max_blocks_per_call: 1.5 }, workers: [worker()] })).toMatch(/^limits\.kv_ingest_max_blocks_per_call: must be an integer/);
+    expect(validateConfig({ limits: { body_reuse_bytes: 0 }, workers: [worker()] }).limits.bodyReuseBytes).toBe(0);
+    expect(failure({ limits: { body_reuse_bytes: -1 }, workers: [worker()] })).toMatch(/^limits\.body_reuse_bytes: must be >= 0/);
   });
 });
 

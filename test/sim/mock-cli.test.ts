@@ -2,10 +2,11 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import type { KvEventBatch } from '../../router/kv-events.js';
-import { offsetEndpoint, startKvPublishers, startMockCommand } from '../../server/cli/mock.js';
+import { startKvPublishers, startMockCommand } from '../../server/cli/mock.js';
 import { ZmqKvListener } from '../../server/kv-events/zmq-listener.js';
+import { offsetEndpoint } from '../../server/workers/rank-endpoint.js';
 
-const main = fileURLToPath(new URL('../../server/cli/main.ts', import.meta.url));
+const main = fileURLToPath(new URL('../../dist/server/cli/main.js', import.meta.url));
 
 describe('kvrouter mock', () => {
   it('passes the engine flags to every worker and prints each URL', async () => {
@@ -90,7 +91,7 @@ describe('kvrouter mock', () => {
   });
 
   it('serves until SIGTERM, then stops cleanly with exit code 0', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', main, 'mock', '--port', '0', '--workers', '2', '--engine-speedup', '100'], {
+    const child = spawn(process.execPath, [main, 'mock', '--port', '0', '--workers', '2', '--engine-speedup', '100'], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
@@ -113,7 +114,7 @@ describe('kvrouter mock', () => {
   });
 
   it('rejects a bad flag value with a message naming it and a non-zero exit', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', main, 'mock', '--port', '0', '--num-blocks', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [main, 'mock', '--port', '0', '--num-blocks', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
     let err = '';
     child.stderr.on('data', (c: Buffer) => (err += c.toString()));
     const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));

@@ -65,7 +65,7 @@ describe.concurrent('kvrouter replay', PROCESS_TIMEOUT, () => {
   it('replays a generated workload', async () => {
     const run = await kvrouter('--workload', 'agent-sessions+cold-prompts', '--limit', '30', '--workers', '2', '--json');
     expect(run.code).toBe(0);
-    expect(JSON.parse(run.stdout)).toMatchObject({ policy: 'kv', requests: 30, completed: 30 });
+    expect(JSON.parse(run.stdout)).toMatchObject({ policy: 'ttft', requests: 30, completed: 30 });
   });
 
   const bad: [string, string[], RegExp][] = [

@@ -117,6 +117,7 @@ describe('the per-policy summary', () => {
       { preemptions: 1, recomputedTokens: 0 },
     ] as SimulationResult['engines'],
     routerEvents: { batches: 0, stored: 0, removed: 0, skippedStores: 0, blockSizeMismatches: 0 },
+    speeds: [],
     wallMs: 12.34,
   };
   const report = summarize(run, 0.5);

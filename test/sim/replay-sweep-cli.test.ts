@@ -157,7 +157,7 @@ describe.concurrent('policy parameters', PROCESS_TIMEOUT, () => {
   });
 
   const bad: [string, string[], RegExp][] = [
-    ['an unknown policy', ['--policy', 'kv,fastest'], /unknown selection policy "fastest" \(known: kv, two-tier, round-robin, random, least-loaded, power-of-two\)/],
+    ['an unknown policy', ['--policy', 'kv,fastest'], /unknown selection policy "fastest" \(known: ttft, kv, two-tier, round-robin, random, least-loaded, power-of-two\)/],
     ['an unknown parameter', ['--policy', 'kv:overlap=1'], /kv: unknown parameter "overlap" \(known: overlap_credit, prefill_load_scale/],
     ['parameters split by a comma', ['--policy', 'kv:overlap_credit=2,prefill_load_scale=4'], /"prefill_load_scale=4" is a parameter, not a policy: .*kv:overlap_credit=2:prefill_load_scale=4/],
     ['the same policy twice', ['--policy', 'kv:overlap_credit=2:prefill_load_scale=4', '--policy', 'kv:prefill_load_scale=4:overlap_credit=2'], /policy kv:prefill_load_scale=4:overlap_credit=2 is given twice \(as kv:overlap_credit=2:prefill_load_scale=4\)/],

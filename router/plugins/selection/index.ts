@@ -6,9 +6,11 @@ import { leastLoadedPolicy } from './least-loaded.js';
 import { powerOfTwoPolicy } from './power-of-two.js';
 import { randomPolicy } from './random.js';
 import { roundRobinPolicy } from './round-robin.js';
+import { ttftPolicy } from './ttft.js';
 import { twoTierPolicy } from './two-tier.js';
 
 export const SELECTION_POLICIES: Readonly<Record<string, (params?: unknown) => SelectionPolicy>> = Object.freeze({
+  ttft: ttftPolicy,
   kv: defaultCostPolicy,
   'two-tier': twoTierPolicy,
   'round-robin': roundRobinPolicy,

@@ -37,6 +37,8 @@ export class ScriptedClassifier implements RequestClassifier {
   handle!: GateHandle;
   readonly events: ClassifierEvent[] = [];
   sentChanges = false;
+  /** Whether a completion or an abort changes what held heads depend on. */
+  endChanges = false;
   overrides: (id: string) => ClassifyResult = () => ({});
   classified = 0;
 
@@ -54,6 +56,7 @@ export class ScriptedClassifier implements RequestClassifier {
 
   onEvent(event: ClassifierEvent): boolean {
     this.events.push(event);
-    return event.type === 'sent' ? this.sentChanges : false;
+    if (event.type === 'sent') return this.sentChanges;
+    return event.type === 'completed' || event.type === 'aborted' ? this.endChanges : false;
   }
 }

@@ -85,10 +85,24 @@ export class TablePlacement implements Placement {
     };
   }
 
-  capacity(request: SchedRequest, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null): CapacityVerdict {
-    const ws = this.eligible(request, allowed);
+  capacity(request: SchedRequest, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null, exclude: readonly WorkerKey[] = []): CapacityVerdict {
+    const skip = new Set(exclude.map(workerLabel));
+    const ws = this.eligible(request, allowed).filter((w) => !skip.has(workerLabel(w.key)));
     if (ws.length === 0) return 'none';
     return ws.some((w) => !this.busy(w, busy)) ? 'free' : 'busy';
+  }
+
+  headroom(busy: BusyThresholds): number {
+    return this.workers.filter((w) => !this.busy(w, busy)).length;
+  }
+
+  busyFor(worker: WorkerKey, busy: BusyThresholds): boolean {
+    const w = this.workers.find((t) => workerLabel(t.key) === workerLabel(worker));
+    return w !== undefined && this.busy(w, busy);
+  }
+
+  constraintKey(): string {
+    return '';
   }
 
   admit(request: SchedRequest, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null, target: WorkerKey | null, exclude: readonly WorkerKey[]): Admission | RouterError {

@@ -2,13 +2,15 @@
 // start`) runs simulated engine workers in this process, on free loopback
 // ports, each publishing real KV events over ZeroMQ (with replay) and
 // tokenizing prompts with the router's own tokenizer, so the whole path
-// (HTTP, tokenization, events, cache-aware routing) works with no GPU.
-import { createTokenizer } from '../router/tokenize/index.js';
-import { ZmqKvPublisher } from '../sim/kv-publisher.js';
-import { startMockFleet, type MockFleet } from '../sim/mocker/http-server.js';
-import { DEFAULTS } from './config/schema.js';
-import { promptTokens } from './request/prompt.js';
-import type { TokenizerCache } from './workers/model-runtime.js';
+// (HTTP, tokenization, events, cache-aware routing) works with no GPU. The
+// command composes it: the router gets the workers' URLs in its config and
+// the tokenizers they share, and knows nothing of the simulation.
+import { createTokenizer } from '../../router/tokenize/index.js';
+import { ZmqKvPublisher } from '../../sim/kv-publisher.js';
+import { startMockFleet, type MockFleet } from '../../sim/mocker/http-server.js';
+import { DEFAULTS } from '../config/schema.js';
+import { promptTokens } from '../request/prompt.js';
+import type { TokenizerCache } from '../workers/model-runtime.js';
 
 export interface EmbeddedOptions {
   workers: number;
