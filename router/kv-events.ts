@@ -15,6 +15,13 @@ export interface BlockStored {
   loraName: string | null;
   /** Storage tier, e.g. "GPU" or "CPU"; null when the engine omits it. */
   medium: string | null;
+  /**
+   * Per block, the extra keys the engine hashed it with, when it says (newer
+   * vLLM): the LoRA name on every block of an adapter's chain, the cache salt
+   * on a request's first block, media hashes, as tuples of strings, numbers,
+   * lists or bytes. Absent or null: the engine did not send them.
+   */
+  extraKeys?: readonly (readonly unknown[] | null)[] | null;
 }
 
 export interface BlockRemoved {

@@ -8,7 +8,8 @@
 //     "ts": 1712345678.5,           optional engine time, seconds
 //     "events": [
 //       { "type": "stored", "block_hashes": ["1234..."], "parent_block_hash": null,
-//         "token_ids": [...], "block_size": 64, "lora_name": null, "medium": "GPU" },
+//         "token_ids": [...], "block_size": 64, "lora_name": null, "medium": "GPU",
+//         "extra_keys": [["tenant-a"], null] },   optional, one entry per block
 //       { "type": "removed", "block_hashes": [...], "medium": "GPU" },
 //       { "type": "cleared" }
 //     ]

@@ -5,7 +5,7 @@
 // array_like), so decoding is liberal about shape and strict about values:
 //   batch  [ts, events, dp_rank?]  or  {ts, events, data_parallel_rank?}
 //   event  ["BlockStored", block_hashes, parent_block_hash, token_ids,
-//           block_size, lora_id, medium, lora_name, ...]
+//           block_size, lora_id, medium, lora_name, extra_keys, ...]
 //          ["BlockRemoved", block_hashes, medium, ...]
 //          ["AllBlocksCleared"]
 //          or a map with a `type` key and the same names.
@@ -41,7 +41,7 @@ const TAG_REMOVED = 'BlockRemoved';
 const TAG_CLEARED = 'AllBlocksCleared';
 
 // Positional field names after the tag, in msgspec declaration order.
-const STORED_FIELDS = ['block_hashes', 'parent_block_hash', 'token_ids', 'block_size', 'lora_id', 'medium', 'lora_name'];
+const STORED_FIELDS = ['block_hashes', 'parent_block_hash', 'token_ids', 'block_size', 'lora_id', 'medium', 'lora_name', 'extra_keys'];
 const REMOVED_FIELDS = ['block_hashes', 'medium'];
 
 const U64_MASK = (1n << 64n) - 1n;
@@ -224,6 +224,8 @@ export function readStoredFields(f: Record<string, unknown>, path: string, readH
     loraName: readOptionalString(f.lora_name, `${path}.lora_name`),
     medium: readOptionalString(f.medium, `${path}.medium`),
   };
+  const extraKeys = readExtraKeys(f.extra_keys, `${path}.extra_keys`);
+  if (extraKeys !== null) stored.extraKeys = extraKeys;
   // Stored events carry every block's tokens; a partial block is never published.
   const want = stored.blockHashes.length * stored.blockSize;
   if (stored.tokenIds.length !== want) {
@@ -233,6 +235,17 @@ export function readStoredFields(f: Record<string, unknown>, path: string, readH
     );
   }
   return stored;
+}
+
+/** Per-block extra keys: a list whose entries are a tuple (a list) or null; null when absent. */
+function readExtraKeys(value: unknown, field: string): (unknown[] | null)[] | null {
+  if (value === undefined || value === null) return null;
+  if (!Array.isArray(value)) throw new KvDecodeError(field, `must be a list with one entry per block, got ${describeValue(value)}`);
+  return value.map((entry, i) => {
+    if (entry === null || entry === undefined) return null;
+    if (!Array.isArray(entry)) throw new KvDecodeError(`${field}[${i}]`, `must be a list of keys or null, got ${describeValue(entry)}`);
+    return entry;
+  });
 }
 
 /** A BlockRemoved from its named fields. */
@@ -275,8 +288,8 @@ export function encodeKvBatch(batch: KvEventBatch, form: BatchForm): Uint8Array 
 
 function eventAsArray(event: KvEvent): unknown[] {
   switch (event.type) {
-    case 'stored':
-      return [
+    case 'stored': {
+      const fields: unknown[] = [
         TAG_STORED,
         event.blockHashes.map(wireHash),
         event.parentBlockHash === null ? null : wireHash(event.parentBlockHash),
@@ -286,6 +299,10 @@ function eventAsArray(event: KvEvent): unknown[] {
         event.medium,
         event.loraName,
       ];
+      // A trailing field left at its default is omitted, as msgspec does.
+      if (event.extraKeys) fields.push(event.extraKeys);
+      return fields;
+    }
     case 'removed':
       return [TAG_REMOVED, event.blockHashes.map(wireHash), event.medium];
     case 'cleared':
@@ -296,7 +313,8 @@ function eventAsArray(event: KvEvent): unknown[] {
 function eventAsMap(event: KvEvent): Record<string, unknown> {
   const fields = eventAsArray(event);
   const names = event.type === 'stored' ? STORED_FIELDS : event.type === 'removed' ? REMOVED_FIELDS : [];
-  return Object.fromEntries([['type', fields[0]], ...names.map((name, i) => [name, fields[i + 1]])]);
+  const named = names.map((name, i) => [name, fields[i + 1]] as const).filter(([, value]) => value !== undefined);
+  return Object.fromEntries([['type', fields[0]], ...named]);
 }
 
 // msgpackr writes integral numbers past 32 bits as float64, so larger hashes go

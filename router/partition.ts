@@ -85,7 +85,7 @@ export class Partition implements Placement<RoutedRequest> {
     this.core = this.kernels.core;
     this.index = this.kernels.index;
     const { decider, ledger, selector, index, hasher } = this.kernels;
-    this.prompts = new Prompts(this.model, this.set, decider);
+    this.prompts = new Prompts(this.model, this.set, decider, hasher);
     this.cache = new CacheIndex(index, hasher, this.set, this.blockSize, (lora, salt) => this.prompts.seedOf(lora, salt));
     this.constraints = new Constraints(this.set);
     this.pipeline = new Pipeline(this.policy, policyInputs(this.policy), decider, ledger, selector, this.set, this.blockSize);

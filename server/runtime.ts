@@ -18,6 +18,8 @@ export class RouterRuntime implements ExchangeContext {
   /** Request bodies to JSON, reusing the parse of a conversation's earlier turns. */
   readonly bodies: BodyParser;
   readonly limits: RouterConfig['limits'];
+  /** Each LoRA adapter's base model, by the adapter's name (what clients send as `model`). */
+  readonly adapters: ReadonlyMap<string, ModelRuntime>;
   private serial = 0;
   private readonly idPrefix = `kvr-${process.pid.toString(36)}-${Date.now().toString(36)}-`;
   shuttingDown = false;
@@ -34,6 +36,7 @@ export class RouterRuntime implements ExchangeContext {
     this.limits = config.limits;
     this.bodies = new BodyParser(config.limits.bodyReuseBytes);
     this.metrics = new RouterMetrics({ models: () => this.models.values(), workers: () => this.registry.list(), bodies: () => this.bodies });
+    this.adapters = new Map([...models.values()].flatMap((m) => m.config.adapters.map((name) => [name, m] as const)));
     replication?.registerMetrics(this.metrics.registry);
     diagnostics?.registerMetrics(this.metrics.registry);
   }

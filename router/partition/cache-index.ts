@@ -6,6 +6,7 @@
 import { IndexFailure, type PrefixIndexApi } from '../../bindings/prefix-index-api.js';
 import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
 import type { KvEventBatch } from '../kv-events.js';
+import { storedLocalHashes } from './block-keys.js';
 import type { EventHasher } from './kernels.js';
 import type { EventCounts } from './types.js';
 import type { WorkerSet } from './worker-set.js';
@@ -66,7 +67,7 @@ export class CacheIndex {
         counts.blockSizeMismatches++;
         continue;
       }
-      const local = this.hasher.localHashes(event.tokenIds, this.blockSize, this.seedOf(event.loraName, null));
+      const local = storedLocalHashes(this.hasher, event, this.blockSize, this.seedOf);
       if (local.length !== event.blockHashes.length || !this.index.applyStored(worker, event.parentBlockHash, event.blockHashes, local)) {
         counts.skippedStores++;
         continue;

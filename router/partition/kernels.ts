@@ -17,11 +17,10 @@ import { ReferenceSelector } from '../../bindings/reference/selector.js';
 import type { LoadLedger, WorkerSelector } from '../../bindings/selection-contract.js';
 import { Selector } from '../../bindings/selector.js';
 import type { WorkerSlots } from '../../bindings/workers.js';
+import type { KeyedHasher } from './block-keys.js';
 
-/** What the partition needs of a block hasher for KV events: the wasm one and its twin both fit. */
-export interface EventHasher {
-  localHashes(tokens: ArrayLike<number>, blockSize: number, seed?: bigint): BigUint64Array;
-}
+/** What the partition needs of a block hasher for KV events and salted prompts: the wasm one and its twin both fit. */
+export type EventHasher = KeyedHasher;
 
 export interface Kernels {
   /** The wasm core (undefined on the twins). */

@@ -3,9 +3,10 @@
 // also finds the prompt's cached prefixes), and the fields the scheduler and
 // selection read.
 import { DEFAULT_SEED, seedFor } from '../../bindings/reference/hash-inputs.js';
-import type { DecisionKernel } from '../../bindings/decision-contract.js';
+import type { DecisionKernel, PromptHashes } from '../../bindings/decision-contract.js';
 import { workerLabel } from '../../bindings/workers.js';
 import { RouterError } from '../errors.js';
+import { saltedPrompt, type KeyedHasher } from './block-keys.js';
 import type { WorkerSet } from './worker-set.js';
 import type { RequestFields, RoutedRequest } from './types.js';
 
@@ -27,6 +28,7 @@ export class Prompts {
     private readonly model: string,
     private readonly workers: WorkerSet,
     private readonly decider: DecisionKernel,
+    private readonly hasher: KeyedHasher,
   ) {}
 
   /** Hashes a prompt into blocks and validates the pin; the result is what the scheduler queues. */
@@ -38,7 +40,7 @@ export class Prompts {
       }
     }
     if (!(tokens instanceof Uint32Array)) checkTokens(tokens);
-    const { local, sequence } = this.decider.prepare(tokens, this.seedOf(fields.loraName ?? null, fields.cacheSalt ?? null));
+    const { local, sequence } = this.hashes(tokens, fields.loraName || null, fields.cacheSalt || null);
     return {
       id: fields.id,
       promptTokens: tokens.length,
@@ -54,6 +56,14 @@ export class Prompts {
       requiredTaints: fields.requiredTaints ?? [],
       preferredTaints: fields.preferredTaints ?? [],
     };
+  }
+
+  /** The prompt's hashes under its adapter, its first block under the salt as well (block-keys.ts). */
+  private hashes(tokens: ArrayLike<number>, lora: string | null, salt: string | null): PromptHashes {
+    const base = this.seedOf(lora, null);
+    const prompt = this.decider.prepare(tokens, base);
+    if (salt === null) return prompt;
+    return saltedPrompt(this.hasher, prompt, tokens, this.decider.blockSize, { base, salted: this.seedOf(lora, salt) });
   }
 
   /** The hash seed of a LoRA adapter and cache salt. */

@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { Option, type Command } from 'commander';
 import { BlockHasher, DEFAULT_SEED, seedFor } from '../../bindings/block-hasher.js';
+import { saltedPrompt } from '../../router/partition/block-keys.js';
 import { BAD_INPUT, integer, u64 } from './options.js';
 
 interface HashOptions {
@@ -50,11 +51,15 @@ function blockHashes(args: string[], options: HashOptions): BigUint64Array {
     throw new BadInput('no tokens: give token ids as arguments or with --tokens-file');
   }
   const tokens = options.tokensFile === undefined ? argumentTokens(args) : fileTokens(options.tokensFile);
-  const seed = seedFor({ seed: options.seed, lora: options.lora, salt: options.salt });
+  const seed = seedFor({ seed: options.seed, lora: options.lora });
   const hasher = new BlockHasher();
   // Elements of a tokens file are checked here (a RangeError/TypeError naming tokens[i]).
   const local = hasher.localHashes(tokens as ArrayLike<number>, options.blockSize, seed);
-  return options.chained ? hasher.sequenceHashes(local, seed) : local;
+  const unsalted = { local, sequence: hasher.sequenceHashes(local, seed) };
+  // A salt keys the first block only, as vLLM's extra keys do (router/partition/block-keys.ts).
+  const salted = seedFor({ seed: options.seed, lora: options.lora, salt: options.salt });
+  const prompt = options.salt ? saltedPrompt(hasher, unsalted, tokens as ArrayLike<number>, options.blockSize, { base: seed, salted }) : unsalted;
+  return options.chained ? prompt.sequence : prompt.local;
 }
 
 export function registerHash(program: Command): void {
@@ -64,8 +69,8 @@ export function registerHash(program: Command): void {
     .argument('[tokens...]', 'token ids (u32)')
     .requiredOption('--block-size <n>', 'tokens per KV block (u32)', integer(1, 0xffffffff))
     .option('--chained', 'print chained sequence hashes instead of local block hashes')
-    .option('--lora <name>', 'LoRA adapter name, mixed into the seed')
-    .option('--salt <salt>', 'cache salt, mixed into the seed')
+    .option('--lora <name>', "LoRA adapter name, mixed into every block's seed")
+    .option('--salt <salt>', "cache salt, mixed into the first block's seed (the chain carries it on)")
     .addOption(new Option('--seed <n>', 'base seed (u64, decimal or 0x hex)').argParser(u64).default(DEFAULT_SEED, String(DEFAULT_SEED)))
     .option('--tokens-file <file>', 'read token ids from a JSON array instead of the arguments')
     .action(function (this: Command, args: string[], options: HashOptions) {

@@ -1,53 +1,111 @@
 // `kvrouter mock`: simulated engine workers (no GPU) behind OpenAI-compatible
 // HTTP endpoints, to try the router or test against. Worker i listens on
-// port + i; each has its own engine and KV cache on the real clock.
-import type { Command } from 'commander';
+// port + i; each has its own engines (one per data-parallel rank) and KV
+// caches on the real clock. The defaults fit `kvrouter serve --config`
+// (examples/mock-fleet.yaml): ports apart from the router's, the router's
+// block size and default tokenizer, so the router's hashes meet the mock's.
+import { InvalidArgumentError, type Command } from 'commander';
 import type { KvEventBatch } from '../../router/kv-events.js';
+import { createTokenizer } from '../../router/tokenize/index.js';
 import { ZmqKvPublisher } from '../../sim/kv-publisher.js';
 import { ENGINE_DEFAULTS } from '../../sim/mocker/engine-options.js';
 import { startMockFleet, type MockFleet } from '../../sim/mocker/http-server.js';
-import { offsetEndpoint } from '../workers/rank-endpoint.js';
-import { count, port, positive } from './options.js';
+import type { PromptTokens } from '../../sim/mocker/prompt-tokens.js';
+import { DEFAULTS } from '../config/schema.js';
+import { firstCollision, offsetEndpoint, rankSockets } from '../kv-events/rank-endpoints.js';
+import { count, listOf, matching, port, positive } from './options.js';
+import { promptTokens } from '../request/prompt.js';
+import { readFile } from 'node:fs/promises';
+
+export { offsetEndpoint };
+
+/** The first worker's default port: away from the router's 8000, so both run on one machine. */
+export const MOCK_DEFAULT_PORT = 8100;
 
 export interface MockCommandOptions {
   port: number;
   host: string;
   workers: number;
+  /** Data-parallel ranks per worker, each with its own engine and cache (vLLM --data-parallel-size). */
+  dataParallelSize?: number;
   engineSpeedup: number;
   numBlocks: number;
   blockSize: number;
   maxBatchedTokens: number;
   maxNumSeqs: number;
   model: string;
+  /** LoRA adapters served under their own model names. */
+  adapters?: string[];
+  /** The router's tokenizer spec (tiktoken:<encoding>, hf:<dir>, bytes); absent: one token per byte of the body. */
+  tokenizer?: string;
   defaultMaxTokens: number;
-  /** ZeroMQ PUB endpoint for worker 0's KV events; worker i binds port + i, like vLLM's dp ranks. */
+  /** ZeroMQ PUB endpoint of worker 0's rank 0; each rank of each worker binds the next port (see eventPort). */
   kvEvents?: string;
-  /** ZeroMQ ROUTER endpoint for worker 0's event replay; worker i binds port + i. */
+  /** ZeroMQ ROUTER endpoint for event replay, numbered like kvEvents. */
   kvReplay?: string;
   kvTopic: string;
 }
 
-/** One vLLM-style publisher per worker; returns the sink that feeds them and a closer. */
+/**
+ * The port offset of a worker's rank: an engine offsets its ranks from its
+ * own base port, and worker w's base is data_parallel_size ports after
+ * worker w-1's, so a router config gives worker w the endpoint port + w x n.
+ */
+export function eventPortOffset(worker: number, rank: number, ranks: number): number {
+  return worker * ranks + rank;
+}
+
+/** One vLLM-style publisher per rank of each worker; returns the sink that feeds them and a closer. */
 export async function startKvPublishers(o: MockCommandOptions, print: (line: string) => void) {
+  const ranks = o.dataParallelSize ?? 1;
   const publishers: ZmqKvPublisher[] = [];
+  const close = async () => void (await Promise.all(publishers.map((p) => p.close())));
   if (o.kvEvents) {
-    for (let i = 0; i < o.workers; i++) {
-      const publisher = new ZmqKvPublisher({
-        endpoint: offsetEndpoint(o.kvEvents, i),
-        replayEndpoint: o.kvReplay ? offsetEndpoint(o.kvReplay, i) : undefined,
-        topic: o.kvTopic,
-      });
-      await publisher.start();
-      publishers.push(publisher);
-      print(`worker ${i}: kv events ${publisher.endpoint}${publisher.replayEndpoint ? `, replay ${publisher.replayEndpoint}` : ''}`);
+    const endpoints = [{ field: '--kv-events', endpoint: o.kvEvents }];
+    if (o.kvReplay) endpoints.push({ field: '--kv-replay', endpoint: o.kvReplay });
+    const clash = firstCollision(rankSockets(endpoints, o.workers * ranks));
+    if (clash) {
+      throw new InvalidArgumentError(
+        `${clash[1].field} ${o.kvReplay}: its port ${clash[1].address} is also one of ${clash[0].field}'s (${o.workers * ranks} ports from ${o.kvEvents}); leave more room between them`,
+      );
+    }
+    try {
+      for (let w = 0; w < o.workers; w++) {
+        for (let r = 0; r < ranks; r++) {
+          const offset = eventPortOffset(w, r, ranks);
+          const publisher = new ZmqKvPublisher({
+            endpoint: offsetEndpoint(o.kvEvents, offset),
+            replayEndpoint: o.kvReplay ? offsetEndpoint(o.kvReplay, offset) : undefined,
+            topic: o.kvTopic,
+          });
+          publishers.push(publisher);
+          await publisher.start();
+          const replay = publisher.replayEndpoint ? `, replay ${publisher.replayEndpoint}` : '';
+          print(`worker ${w}${ranks > 1 ? ` rank ${r}` : ''}: kv events ${publisher.endpoint}${replay}`);
+        }
+      }
+    } catch (error) {
+      await close();
+      throw error;
     }
   }
   return {
     endpoints: publishers.map((p) => p.endpoint),
-    onEvents: publishers.length ? (worker: number, batch: KvEventBatch) => void publishers[worker]!.publish(batch) : undefined,
-    close: async () => void (await Promise.all(publishers.map((p) => p.close()))),
+    onEvents: publishers.length
+      ? (worker: number, batch: KvEventBatch) => void publishers[eventPortOffset(worker, batch.dpRank ?? 0, ranks)]!.publish(batch)
+      : undefined,
+    close,
   };
 }
+
+/** The mock's prompt tokenizer: the router's own for a spec (so both hash the same ids), else the byte placeholder. */
+async function mockPromptTokens(spec: string | undefined): Promise<PromptTokens | undefined> {
+  if (spec === undefined) return undefined;
+  const tokenizer = await createTokenizer(spec, { readFile: (file) => readFile(file, 'utf8') });
+  return (body, kind) => promptTokens(tokenizer, body, kind);
+}
+
+const names = listOf(matching(/^[^\s,]+$/, 'a name without spaces'), 'comma-separated names without spaces');
 
 /**
  * Starts the fleet the options describe and prints where each worker listens.
@@ -61,6 +119,9 @@ export async function startMockCommand(
   const fleet = await startMockFleet({
     onEvents,
     workers: o.workers,
+    dataParallelSize: o.dataParallelSize ?? 1,
+    adapters: o.adapters ?? [],
+    promptTokens: await mockPromptTokens(o.tokenizer),
     basePort: o.port,
     host: o.host,
     modelName: o.model,
@@ -74,9 +135,11 @@ export async function startMockCommand(
     },
   });
   const shape = fleet.engines[0]!.shape;
+  const ranks = (o.dataParallelSize ?? 1) > 1 ? ` x ${o.dataParallelSize} ranks` : '';
+  const adapters = o.adapters?.length ? ` (adapters ${o.adapters.join(', ')})` : '';
   print(
-    `kvrouter mock: ${o.workers} worker(s), model ${o.model}, ${shape.numBlocks} blocks x ${shape.blockSize} tokens, ` +
-      `budget ${shape.maxBatchedTokens} tokens, ${shape.maxNumSeqs} seqs, speedup ${shape.speedup}`,
+    `kvrouter mock: ${o.workers} worker(s)${ranks}, model ${o.model}${adapters}, tokenizer ${o.tokenizer ?? 'one token per byte'}, ` +
+      `${shape.numBlocks} blocks x ${shape.blockSize} tokens, budget ${shape.maxBatchedTokens} tokens, ${shape.maxNumSeqs} seqs, speedup ${shape.speedup}`,
   );
   fleet.urls.forEach((url, i) => print(`worker ${i}: ${url}/v1`));
   return fleet;
@@ -87,18 +150,21 @@ export function registerMock(program: Command): void {
   program
     .command('mock')
     .description('run simulated engine workers (no GPU) with OpenAI-compatible endpoints; worker i listens on --port + i')
-    .option('--port <n>', 'port of the first worker (0: any free ports)', port, 8000)
+    .option('--port <n>', 'port of the first worker (0: any free ports)', port, MOCK_DEFAULT_PORT)
     .option('--host <host>', 'address to listen on', '127.0.0.1')
     .option('--workers <n>', 'number of workers', count, 1)
+    .option('--data-parallel-size <n>', 'data-parallel ranks per worker, each with its own KV cache; X-Data-Parallel-Rank picks one', count, 1)
     .option('--engine-speedup <x>', 'divide every modelled step time by x', positive, d.speedup)
-    .option('--num-blocks <n>', 'KV cache blocks per worker', count, d.numBlocks)
-    .option('--block-size <n>', 'tokens per KV block', count, d.blockSize)
+    .option('--num-blocks <n>', 'KV cache blocks per worker (per rank)', count, d.numBlocks)
+    .option('--block-size <n>', "tokens per KV block (the router's default)", count, DEFAULTS.blockSize)
     .option('--max-batched-tokens <n>', 'token budget of one engine step', count, d.maxBatchedTokens)
-    .option('--max-num-seqs <n>', 'most requests running at once per worker', count, d.maxNumSeqs)
+    .option('--max-num-seqs <n>', 'most requests running at once per worker (per rank)', count, d.maxNumSeqs)
     .option('--model <name>', 'model name reported by /v1/models', 'mock-model')
+    .option('--adapters <names>', 'LoRA adapters served under their own model names, comma-separated (vLLM --lora-modules)', names)
+    .option('--tokenizer <spec>', "prompt tokenizer, as the router's tokenizer field: tiktoken:<encoding>, hf:<model dir> or bytes", DEFAULTS.tokenizer)
     .option('--default-max-tokens <n>', 'output tokens when a request sets no max_tokens', count, 16)
-    .option('--kv-events <endpoint>', "publish KV events over ZeroMQ in vLLM's wire format (worker i binds port + i), e.g. tcp://127.0.0.1:5557")
-    .option('--kv-replay <endpoint>', 'serve event replay for gap recovery (worker i binds port + i), e.g. tcp://127.0.0.1:5657')
+    .option('--kv-events <endpoint>', "publish KV events over ZeroMQ in vLLM's wire format (worker w's rank r binds port + w x ranks + r), e.g. tcp://127.0.0.1:5557")
+    .option('--kv-replay <endpoint>', 'serve event replay for gap recovery, numbered like --kv-events, e.g. tcp://127.0.0.1:5657')
     .option('--kv-topic <topic>', 'topic frame of published KV events', 'kv-events')
     .action(async (options: MockCommandOptions) => {
       let fleet: MockFleet;

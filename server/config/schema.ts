@@ -11,6 +11,7 @@ import { TIKTOKEN_ENCODINGS } from '../../router/tokenize/index.js';
 import { createClassifier } from '../../router/plugins/classifiers.js';
 import { totalmem } from 'node:os';
 import { SHARD_BOUND_BYTES } from '../../bindings/prefix-index-sharded.js';
+import { firstCollision, rankSockets, type RankSocket } from '../kv-events/rank-endpoints.js';
 import { ConfigError, describe, Fields, join } from './fields.js';
 import { DIAGNOSTICS_DEFAULTS, readDiagnostics, type DiagnosticsConfig } from '../diagnostics/config.js';
 
@@ -33,6 +34,10 @@ export interface WorkerConfig {
   taints: string[];
   /** Sent as the bearer token to this worker instead of the client's. */
   apiKey: string | null;
+  /** The model's LoRA adapters this engine has loaded (vLLM --lora-modules): it serves them, and is preferred for them. */
+  adapters: string[];
+  /** The engine loads any other adapter of its model on demand: it serves those too, after the workers that have it loaded. */
+  loadAdapters: boolean;
 }
 
 export interface PluginRef {
@@ -42,6 +47,8 @@ export interface PluginRef {
 
 export interface ModelConfig {
   name: string;
+  /** LoRA adapters served under their own model names: a request naming one routes in this model's partition, hashed under the adapter. */
+  adapters: string[];
   tokenizer: string;
   blockSize: number;
   selection: PluginRef;
@@ -248,7 +255,8 @@ export function validateConfig(raw: unknown): RouterConfig {
   const declared = root.list('models', (value, path) => {
     const f = new Fields(value, path);
     const name = f.string('name');
-    const model = finishModel(name, readModelDefaults(f, defaults), path);
+    const adapters = f.list('adapters', (v, p) => adapterName(v, p));
+    const model = finishModel(name, readModelDefaults(f, defaults), path, adapters);
     f.done();
     return model;
   });
@@ -263,6 +271,7 @@ export function validateConfig(raw: unknown): RouterConfig {
   for (const [i, m] of models.entries()) {
     if (models.findIndex((o) => o.name === m.name) !== i) throw new ConfigError(`models[${i}].name`, `model "${m.name}" is declared twice`);
   }
+  checkAdapterNames(models);
   // Without a models list, each model a worker names gets the top-level settings.
   for (const w of workers) {
     if (!models.some((m) => m.name === w.model)) models.push(finishModel(w.model, defaults, ''));
@@ -272,7 +281,26 @@ export function validateConfig(raw: unknown): RouterConfig {
   }
   if (models.length === 0) throw new ConfigError('models', 'the config declares no model and no worker: add a workers list (or models, to add workers at runtime)');
   checkIngestExposure(config.host, config.kvIngestToken, workers);
+  checkEventPorts(workers.flatMap((w, i) => eventSockets(w, `workers[${i}]`)));
   return { ...config, models, workers };
+}
+
+/** A LoRA adapter's name: what clients send as `model` and engines put in lora_name. */
+function adapterName(value: unknown, path: string): string {
+  if (typeof value !== 'string' || value === '' || /\s/.test(value)) throw new ConfigError(path, `must be an adapter name without spaces, got ${describe(value)}`);
+  return value;
+}
+
+/** A client's `model` picks a model or an adapter, so every name means one thing. */
+function checkAdapterNames(models: readonly ModelConfig[]): void {
+  const owner = new Map<string, string>(models.map((m) => [m.name, `model "${m.name}"`]));
+  for (const [i, m] of models.entries()) {
+    for (const [j, name] of m.adapters.entries()) {
+      const taken = owner.get(name);
+      if (taken !== undefined) throw new ConfigError(`models[${i}].adapters[${j}]`, `"${name}" is already ${taken === `model "${name}"` ? 'a model' : `an adapter of ${taken}`}: a request's model must name one thing`);
+      owner.set(name, `model "${m.name}"`);
+    }
+  }
 }
 
 /** Whether an address to listen on reaches only this machine. */
@@ -292,6 +320,31 @@ function checkIngestExposure(host: string, token: string | null, workers: readon
   throw new ConfigError(
     'kv_ingest_token',
     `is required: host ${JSON.stringify(host)} is not a loopback address and workers[${i}].kv_events.source is http, so anyone who reaches the router could post KV events; set kv_ingest_token (or KVROUTER_KV_INGEST_TOKEN), or listen on 127.0.0.1`,
+  );
+}
+
+/**
+ * The sockets a worker's engine binds for its KV events: each rank's
+ * publisher and replay socket, on the configured port + rank.
+ */
+function eventSockets(worker: WorkerConfig, path: string): RankSocket[] {
+  const kv = worker.kvEvents;
+  if (kv.source !== 'zmq') return [];
+  const endpoints = [{ field: `${path}.kv_events.endpoint`, endpoint: kv.endpoint }];
+  if (kv.replayEndpoint !== null) endpoints.push({ field: `${path}.kv_events.replay_endpoint`, endpoint: kv.replayEndpoint });
+  return rankSockets(endpoints, worker.dataParallelSize);
+}
+
+/** Two engine sockets on one host and port cannot both bind: the later field is at fault. */
+function checkEventPorts(sockets: readonly RankSocket[]): void {
+  const clash = firstCollision(sockets);
+  if (!clash) return;
+  const [first, second] = clash;
+  const which = (s: RankSocket) => (s.rank === 0 ? s.field : `${s.field} (rank ${s.rank}: port + ${s.rank})`);
+  throw new ConfigError(
+    second.field,
+    `${second.address} is also ${which(first)}${second.rank > 0 ? ` for rank ${second.rank}` : ''}: engines bind one socket per data-parallel rank on port + rank, ` +
+      'so two of them cannot share it; leave at least data_parallel_size ports between the endpoint and the replay endpoint (e.g. 5557 and 5657)',
   );
 }
 
@@ -426,7 +479,7 @@ function readNats(f: Fields): NatsConfig {
 }
 
 /** Checks the plugins once (a bad parameter fails start-up by name) and fixes the default class. */
-function finishModel(name: string, d: ModelDefaults, path: string): ModelConfig {
+function finishModel(name: string, d: ModelDefaults, path: string, adapters: string[] = []): ModelConfig {
   const where = (key: string) => join(path, key);
   for (const [i, c] of d.policyClasses.entries()) {
     if (d.policyClasses.findIndex((o) => o.name === c.name) !== i) throw new ConfigError(where(`policy_classes[${i}].name`), `class "${c.name}" is defined twice`);
@@ -442,7 +495,7 @@ function finishModel(name: string, d: ModelDefaults, path: string): ModelConfig 
   }
   const limit = DEFAULTS.tokenizeLimit;
   const maxChars = d.tokenizeLimit.maxChars ?? (d.tokenizer.startsWith('hf:') ? limit.hfChars : limit.tiktokenChars);
-  return { name, ...d, defaultClass, tokenizeLimit: { maxChars, over: d.tokenizeLimit.over } };
+  return { name, adapters, ...d, defaultClass, tokenizeLimit: { maxChars, over: d.tokenizeLimit.over } };
 }
 
 function plugin(path: string, build: () => unknown): void {
@@ -546,9 +599,22 @@ function readWorker(f: Fields, models: readonly ModelConfig[], implicitBlockSize
     dataParallelSize,
     taints,
     apiKey: f.optionalString('api_key'),
+    ...readWorkerAdapters(f, models.find((m) => m.name === model)?.adapters ?? []),
   };
   f.done();
+  checkEventPorts(eventSockets(worker, f.path));
   return worker;
+}
+
+/** The adapters a worker has loaded (default: all of its model's) and whether it loads the others on demand. */
+function readWorkerAdapters(f: Fields, modelAdapters: readonly string[]): Pick<WorkerConfig, 'adapters' | 'loadAdapters'> {
+  const adapters = f.has('adapters') ? f.list('adapters', (v, p) => adapterName(v, p)) : [...modelAdapters];
+  for (const [i, name] of adapters.entries()) {
+    if (!modelAdapters.includes(name)) {
+      throw new ConfigError(f.at(`adapters[${i}]`), `"${name}" is not an adapter of the worker's model (its adapters: ${modelAdapters.join(', ') || 'none'})`);
+    }
+  }
+  return { adapters, loadAdapters: f.boolean('load_adapters', false) };
 }
 
 function workerUrl(f: Fields): string {

@@ -15,7 +15,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
 import type { KvEventBatch } from '../../router/kv-events.js';
 import { encodeKvBatch } from '../../router/kv-wire.js';
-import { offsetEndpoint } from '../workers/rank-endpoint.js';
+import { offsetEndpoint } from '../kv-events/rank-endpoints.js';
 import { ZmqKvListener } from '../kv-events/zmq-listener.js';
 import type { Logger } from '../workers/kv-sources.js';
 import { ensureKvStream, type KvStreamRetention } from './kv-stream.js';

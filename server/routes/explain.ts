@@ -13,20 +13,22 @@ import { promptIds, type PromptKind } from '../request/prompt.js';
 import type { RouterRuntime } from '../runtime.js';
 import { describeEjection, ejectionBody } from '../workers/ejection-view.js';
 import type { WorkerHandle } from '../workers/registry.js';
-import { resolveModel } from './openai.js';
+import { resolveTarget, withBlockKeys } from '../request/target.js';
 
 export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): void {
   app.post('/router/explain', async (request) => {
     const body = rt.bodies.parse(request.body as Buffer);
-    const model = resolveModel(rt, body);
+    const target = resolveTarget(rt, body);
+    const model = target.model;
     // A body with messages is a chat request; otherwise a completion.
     const kind: PromptKind = body.messages !== undefined ? 'chat' : 'completion';
     const { ids, basis } = await promptIds(model.tokenizer, body, kind, { limit: model.config.tokenizeLimit });
-    const x = model.route.explain(requestFields(rt.nextRequestId(), request.headers), ids);
+    const x = model.route.explain(withBlockKeys(requestFields(rt.nextRequestId(), request.headers), target, body), ids);
     const handles = handlesByLabel(rt, model.name);
     const evicted = evictedByLabel(model.route.partition);
     return {
       model: x.model,
+      adapter: target.adapter,
       kind,
       tokenizer: model.tokenizer.spec,
       prompt_basis: basis,

@@ -4,21 +4,12 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { RouterError } from '../../router/errors.js';
 import { asRouterError, sendError } from '../http/respond.js';
-import { modelOf, requestFields, streamOf } from '../request/fields.js';
+import { requestFields, streamOf } from '../request/fields.js';
 import { promptIds, type PromptKind } from '../request/prompt.js';
+import { resolveTarget, withBlockKeys } from '../request/target.js';
 import type { RouterRuntime } from '../runtime.js';
 import { Exchange } from '../upstream/exchange.js';
 import type { ModelRuntime } from '../workers/model-runtime.js';
-
-/** The model a request names; unknown models are a 404. */
-export function resolveModel(rt: RouterRuntime, body: Record<string, unknown>): ModelRuntime {
-  const name = modelOf(body);
-  const model = rt.models.get(name);
-  if (!model) {
-    throw new RouterError('KVR_ERR_MODEL_NOT_FOUND', `the model "${name}" is not served here (served: ${[...rt.models.keys()].join(', ')})`, { param: 'model' });
-  }
-  return model;
-}
 
 export function registerOpenAiRoutes(app: FastifyInstance, rt: RouterRuntime): void {
   const generate = (kind: PromptKind) => async (request: FastifyRequest, reply: FastifyReply) => {
@@ -29,9 +20,10 @@ export function registerOpenAiRoutes(app: FastifyInstance, rt: RouterRuntime): v
       if (rt.shuttingDown) throw new RouterError('KVR_ERR_SHUTTING_DOWN');
       const raw = request.body as Buffer;
       const body = rt.bodies.parse(raw);
-      model = resolveModel(rt, body);
+      const target = resolveTarget(rt, body);
+      model = target.model;
       streamOf(body);
-      const fields = requestFields(rt.nextRequestId(), request.headers);
+      const fields = withBlockKeys(requestFields(rt.nextRequestId(), request.headers), target, body);
       const { ids: tokens } = await promptIds(model.tokenizer, body, kind, { limit: model.config.tokenizeLimit });
       // A long prompt is tokenized on another thread; the client may have left meanwhile.
       if (reply.raw.destroyed) throw new RouterError('KVR_ERR_ABORTED');
@@ -51,6 +43,10 @@ export function registerOpenAiRoutes(app: FastifyInstance, rt: RouterRuntime): v
 
   app.get('/v1/models', async () => ({
     object: 'list',
-    data: [...rt.models.keys()].map((id) => ({ id, object: 'model', created: 0, owned_by: 'kvrouter' })),
+    data: [
+      ...[...rt.models.keys()].map((id) => ({ id, object: 'model', created: 0, owned_by: 'kvrouter' })),
+      // Adapters are listed as vLLM lists them: under their own names, with their base model as parent.
+      ...[...rt.adapters].map(([id, base]) => ({ id, object: 'model', created: 0, owned_by: 'kvrouter', parent: base.name })),
+    ],
   }));
 }

@@ -176,10 +176,10 @@ export class Exchange implements DispatchHandlers {
     if (!handle) return this.failBeforeBytes(attempt, new Error(`worker ${worker.id} was removed`));
     this.model.route.sent(this.id, worker);
     try {
-      handle.pool.dispatch(
-        { path: handle.basePath + this.path, method: 'POST', headers: upstreamRequestHeaders(this.req.rawHeaders, handle.config.apiKey), body: this.body },
-        attempt,
-      );
+      // A worker with one rank leaves the header out: the engine has nothing to choose.
+      const rank = handle.config.dataParallelSize > 1 ? worker.rank : null;
+      const headers = upstreamRequestHeaders(this.req.rawHeaders, handle.config.apiKey, rank);
+      handle.pool.dispatch({ path: handle.basePath + this.path, method: 'POST', headers, body: this.body }, attempt);
     } catch (error) {
       this.failBeforeBytes(attempt, error as Error);
     }

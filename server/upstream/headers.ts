@@ -16,11 +16,23 @@ const HOP_BY_HOP = new Set([
   'http2-settings',
 ]);
 
-/** Request headers that must not reach the worker: the hop's own, and what undici sets from the body. */
-const NOT_FORWARDED = new Set([...HOP_BY_HOP, 'host', 'content-length', 'expect']);
+/**
+ * The header vLLM and SGLang read to run a request on one data-parallel rank
+ * instead of balancing it themselves. The router sets it for the rank it
+ * placed, booked and matched the request on; a client's own value never
+ * passes (pinning a rank is x-worker-id: id#rank).
+ */
+export const DP_RANK_HEADER = 'x-data-parallel-rank';
 
-/** The client's headers for the worker, as a flat [name, value, ...] list; `apiKey` replaces the client's credentials. */
-export function upstreamRequestHeaders(rawHeaders: readonly string[], apiKey: string | null): string[] {
+/** Request headers that must not reach the worker: the hop's own, what undici sets from the body, and the rank the router sets. */
+const NOT_FORWARDED = new Set([...HOP_BY_HOP, 'host', 'content-length', 'expect', DP_RANK_HEADER]);
+
+/**
+ * The client's headers for the worker, as a flat [name, value, ...] list;
+ * `apiKey` replaces the client's credentials, and `rank` (null for a worker
+ * with one rank) names the data-parallel rank chosen.
+ */
+export function upstreamRequestHeaders(rawHeaders: readonly string[], apiKey: string | null, rank: number | null): string[] {
   const out: string[] = [];
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i]!;
@@ -29,6 +41,7 @@ export function upstreamRequestHeaders(rawHeaders: readonly string[], apiKey: st
     out.push(name, rawHeaders[i + 1]!);
   }
   if (apiKey !== null) out.push('authorization', `Bearer ${apiKey}`);
+  if (rank !== null) out.push(DP_RANK_HEADER, String(rank));
   return out;
 }
 

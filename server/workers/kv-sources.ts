@@ -7,7 +7,7 @@
 import type { WorkerKey } from '../../bindings/workers.js';
 import type { KvEventBatch } from '../../router/kv-events.js';
 import type { ModelRoute } from '../../router/model-route.js';
-import { offsetEndpoint } from './rank-endpoint.js';
+import { offsetEndpoint } from '../kv-events/rank-endpoints.js';
 import { SEQUENCER_COUNTERS, WorkerSequencer, describeStale, zeroSequencerCounters, type SequencerCounters } from '../kv-events/sequencer.js';
 import { ZmqKvListener } from '../kv-events/zmq-listener.js';
 import type { WorkerConfig } from '../config/schema.js';

@@ -10,6 +10,7 @@ import type { LimitsConfig, OutlierEjectionConfig, WorkerConfig } from '../confi
 import { startKvSource, type KvSource, type Logger, type NatsKvSourceFactory } from './kv-sources.js';
 import type { ModelRuntime } from './model-runtime.js';
 import { OutlierDetector, type WorkerHealthView } from './outliers.js';
+import { adapterTaints } from './adapters.js';
 
 export class WorkerHandle {
   readonly pool: Pool;
@@ -106,7 +107,7 @@ export class WorkerRegistry {
       totalBlocks: config.totalBlocks,
       maxBatchedTokens: config.maxBatchedTokens,
       kvEvents: config.kvEvents.source !== 'none',
-      taints: config.taints,
+      taints: [...config.taints, ...adapterTaints(config, model.config.adapters)],
     });
     let kv: KvSource | null;
     try {

@@ -8,6 +8,7 @@
 // events sees exactly this cache. A cached block is a slot of typed arrays
 // (a replay stores and evicts millions), named by its BlockId while cached.
 import type { BlockStored, KvEvent } from '../../router/kv-events.js';
+import type { EngineRequest } from './sequence.js';
 import { LeafHeap } from './leaf-heap.js';
 import { halvesOf, U64Map } from './u64-map.js';
 
@@ -22,6 +23,22 @@ interface StoredDraft {
   event: BlockStored;
   sources: Uint32Array[];
   starts: number[];
+}
+
+/** The keys a request's blocks were hashed with, as its stored events name them. */
+export type StoreKeys = Pick<EngineRequest, 'lora' | 'cacheSalt'>;
+
+const NO_KEYS: StoreKeys = {};
+
+/**
+ * A block's extra keys as vLLM lists them: the adapter name on every block of
+ * an adapter's request, the salt on a request's first block; null for none.
+ */
+function extraKeysOf(keys: StoreKeys, first: boolean): string[] | null {
+  const out: string[] = [];
+  if (keys.lora) out.push(keys.lora);
+  if (first && keys.cacheSalt) out.push(keys.cacheSalt);
+  return out.length > 0 ? out : null;
 }
 
 const NOTHING: readonly BlockId[] = [];
@@ -161,7 +178,7 @@ export class BlockCache {
    * Caches a newly computed full block, held once by its computing request.
    * `tokens[start..start+blockSize)` are its token ids.
    */
-  store(hash: bigint, parent: BlockId | null, tokens: Uint32Array, start: number): BlockId {
+  store(hash: bigint, parent: BlockId | null, tokens: Uint32Array, start: number, keys: StoreKeys = NO_KEYS): BlockId {
     const [lo, hi] = halvesOf(hash);
     if (this.byHash.has(lo, hi)) throw new Error(`block ${hash} is already cached`);
     if (this.freeBlocks <= 0) throw new Error('no free block to store into');
@@ -176,7 +193,7 @@ export class BlockCache {
     this.cached++;
     // A parent gaining a child is no longer a leaf.
     if (parent !== null && this.children[parent]!++ === 0) this.leaves.remove(parent);
-    if (this.recordEvents) this.recordStored(block, parent, tokens, start);
+    if (this.recordEvents) this.recordStored(block, parent, tokens, start, keys);
     return block;
   }
   allocatePrivate(n: number): void {
@@ -237,13 +254,16 @@ export class BlockCache {
   }
 
   // Consecutive blocks of one chain stored in a row share one event, as vLLM batches them.
-  private recordStored(block: BlockId, parent: BlockId | null, tokens: Uint32Array, start: number): void {
+  private recordStored(block: BlockId, parent: BlockId | null, tokens: Uint32Array, start: number, keys: StoreKeys): void {
     const last = this.pending[this.pending.length - 1];
     const parentHash = parent === null ? null : this.hash[parent]!;
+    const extra = extraKeysOf(keys, start === 0);
     if (last?.type === 'stored' && parentHash !== null && last.blockHashes[last.blockHashes.length - 1] === parentHash) {
       // Every stored event not yet taken has its draft, the last one last.
       const draft = this.drafts[this.drafts.length - 1]!;
       last.blockHashes.push(this.hash[block]!);
+      // A chain's blocks share its adapter (it is in their hashes), so the event's lora_name holds for all.
+      if (last.extraKeys) (last.extraKeys as (string[] | null)[]).push(extra);
       draft.sources.push(tokens);
       draft.starts.push(start);
       return;
@@ -254,9 +274,10 @@ export class BlockCache {
       parentBlockHash: parentHash,
       tokenIds: [],
       blockSize: this.blockSize,
-      loraName: null,
+      loraName: keys.lora || null,
       medium: 'GPU',
     };
+    if (extra) event.extraKeys = [extra];
     this.pending.push(event);
     this.drafts.push({ event, sources: [tokens], starts: [start] });
   }

@@ -1,5 +1,8 @@
 // The mock engine's own block identity: a chained 64-bit hash of (parent
 // block's hash, this block's token ids), so equal hashes mean equal prefixes.
+// A request's LoRA adapter and cache salt start the chain from another state,
+// so an adapter's or a tenant's blocks never equal anyone else's: what vLLM
+// gets by hashing the adapter into every block and the salt into the first.
 // Like vLLM's, it is opaque to the router, which only uses it to link parents
 // and name removals. It must be cheap (a trace replay hashes tens of millions
 // of prompt tokens), so it runs two 32-bit multiply-rotate lanes instead of a
@@ -11,7 +14,21 @@
  * floor(tokens.length / blockSize) elements. The engine keeps the array for
  * the request's lifetime, so a hasher over wasm memory must return a copy.
  */
-export type HashBlocks = (tokens: Uint32Array, blockSize: number) => BigUint64Array;
+export type HashBlocks = (tokens: Uint32Array, blockSize: number, keys?: BlockKeys) => BigUint64Array;
+
+/** What names a request's blocks besides their tokens. */
+export interface BlockKeys {
+  /** The LoRA adapter the request runs with; null for the base model. */
+  lora: string | null;
+  /** The request's cache salt; null for none. */
+  salt: string | null;
+}
+
+/** Mixes a string into a 32-bit lane (its UTF-16 code units, then its length). */
+function mixString(h: number, text: string, multiplier: number): number {
+  for (let i = 0; i < text.length; i++) h = Math.imul(rotl(h ^ Math.imul(text.charCodeAt(i), multiplier), 15), 5) + 0x52dce729;
+  return fmix(h ^ text.length);
+}
 
 function rotl(x: number, r: number): number {
   return (x << r) | (x >>> (32 - r));
@@ -25,13 +42,22 @@ function fmix(h: number): number {
   return h ^ (h >>> 16);
 }
 
-export const chainedBlockHashes: HashBlocks = (tokens, blockSize) => {
+export const chainedBlockHashes: HashBlocks = (tokens, blockSize, keys) => {
   const blocks = Math.floor(tokens.length / blockSize);
   const out = new BigUint64Array(blocks);
   // Little-endian halves of each u64 (every platform Node runs on is little-endian).
   const halves = new Uint32Array(out.buffer);
   let lo = 0x243f6a88;
   let hi = 0x85a308d3;
+  // Absent, empty and null keys all leave the base model's starting state.
+  if (keys?.lora) {
+    lo = mixString(lo ^ 0x4c6f5241, keys.lora, 0xcc9e2d51) >>> 0;
+    hi = mixString(hi ^ 0x4c6f5241, keys.lora, 0x1b873593) >>> 0;
+  }
+  if (keys?.salt) {
+    lo = mixString(lo ^ 0x53616c74, keys.salt, 0x85ebca6b) >>> 0;
+    hi = mixString(hi ^ 0x53616c74, keys.salt, 0xc2b2ae35) >>> 0;
+  }
   for (let b = 0, p = 0; b < blocks; b++) {
     let a = lo ^ 0x9e3779b9;
     let c = hi ^ 0x7f4a7c15;

@@ -98,7 +98,7 @@ export class MockEngine {
         `request ${id}: ${tokens.length} prompt tokens + maxTokens ${maxTokens} need ${blocks} KV blocks, the cache has ${this.shape.numBlocks}`,
       );
     }
-    const hashes = request.blockHashes ?? this.hashBlocks(tokens, this.shape.blockSize);
+    const hashes = request.blockHashes ?? this.hashBlocks(tokens, this.shape.blockSize, { lora: request.lora ?? null, salt: request.cacheSalt ?? null });
     const fullBlocks = Math.floor(tokens.length / this.shape.blockSize);
     if (hashes.length !== fullBlocks) {
       throw new RangeError(`${request.blockHashes ? 'blockHashes has' : 'hashBlocks returned'} ${hashes.length} hashes for ${fullBlocks} full blocks`);

@@ -4,8 +4,14 @@
 //
 //   POST /v1/chat/completions, POST /v1/completions   stream or not
 //   GET  /v1/models, GET /health
-//   GET  /mock/stats            the engine's counters (EngineStats)
-//   POST /reset_prefix_cache    drop the prefix cache, like vLLM's endpoint
+//   GET  /mock/stats[?rank=r]   a rank's engine counters (EngineStats)
+//   POST /reset_prefix_cache    drop the prefix cache of every rank, like vLLM's endpoint
+//
+// A server may run several data-parallel ranks, each its own engine with its
+// own KV cache, as one vLLM or SGLang server with --data-parallel-size does:
+// `X-Data-Parallel-Rank` runs a request on that rank, and without it the
+// server picks the rank with the fewest requests running and waiting. Each
+// rank's event batches carry its rank.
 //
 // Fault-injection headers are described in fault-injection.ts.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -24,12 +30,19 @@ export interface MockServerOptions {
   /** 0 (the default) picks a free port. */
   port?: number;
   host?: string;
-  /** Engine shape and sinks; the clock is always a RealClock. */
-  engine?: Omit<MockEngineOptions, 'clock'>;
+  /** Engine shape and sinks (of every rank); the clock is always a RealClock. */
+  engine?: Omit<MockEngineOptions, 'clock' | 'dpRank'>;
+  /** Data-parallel ranks behind the server, each an engine with its own cache (default 1). */
+  dataParallelSize?: number;
   /** Prompt tokenizer; the default is the byte placeholder of prompt-tokens.ts. */
   promptTokens?: PromptTokens;
   /** Reported by /v1/models and in responses when the request names no model. */
   modelName?: string;
+  /**
+   * LoRA adapters served under their own model names (vLLM's --lora-modules):
+   * a request naming one runs with it, its blocks hashed under the adapter.
+   */
+  adapters?: readonly string[];
   /** Output length when the request sets neither max_tokens nor max_completion_tokens. */
   defaultMaxTokens?: number;
   /** Largest accepted request body. */
@@ -40,7 +53,10 @@ export interface MockServer {
   url: string;
   host: string;
   port: number;
+  /** Rank 0's engine. */
   engine: MockEngine;
+  /** Every rank's engine, by rank. */
+  ranks: MockEngine[];
   server: Server;
   close(): Promise<void>;
 }
@@ -80,12 +96,39 @@ function readBody(req: IncomingMessage, limit: number): Promise<string> {
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/** The rank a request asks for with X-Data-Parallel-Rank; null when it leaves the choice to the server. */
+function requestedRank(req: IncomingMessage, ranks: number): number | null {
+  const raw = req.headers['x-data-parallel-rank'];
+  if (raw === undefined) return null;
+  const text = (Array.isArray(raw) ? raw.join(',') : raw).trim();
+  const rank = Number(text);
+  if (!/^\d+$/.test(text) || rank >= ranks) {
+    throw new RequestError(`X-Data-Parallel-Rank must be a rank in 0..${ranks - 1}, got ${JSON.stringify(text.slice(0, 32))}`, 400, 'invalid_request');
+  }
+  return rank;
+}
+
+/** The engine's own balancer: the rank with the fewest requests running and waiting (the lowest rank on a tie). */
+function leastBusy(ranks: readonly MockEngine[]): MockEngine {
+  let best = ranks[0]!;
+  let load = Infinity;
+  for (const engine of ranks) {
+    const s = engine.stats();
+    if (s.running + s.waiting < load) {
+      best = engine;
+      load = s.running + s.waiting;
+    }
+  }
+  return best;
+}
+
 class MockHandler {
   private serial = 0;
 
   constructor(
-    private readonly engine: MockEngine,
+    private readonly ranks: readonly MockEngine[],
     private readonly modelName: string,
+    private readonly adapters: ReadonlySet<string>,
     private readonly promptTokens: PromptTokens,
     private readonly defaultMaxTokens: number,
     private readonly maxBodyBytes: number,
@@ -105,17 +148,33 @@ class MockHandler {
     if (path === '/health' && method === 'GET') return sendJson(res, 200, { status: 'ok' });
     if (path === '/v1/models' && method === 'GET') {
       const model = { id: this.modelName, object: 'model', created: 0, owned_by: 'kvrouter-mock' };
-      return sendJson(res, 200, { object: 'list', data: [model] });
+      const adapters = [...this.adapters].map((id) => ({ ...model, id, parent: this.modelName }));
+      return sendJson(res, 200, { object: 'list', data: [model, ...adapters] });
     }
-    if (path === '/mock/stats' && method === 'GET') return sendJson(res, 200, this.engine.stats());
-    if (path === '/reset_prefix_cache' && method === 'POST') return sendJson(res, 200, { reset: this.engine.resetPrefixCache() });
+    if (path === '/mock/stats' && method === 'GET') return sendJson(res, 200, this.statsOf(req));
+    if (path === '/reset_prefix_cache' && method === 'POST') {
+      // Every rank is asked, as one reset call on an engine resets all its ranks.
+      const reset = this.ranks.map((engine) => engine.resetPrefixCache());
+      return sendJson(res, 200, { reset: reset.every(Boolean) });
+    }
     const known = kind !== undefined || ['/health', '/v1/models', '/mock/stats', '/reset_prefix_cache'].includes(path);
     if (known) throw new RequestError(`method ${method} is not allowed on ${path}`, 405, 'method_not_allowed');
     throw new RequestError(`no route for ${method} ${path}`, 404, 'not_found');
   }
 
+  private statsOf(req: IncomingMessage): object {
+    const query = new URLSearchParams((req.url ?? '').split('?')[1] ?? '');
+    const raw = query.get('rank') ?? '0';
+    const rank = Number(raw);
+    if (!/^\d+$/.test(raw) || rank >= this.ranks.length) {
+      throw new RequestError(`rank must be in 0..${this.ranks.length - 1}, got ${JSON.stringify(raw.slice(0, 32))}`, 400, 'invalid_request', 'rank');
+    }
+    return this.ranks[rank]!.stats();
+  }
+
   private async generate(req: IncomingMessage, res: ServerResponse, kind: PromptKind): Promise<void> {
     const faults = faultsOf(req.headers);
+    const rank = requestedRank(req, this.ranks.length);
     const raw = await readBody(req, this.maxBodyBytes);
     if (faults.headerDelayMs > 0) {
       await sleep(faults.headerDelayMs);
@@ -141,7 +200,9 @@ class MockHandler {
       model: request.model ?? this.modelName,
     };
     try {
-      serveGeneration(res, { engine: this.engine, request, prompt, identity, faults });
+      const engine = rank === null ? leastBusy(this.ranks) : this.ranks[rank]!;
+      const lora = request.model !== null && this.adapters.has(request.model) ? request.model : null;
+      serveGeneration(res, { engine, request, prompt, lora, identity, faults });
     } catch (error) {
       // The engine refused the request (too long for its cache, or closed).
       if (error instanceof RangeError) throw new RequestError(error.message, 400, 'context_length_exceeded');
@@ -152,13 +213,18 @@ class MockHandler {
 
 /** Starts one mock worker; resolves once it listens. */
 export async function startMockServer(options: MockServerOptions = {}): Promise<MockServer> {
-  const engine = new MockEngine({ ...options.engine, clock: new RealClock() });
+  const size = options.dataParallelSize ?? 1;
+  if (!Number.isInteger(size) || size < 1 || size > 1024) throw new RangeError(`dataParallelSize must be an integer in 1..1024, got ${size}`);
+  const clock = new RealClock();
+  const ranks = Array.from({ length: size }, (_, rank) => new MockEngine({ ...options.engine, dpRank: rank, clock }));
   const defaultMaxTokens = options.defaultMaxTokens ?? 16;
   if (!Number.isInteger(defaultMaxTokens) || defaultMaxTokens < 1) {
     throw new RangeError(`defaultMaxTokens must be an integer >= 1, got ${defaultMaxTokens}`);
   }
   const modelName = options.modelName ?? 'mock-model';
-  const handler = new MockHandler(engine, modelName, options.promptTokens ?? bytePromptTokens, defaultMaxTokens, options.maxBodyBytes ?? 64 << 20);
+  const adapters = new Set(options.adapters ?? []);
+  if (adapters.has(modelName)) throw new RangeError(`adapter "${modelName}" has the base model's name`);
+  const handler = new MockHandler(ranks, modelName, adapters, options.promptTokens ?? bytePromptTokens, defaultMaxTokens, options.maxBodyBytes ?? 64 << 20);
   const server = createServer((req, res) => handler.handle(req, res));
   const host = options.host ?? '127.0.0.1';
   await new Promise<void>((resolve, reject) => {
@@ -174,11 +240,12 @@ export async function startMockServer(options: MockServerOptions = {}): Promise<
     url: `http://${urlHost}:${port}`,
     host,
     port,
-    engine,
+    engine: ranks[0]!,
+    ranks,
     server,
     close: () =>
       new Promise<void>((resolve) => {
-        engine.close();
+        for (const engine of ranks) engine.close();
         server.close(() => resolve());
         server.closeAllConnections();
       }),
@@ -189,15 +256,18 @@ export interface MockFleetOptions extends Omit<MockServerOptions, 'port' | 'engi
   workers: number;
   /** Worker i listens on basePort + i; 0 (the default) gives every worker a free port. */
   basePort?: number;
-  engine?: Omit<MockEngineOptions, 'clock' | 'onEvents'>;
-  /** Where worker i's KV event batches go (e.g. a ZeroMQ publisher on its own port). */
+  engine?: Omit<MockEngineOptions, 'clock' | 'onEvents' | 'dpRank'>;
+  /** Where worker i's KV event batches go (e.g. a ZeroMQ publisher on its own port); each batch names its rank. */
   onEvents?(worker: number, batch: KvEventBatch): void;
 }
 
 export interface MockFleet {
   servers: MockServer[];
   urls: string[];
+  /** Each worker's rank-0 engine. */
   engines: MockEngine[];
+  /** Each worker's engines, by rank. */
+  ranks: MockEngine[][];
   close(): Promise<void>;
 }
 
@@ -224,6 +294,7 @@ export async function startMockFleet(options: MockFleetOptions): Promise<MockFle
     servers,
     urls: servers.map((s) => s.url),
     engines: servers.map((s) => s.engine),
+    ranks: servers.map((s) => s.ranks),
     close: async () => {
       await Promise.all(servers.map((s) => s.close()));
     },

@@ -26,6 +26,8 @@ export interface MockRequest {
   model: string | null;
   /** Token ids given directly as the completion prompt: no tokenizing needed. */
   promptIds: Uint32Array | null;
+  /** `cache_salt`: the request's blocks are cached for requests with the same salt only, as vLLM does. */
+  cacheSalt: string | null;
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -99,6 +101,9 @@ export function parseMockRequest(raw: string, kind: PromptKind, defaultMaxTokens
   if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') throw bad('stream', 'must be a boolean');
   if (body.model !== undefined && typeof body.model !== 'string') throw bad('model', 'must be a string');
   if (body.n !== undefined && body.n !== null && body.n !== 1) throw bad('n', 'the mock generates one choice; n must be 1');
+  const salt = body.cache_salt;
+  // vLLM refuses a salt that is not a non-empty string.
+  if (salt !== undefined && salt !== null && (typeof salt !== 'string' || salt === '')) throw bad('cache_salt', 'must be a non-empty string');
   const options = body.stream_options;
   if (options !== undefined && options !== null && !isObject(options)) throw bad('stream_options', 'must be an object');
   return {
@@ -109,5 +114,6 @@ export function parseMockRequest(raw: string, kind: PromptKind, defaultMaxTokens
     maxTokens: maxTokensOf(body, defaultMaxTokens),
     model: typeof body.model === 'string' ? body.model : null,
     promptIds,
+    cacheSalt: typeof salt === 'string' ? salt : null,
   };
 }

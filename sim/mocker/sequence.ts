@@ -43,6 +43,10 @@ export interface EngineRequest {
    * hashes the tokens. One per full block, equal exactly for equal prefixes.
    */
   blockHashes?: BigUint64Array;
+  /** The LoRA adapter the request runs with (its blocks are the adapter's alone); absent or null: the base model. */
+  lora?: string | null;
+  /** The request's cache salt (its blocks are the salt's alone); absent or null: none. */
+  cacheSalt?: string | null;
   /** The first generated token arrived (end of the step that finished prefill). */
   onFirstToken?(atMs: number): void;
   /** Generated token `index` (0-based) arrived at `atMs`. */

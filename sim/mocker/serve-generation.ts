@@ -13,6 +13,8 @@ export interface Generation {
   engine: MockEngine;
   request: MockRequest;
   prompt: Uint32Array;
+  /** The LoRA adapter the request's model names; null for the base model. */
+  lora: string | null;
   identity: ResponseIdentity;
   faults: Faults;
 }
@@ -26,6 +28,7 @@ export function sendJson(res: ServerResponse, status: number, body: object): voi
 /** Submits to the engine and answers as tokens come; throws (before any byte) if the engine refuses. */
 export function serveGeneration(res: ServerResponse, g: Generation): void {
   const { engine, request, prompt, identity, faults } = g;
+  const keys = { lora: g.lora, cacheSalt: request.cacheSalt };
   const id = identity.id;
   const words = new SyntheticText(prompt);
   let ended = false;
@@ -50,6 +53,7 @@ export function serveGeneration(res: ServerResponse, g: Generation): void {
       id,
       tokens: prompt,
       maxTokens: request.maxTokens,
+      ...keys,
       onToken: (index) => {
         res.write(sse.token(index, words.token(index), index === request.maxTokens - 1));
         if (cutAfter !== null && index + 1 >= cutAfter) cut();
@@ -72,6 +76,7 @@ export function serveGeneration(res: ServerResponse, g: Generation): void {
     id,
     tokens: prompt,
     maxTokens: request.maxTokens,
+    ...keys,
     onToken: (index) => {
       if (cutAfter !== null && index + 1 >= cutAfter) cut();
     },

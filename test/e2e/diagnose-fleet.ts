@@ -22,7 +22,7 @@ export async function freePort(): Promise<number> {
 
 export interface Mocks {
   fleet: MockFleet;
-  /** Worker i's KV-event endpoint (a port nobody publishes on when publishing is off). */
+  /** Worker i's KV-event endpoint, for all its ranks (a port nobody publishes on when publishing is off). */
   endpoints: string[];
   close(): Promise<void>;
 }
@@ -30,8 +30,8 @@ export interface Mocks {
 export interface MockOptions {
   workers?: number;
   blockSize: number;
-  /** The dp_rank the engines stamp on their batches. */
-  dpRank?: number;
+  /** Data-parallel ranks behind each mock server; every rank's batches go out on the server's one publisher. */
+  dataParallelSize?: number;
   /** Whether the engines publish KV events (default true). */
   publish?: boolean;
   /** The engines' tokenizer (default: the mock's byte placeholder). */
@@ -57,7 +57,8 @@ export async function startMocks(o: MockOptions): Promise<Mocks> {
     host: '127.0.0.1',
     modelName: MODEL,
     promptTokens: o.promptTokens,
-    engine: { speedup: 20, blockSize: o.blockSize, numBlocks: 4096, dpRank: o.dpRank ?? 0 },
+    dataParallelSize: o.dataParallelSize ?? 1,
+    engine: { speedup: 20, blockSize: o.blockSize, numBlocks: 4096 },
     onEvents: publishers.length > 0 ? (i, batch) => void publishers[i]!.publish(batch) : undefined,
   });
   return {

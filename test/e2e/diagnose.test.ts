@@ -128,20 +128,27 @@ describe('a fleet set up wrong', () => {
     expect((await rankOf(r.url, 'w0')).verdict).toBe('ok');
   });
 
-  it('wrong DP port: rank 1 of an engine publishes on the port the router reads as rank 0, or on a worker the config gives one rank', async () => {
-    const mocks = await startMocks({ blockSize: 16, dpRank: 1, workers: 2 });
+  it('wrong DP port: an engine publishes every rank on one port, read as rank 0 by a two-rank worker and by a one-rank worker', async () => {
+    const mocks = await startMocks({ blockSize: 16, dataParallelSize: 2, workers: 2 });
     const r = await fleet(mocks, {
       models: [{ name: MODEL, tokenizer: 'bytes', block_size: 16 }],
       workers: [
-        // Two ranks: rank 0 on the endpoint's port, rank 1 on the next; the engine's rank 1 publishes on the first.
+        // Two ranks: the router reads rank 0 on the endpoint's port and rank 1 on the next; the engine's rank 1 publishes on the first.
         worker('dp2', mocks.fleet.urls[0]!, mocks.endpoints[0]!, { data_parallel_size: 2 }),
-        // One rank in the config; the engine says it is rank 1.
+        // One rank in the config; the engine behind it balances over two.
         worker('dp1', mocks.fleet.urls[1]!, mocks.endpoints[1]!),
       ],
     });
-    await sendShared(r.url, 2, 4, 16, { 'x-worker-id': 'dp2' });
-    await sendShared(r.url, 2, 4, 16, { 'x-worker-id': 'dp1' });
-    await waitFor(async () => (await rankOf(r.url, 'dp2')).verdict === 'mismatch' && (await rankOf(r.url, 'dp1')).verdict === 'mismatch', 'both mismatch verdicts');
+    await sendShared(r.url, 2, 4, 16, { 'x-worker-id': 'dp2#1' });
+    // Requests at once, so the engine puts some on its second rank.
+    await waitFor(
+      async () => {
+        await Promise.all(Array.from({ length: 6 }, (_, i) => sendShared(r.url, 1, 4, 16, { 'x-worker-id': 'dp1' }, 20_000 + 1000 * i)));
+        return (await rankOf(r.url, 'dp1')).verdict === 'mismatch';
+      },
+      'rank 1 batches on the one-rank worker',
+    );
+    await waitFor(async () => (await rankOf(r.url, 'dp2')).verdict === 'mismatch', "the two-rank worker's mismatch");
     const dp2 = (await rankOf(r.url, 'dp2')).causes.find((c) => c.cause === 'unknown_rank')!;
     expect(dp2.detail).toContain('dp_rank 1 arrived on the endpoint of rank 0');
     const dp1 = (await rankOf(r.url, 'dp1')).causes.find((c) => c.cause === 'unknown_rank')!;

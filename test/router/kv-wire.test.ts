@@ -137,6 +137,7 @@ describe('decodeKvBatch: engine layouts', () => {
           blockSize: 2,
           loraName: null,
           medium: 'GPU',
+          extraKeys: [null],
         },
         { type: 'removed', blockHashes: [1n << 63n], medium: 'GPU' },
         { type: 'cleared' },

@@ -45,7 +45,7 @@ describe.concurrent('kvrouter hash', () => {
     expect(run.stdout).toBe(lines(twin.sequenceHashes(twin.localHashes(prompt, 8))));
   });
 
-  it('--lora, --salt and --seed set the block seed', async () => {
+  it('--lora sets every block\'s seed, --salt the first block\'s, --seed the base', async () => {
     const [lora, salt, seed] = await Promise.all([
       kvrouter('hash', '--block-size', '8', '--lora', 'sql-adapter', ...prompt.map(String)),
       kvrouter('hash', '--block-size', '8', '--salt', 'tenant-7', '--chained', ...prompt.map(String)),
@@ -53,10 +53,13 @@ describe.concurrent('kvrouter hash', () => {
     ]);
     const loraSeed = seedFor({ lora: 'sql-adapter' });
     expect(lora.stdout).toBe(lines(twin.localHashes(prompt, 8, loraSeed)));
-    const saltSeed = seedFor({ salt: 'tenant-7' });
-    expect(salt.stdout).toBe(lines(twin.sequenceHashes(twin.localHashes(prompt, 8, saltSeed), saltSeed)));
-    const wrapped = seedFor({ seed: (1n << 64n) - 1n, lora: 'a', salt: 'b' });
-    expect(seed.stdout).toBe(lines(twin.localHashes(prompt, 8, wrapped)));
+    const salted = twin.localHashes(prompt, 8);
+    salted[0] = twin.localHashes(prompt.slice(0, 8), 8, seedFor({ salt: 'tenant-7' }))[0]!;
+    expect(salt.stdout).toBe(lines(twin.sequenceHashes(salted, seedFor({}))));
+    const top = (1n << 64n) - 1n;
+    const wrapped = twin.localHashes(prompt, 8, seedFor({ seed: top, lora: 'a' }));
+    wrapped[0] = twin.localHashes(prompt.slice(0, 8), 8, seedFor({ seed: top, lora: 'a', salt: 'b' }))[0]!;
+    expect(seed.stdout).toBe(lines(wrapped));
   });
 
   it('--tokens-file reads a JSON array of token ids', async () => {

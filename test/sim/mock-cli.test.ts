@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { KvEventBatch } from '../../router/kv-events.js';
 import { startKvPublishers, startMockCommand } from '../../server/cli/mock.js';
 import { ZmqKvListener } from '../../server/kv-events/zmq-listener.js';
-import { offsetEndpoint } from '../../server/workers/rank-endpoint.js';
+import { offsetEndpoint } from '../../server/kv-events/rank-endpoints.js';
 
 const main = fileURLToPath(new URL('../../dist/server/cli/main.js', import.meta.url));
 
