@@ -15,6 +15,7 @@ import { firstCollision, rankSockets, type RankSocket } from '../kv-events/rank-
 import { ConfigError, describe, Fields, join } from './fields.js';
 import type { EngineKind } from '../../router/disagg/roles.js';
 import { checkFleetRoles, checkWorkerRole, DISAGG_DEFAULTS, readDisaggregation, readEngine, readWorkerRole, type DisaggregationConfig, type WorkerRoleConfig } from './disaggregation.js';
+import { DIAGNOSTICS_DEFAULTS, readDiagnostics, type DiagnosticsConfig } from '../diagnostics/config.js';
 
 export type KvEventsConfig =
   | { source: 'zmq'; endpoint: string; replayEndpoint: string | null; topic: string }
@@ -169,6 +170,7 @@ export interface RouterConfig {
   workers: WorkerConfig[];
   /** Replica sync over NATS; null: a single router with its own state. */
   nats: NatsConfig | null;
+  diagnostics: DiagnosticsConfig;
 }
 
 export const DEFAULTS = {
@@ -244,6 +246,7 @@ export function validateConfig(raw: unknown): RouterConfig {
     limits: root.object('limits', readLimits, () => ({ ...DEFAULTS.limits })),
     outlierEjection: root.object('outlier_ejection', readOutlierEjection, () => ({ ...DEFAULTS.outlierEjection })),
     nats: root.has('nats') ? root.object('nats', readNats) : null,
+    diagnostics: root.object('diagnostics', readDiagnostics, () => ({ ...DIAGNOSTICS_DEFAULTS })),
   };
   const defaults = readModelDefaults(root, {
     tokenizer: DEFAULTS.tokenizer,

@@ -17,7 +17,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
 import type { DisaggPlan, DisaggPlanner } from '../../router/disagg/planner.js';
 import { RouterError } from '../../router/errors.js';
-import type { RequestFields } from '../../router/partition.js';
+import type { RequestFields, RoutedRequest } from '../../router/partition.js';
 import type { ModelRuntime } from '../workers/model-runtime.js';
 import type { WorkerHandle } from '../workers/registry.js';
 import { Exchange, upstreamFailure, UpstreamStatusError, type Attempt, type ExchangeContext } from './exchange.js';
@@ -61,15 +61,17 @@ export class DisaggExchange extends Exchange {
     this.pairHeaders = given ? [] : ['x-request-id', id];
   }
 
-  protected override submit(fields: RequestFields, tokens: Uint32Array): void {
+  protected override submit(fields: RequestFields, tokens: Uint32Array): RoutedRequest | undefined {
     try {
       this.plan = this.planner.plan(fields, tokens);
     } catch (error) {
       if (!RouterError.is(error)) throw error;
-      return this.reject(error);
+      this.reject(error);
+      return undefined;
     }
     // Known before the scheduler, which may dispatch at once.
     this.planner.admit(this.plan, this);
+    return this.plan.request;
   }
 
   protected override send(worker: WorkerKey): void {

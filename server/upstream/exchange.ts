@@ -16,10 +16,11 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
 import { RouterError } from '../../router/errors.js';
-import type { RequestFields } from '../../router/partition.js';
+import type { RequestFields, RoutedRequest } from '../../router/partition.js';
 import type { Admission } from '../../router/scheduler/contracts.js';
 import type { DispatchHandlers } from '../../router/scheduler/scheduler.js';
 import type { LimitsConfig } from '../config/schema.js';
+import type { ResponseTap } from '../diagnostics/response-tap.js';
 import { sendError, sseErrorEvent } from '../http/respond.js';
 import type { ModelInstruments, Outcome, RouterMetrics } from '../metrics.js';
 import type { AttemptOutcome } from '../workers/outliers.js';
@@ -34,6 +35,13 @@ export interface ExchangeContext {
   limits: LimitsConfig;
   /** Exchanges not yet ended, for graceful shutdown. */
   live: Set<Exchange>;
+  /** Hears of each dispatch and follows its response (the router's diagnostics); absent: none. */
+  diagnostics?: DispatchTap | null;
+}
+
+/** Follows dispatched requests for the diagnostics: a tap per dispatch, fed the relayed chunks, ended when the response ends whole. */
+export interface DispatchTap {
+  dispatched(model: ModelRuntime, admission: Admission, promptTokens: number, arrivedAt: number): ResponseTap;
 }
 
 type State = 'queued' | 'sending' | 'relaying' | 'done';
@@ -90,6 +98,9 @@ export class Exchange implements DispatchHandlers {
   private waitingDrain = false;
   private submittedAt = 0;
   private promptTokens = 0;
+  private fields: RequestFields | null = null;
+  private routed: RoutedRequest | undefined;
+  private tap: ResponseTap | null = null;
   private readonly instruments: ModelInstruments;
 
   constructor(
@@ -112,8 +123,11 @@ export class Exchange implements DispatchHandlers {
     this.res.on('close', () => this.onClientClose());
     this.promptTokens = tokens.length;
     this.submittedAt = performance.now();
+    this.fields = fields;
     try {
-      this.submit(fields, tokens);
+      this.routed = this.submit(fields, tokens);
+      // A request dispatched inside submit had no prompt to show its tap yet.
+      if (this.routed) this.tap?.prompt(this.routed, fields);
     } catch (error) {
       // A bug below: the caller answers 500; nothing of this exchange may stay behind.
       this.state = 'done';
@@ -125,8 +139,9 @@ export class Exchange implements DispatchHandlers {
     if (this.state !== 'done') this.instruments.decision.observe((performance.now() - this.arrivedAt) / 1000);
   }
 
-  protected submit(fields: RequestFields, tokens: Uint32Array): void {
-    this.model.route.submit(fields, tokens, this);
+  /** Hands the request to the scheduler; the routed request, or undefined when it was refused. */
+  protected submit(fields: RequestFields, tokens: Uint32Array): RoutedRequest | undefined {
+    return this.model.route.submit(fields, tokens, this);
   }
 
   // The request's settlement with the scheduler (and its ledger booking).
@@ -154,6 +169,8 @@ export class Exchange implements DispatchHandlers {
       this.instruments.promptTokens.inc(this.promptTokens);
       this.instruments.cachedTokens.inc(admission.cachedTokens);
     }
+    this.tap = this.ctx.diagnostics?.dispatched(this.model, admission, this.promptTokens, this.arrivedAt) ?? null;
+    if (this.routed) this.tap?.prompt(this.routed, this.fields!);
     this.send(admission.worker);
   }
 
@@ -221,6 +238,7 @@ export class Exchange implements DispatchHandlers {
         this.instruments.ttft.observe((performance.now() - this.arrivedAt) / 1000);
       }
     }
+    if (this.res.statusCode < 400) this.tap?.data(chunk, this.eventStream);
     const n = chunk.length;
     if (n >= 2) this.tail = (chunk[n - 2]! << 8) | chunk[n - 1]!;
     else if (n === 1) this.tail = ((this.tail & 0xff) << 8) | chunk[0]!;
@@ -242,6 +260,7 @@ export class Exchange implements DispatchHandlers {
     }
     this.state = 'done';
     this.res.end();
+    if (this.res.statusCode < 400) this.tap?.end();
     this.settleCompleted();
     this.finish(this.res.statusCode, this.res.statusCode < 400 ? 'success' : 'error');
   }
@@ -274,7 +293,7 @@ export class Exchange implements DispatchHandlers {
       this.state = 'queued';
       const next = this.model.route.retry(this.id, worker);
       if (next === 'queued') return;
-      if (!RouterError.is(next)) return this.send(next.worker);
+      if (!RouterError.is(next)) return this.dispatch(next);
       // No other worker: the scheduler has settled the request.
       return this.failRetry(next);
     }
