@@ -39,6 +39,7 @@ class SwitchPlacement implements Placement {
   cachedTokens = () => 0;
   rows = () => NO_ROWS;
   capacity = (): CapacityVerdict => (this.busy ? 'busy' : 'free');
+  summarizes = () => true;
   headroom = () => (this.busy ? 0 : 64);
   busyFor = () => this.busy;
   constraintKey = () => '';
@@ -113,6 +114,7 @@ class TimedPlacement implements Placement<RoutedRequest> {
   cachedTokens = (r: RoutedRequest, a: readonly WorkerKey[] | null) => this.p.cachedTokens(r, a);
   rows = (r: RoutedRequest, a: readonly WorkerKey[] | null, i: WorkerInputMask): WorkerRows => this.p.rows(r, a, i);
   capacity = (r: RoutedRequest, a: readonly WorkerKey[] | null, b: BusyThresholds | null, e: readonly WorkerKey[]) => this.p.capacity(r, a, b, e);
+  summarizes = (b: BusyThresholds) => this.p.summarizes(b);
   headroom = (b: BusyThresholds) => this.p.headroom(b);
   busyFor = (w: WorkerKey, b: BusyThresholds) => this.p.busyFor(w, b);
   constraintKey = (r: RoutedRequest) => this.p.constraintKey(r);

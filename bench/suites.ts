@@ -1,6 +1,7 @@
 // Every benchmark suite, in the order the runner measures them.
 import type { BenchSuite } from './figures.js';
 import { decisionSuite } from './decision.bench.js';
+import { diagnosticsSuite } from './diagnostics.bench.js';
 import { hashSuite } from './hash.bench.js';
 import { indexFleetSuite } from './index-fleet.bench.js';
 import { prefixIndexSuite } from './prefix-index.bench.js';
@@ -22,6 +23,7 @@ export const suites: BenchSuite[] = [
   tokenizeSuite,
   tokenizeHostileSuite,
   serverSuite,
+  diagnosticsSuite,
   replaySuite,
   replicasSuite,
 ];

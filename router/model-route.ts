@@ -40,6 +40,12 @@ export interface ModelRouteOptions {
   sessionAffinity?: SessionBindingsOptions | null;
 }
 
+/** Sees every KV-event batch a route applies and every stale report (the server's diagnostics). */
+export interface EventObserver {
+  batch(worker: WorkerKey, batch: KvEventBatch): void;
+  stale(worker: WorkerKey): void;
+}
+
 /** Asked by the ledger sweep about a booking this route's scheduler does not hold: whether its request is still live elsewhere. */
 export type BookingHolder = (requestId: string) => boolean;
 
@@ -74,6 +80,7 @@ export class ModelRoute {
   private sweepIntervalMs: number;
   private sweepAgeMs: number;
   private readonly holders = new Set<BookingHolder>();
+  private eventObserver: EventObserver | null = null;
   readonly sweepStats: SweepStats = { reclaimed: 0, longRunning: 0 };
 
   constructor(options: ModelRouteOptions) {
@@ -178,11 +185,18 @@ export class ModelRoute {
   }
 
   applyEvents(worker: WorkerKey, batch: KvEventBatch): IndexFailure | null {
+    this.eventObserver?.batch(worker, batch);
     return this.partition.applyEvents(worker, batch);
   }
 
   markStale(worker: WorkerKey): void {
+    this.eventObserver?.stale(worker);
     this.partition.markStale(worker);
+  }
+
+  /** Hears of every batch applied and every stale report; null stops. */
+  observeEvents(observer: EventObserver | null): void {
+    this.eventObserver = observer;
   }
 
   /** The busy thresholds of every class, for the admin API. */

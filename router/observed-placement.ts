@@ -57,6 +57,10 @@ export class ObservedPlacement implements Placement<RoutedRequest> {
     return this.partition.capacity(request, allowed, busy, exclude);
   }
 
+  summarizes(busy: BusyThresholds): boolean {
+    return this.partition.summarizes(busy);
+  }
+
   headroom(busy: BusyThresholds): number {
     return this.partition.headroom(busy);
   }

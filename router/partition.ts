@@ -200,6 +200,11 @@ export class Partition implements Placement<RoutedRequest> {
     return this.decisions.capacity(request, allowed, busy, exclude);
   }
 
+  /** A TTFT target is judged per request from the learned speeds: no count describes it. */
+  summarizes(busy: BusyThresholds): boolean {
+    return busy.ttftMs === undefined;
+  }
+
   /** Live workers not busy under `busy`, from the ledger's running count for the class's thresholds. */
   headroom(busy: BusyThresholds): number {
     return this.kernels.decider.headroom(busy);

@@ -7,6 +7,8 @@ import type { Socket } from 'node:net';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { RouterError } from '../router/errors.js';
+import { registerDashboardRoutes } from './dashboard/route.js';
+import { registerDiagnoseRoute } from './diagnostics/route.js';
 import { asRouterError } from './http/respond.js';
 import { registerAdminRoutes } from './routes/admin.js';
 import { registerExplainRoute } from './routes/explain.js';
@@ -83,6 +85,10 @@ export function buildApp(rt: RouterRuntime, logger: Logger): FastifyInstance {
   registerHealthRoutes(app, rt);
   registerMetricsRoute(app, rt);
   registerKvIngestRoute(app, rt);
+  if (rt.diagnostics) {
+    registerDiagnoseRoute(app, rt, rt.diagnostics);
+    registerDashboardRoutes(app, rt, rt.diagnostics);
+  }
   if (rt.config.adminToken !== null) registerAdminRoutes(app, rt, rt.config.adminToken);
   return app;
 }

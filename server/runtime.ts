@@ -3,6 +3,7 @@
 // flight. The HTTP app is built on top of it; tests and the CLI create it
 // through createRuntime and end it with close().
 import type { RouterConfig } from './config/schema.js';
+import { Diagnostics } from './diagnostics/diagnostics.js';
 import { RouterMetrics } from './metrics.js';
 import { Replication } from './nats/replication.js';
 import { BodyParser } from './request/body-parser.js';
@@ -29,12 +30,15 @@ export class RouterRuntime implements ExchangeContext {
     readonly registry: WorkerRegistry,
     /** State shared with other replicas over NATS; null for a router on its own. */
     readonly replication: Replication | null = null,
+    /** Per worker rank verdicts, hit rates and recent latencies; null: not kept. */
+    readonly diagnostics: Diagnostics | null = null,
   ) {
     this.limits = config.limits;
     this.bodies = new BodyParser(config.limits.bodyReuseBytes);
     this.metrics = new RouterMetrics({ models: () => this.models.values(), workers: () => this.registry.list(), bodies: () => this.bodies });
     this.adapters = new Map([...models.values()].flatMap((m) => m.config.adapters.map((name) => [name, m] as const)));
     replication?.registerMetrics(this.metrics.registry);
+    diagnostics?.registerMetrics(this.metrics.registry);
   }
 
   /** A request id unique in this process and across restarts. */
@@ -47,6 +51,7 @@ export class RouterRuntime implements ExchangeContext {
     for (const exchange of [...this.live]) exchange.shutDown();
     await this.replication?.close();
     for (const model of this.models.values()) model.close();
+    this.diagnostics?.close();
     await this.registry.close();
   }
 }
@@ -60,6 +65,9 @@ export async function createRuntime(config: RouterConfig, warn: Logger, tokenize
     models.set(model.name, runtime);
   }
   const replication = config.nats ? new Replication(config.nats, models, warn) : null;
+  // Attached before any worker starts its event source, so no batch goes unseen.
+  const diagnostics = new Diagnostics({ models: () => models.values(), workers: () => registry.list(), worker: (id) => registry.get(id) }, config.diagnostics, warn);
+  for (const model of models.values()) diagnostics.attach(model);
   const registry = new WorkerRegistry(models, config.limits, config.outlierEjection, warn, replication && ((w, route, log) => replication.kvSource(w, route, log)));
   try {
     for (const worker of config.workers) registry.add(worker);
@@ -67,8 +75,9 @@ export async function createRuntime(config: RouterConfig, warn: Logger, tokenize
     await registry.close();
     await replication?.close();
     for (const m of models.values()) m.close();
+    diagnostics.close();
     throw error;
   }
   replication?.start();
-  return new RouterRuntime(config, models, registry, replication);
+  return new RouterRuntime(config, models, registry, replication, diagnostics);
 }

@@ -75,10 +75,18 @@ export interface Placement<R extends SchedRequest = SchedRequest> {
   /** Whether some worker the request may use (allowed, pinned, not excluded) is free for the class; no booking. */
   capacity(request: R, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null, exclude: readonly WorkerKey[]): CapacityVerdict;
   /**
+   * Whether capacity verdicts under `busy` depend only on each worker's load,
+   * so that headroom and busyFor describe them; false when they depend on
+   * the request too (a TTFT target's prediction): each waiting head of such a
+   * class is asked again at every capacity change.
+   */
+  summarizes(busy: BusyThresholds): boolean;
+  /**
    * The fleet's headroom for a class: live workers not busy under `busy`. A
    * request nothing narrows (no allowed set, pin or exclusion, an empty
    * constraintKey) gets 'free' from capacity() exactly when this is above
-   * 0. The scheduler reads it on every capacity change, so it must come from
+   * 0, except under a TTFT target (busy.ttftMs), which only capacity() can
+   * judge and the scheduler then asks. The scheduler reads it on every capacity change, so it must come from
    * what the ledger keeps (a count, or one pass in the core), never from a
    * selection.
    */

@@ -149,11 +149,15 @@ export class Dispatcher<R extends SchedRequest> {
     }
   }
 
-  /** A head nothing narrows is checked against the fleet's headroom, without a selection. */
+  /**
+   * A head nothing narrows is checked against the fleet's headroom, without a
+   * selection; under a TTFT target the verdict depends on the request's own
+   * predicted time to first token, which only a selection tells.
+   */
   private capacity(entry: Entry<R>, busy: BusyThresholds): CapacityVerdict {
     const { placement } = this.o;
     entry.scope ??= capacityScope(entry.request, entry.allowedWorkers, entry.failed, placement.constraintKey(entry.request));
-    if (entry.scope !== FLEET) return placement.capacity(entry.request, entry.allowedWorkers, busy, entry.failed);
+    if (entry.scope !== FLEET || !placement.summarizes(busy)) return placement.capacity(entry.request, entry.allowedWorkers, busy, entry.failed);
     if (placement.headroom(busy) > 0) return 'free';
     return placement.liveWorkers() > 0 ? 'busy' : 'none';
   }

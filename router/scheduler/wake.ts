@@ -20,6 +20,10 @@
 //   asked again at the periodic tick.
 // - admission: it refused a head the capacity check let through (a policy's
 //   own filters can); the head is examined again at any capacity change.
+// - capacity, for a class whose thresholds the placement cannot summarize
+//   (their verdict depends on the request too, as a TTFT target's prediction
+//   does): heads of one scope may then pass or fail apart, so each is
+//   examined again at any capacity change.
 //
 // Every head the rule leaves waiting would fail if it were examined now, so
 // dispatches come in exactly the order rechecking every lane would give
@@ -138,6 +142,8 @@ interface ClassWaits<E extends LaneEntry> {
   readonly held: LaneSet<E>;
   readonly heldUntimed: LaneSet<E>;
   readonly refused: LaneSet<E>;
+  /** Heads whose verdict depends on the request itself (the placement cannot summarize the class's thresholds). */
+  readonly perHead: LaneSet<E>;
 }
 
 export class TargetedWake<E extends LaneEntry> implements WakeRule<E> {
@@ -152,14 +158,20 @@ export class TargetedWake<E extends LaneEntry> implements WakeRule<E> {
     readonly ids: ItemIds,
     classes: readonly ClassQueue<E>[],
     /** What the ledger says of the fleet's and each worker's room for a class. */
-    private readonly room: Pick<Placement, 'headroom' | 'busyFor'>,
+    private readonly room: Pick<Placement, 'summarizes' | 'headroom' | 'busyFor'>,
   ) {
     for (const cls of classes) {
-      this.waits.set(cls, { groups: new Map(), held: new LaneSet(cls), heldUntimed: new LaneSet(cls), refused: new LaneSet(cls) });
+      this.waits.set(cls, { groups: new Map(), held: new LaneSet(cls), heldUntimed: new LaneSet(cls), refused: new LaneSet(cls), perHead: new LaneSet(cls) });
     }
   }
 
   waitCapacity(cls: ClassQueue<E>, lane: Lane<E>, scope: CapacityScope): void {
+    if (!this.summarized(cls)) {
+      const set = this.waits.get(cls)!.perHead;
+      cls.block(lane, 'capacity', Infinity, set);
+      set.add(lane);
+      return;
+    }
     const group = this.groupFor(cls, scope);
     cls.block(lane, 'capacity', Infinity, group);
     group.add(lane);
@@ -182,6 +194,12 @@ export class TargetedWake<E extends LaneEntry> implements WakeRule<E> {
   capacityFreed(worker: WorkerKey | null): void {
     for (const [cls, waits] of this.waits) {
       waits.refused.releaseAll();
+      waits.perHead.releaseAll();
+      // Thresholds changed to ones the placement cannot summarize: every group may hold a head that passes.
+      if (!this.summarized(cls)) {
+        for (const group of waits.groups.values()) group.openUp();
+        continue;
+      }
       const fleet = waits.groups.get(FLEET.key);
       const busy = cls.policy.busy;
       if (fleet && (busy === null || this.room.headroom(busy) > 0)) fleet.openUp();
@@ -204,6 +222,11 @@ export class TargetedWake<E extends LaneEntry> implements WakeRule<E> {
   tick(): void {
     for (const waits of this.waits.values()) waits.heldUntimed.releaseAll();
     this.capacityFreed(null);
+  }
+
+  private summarized(cls: ClassQueue<E>): boolean {
+    const busy = cls.policy.busy;
+    return busy === null || this.room.summarizes(busy);
   }
 
   /** Whether some worker of the group is not busy for its class: only workers that serve and are busy keep it closed. */

@@ -11,6 +11,7 @@ export const COMMANDS: Readonly<Record<string, () => Promise<Register>>> = {
   replay: async () => (await import('./replay.js')).registerReplay,
   hash: async () => (await import('./hash.js')).registerHash,
   relay: async () => (await import('./relay.js')).registerRelay,
+  doctor: async () => (await import('./doctor.js')).registerDoctor,
 };
 
 /** Registers the command `argv` names, or every command when it names none (help, version, a typo). */

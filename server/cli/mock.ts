@@ -4,12 +4,13 @@
 // caches on the real clock. The defaults fit `kvrouter serve --config`
 // (examples/mock-fleet.yaml): ports apart from the router's, the router's
 // block size and default tokenizer, so the router's hashes meet the mock's.
-import { InvalidArgumentError, type Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import type { KvEventBatch } from '../../router/kv-events.js';
 import { createTokenizer } from '../../router/tokenize/index.js';
 import { ZmqKvPublisher } from '../../sim/kv-publisher.js';
 import { ENGINE_DEFAULTS } from '../../sim/mocker/engine-options.js';
 import { startMockFleet, type MockFleet } from '../../sim/mocker/http-server.js';
+import { TRANSFER_DEFAULTS, type HandoffProtocol, type MockRole } from '../../sim/mocker/kv-handoff.js';
 import type { PromptTokens } from '../../sim/mocker/prompt-tokens.js';
 import { DEFAULTS } from '../config/schema.js';
 import { firstCollision, offsetEndpoint, rankSockets } from '../kv-events/rank-endpoints.js';
@@ -46,6 +47,11 @@ export interface MockCommandOptions {
   /** ZeroMQ ROUTER endpoint for event replay, numbered like kvEvents. */
   kvReplay?: string;
   kvTopic: string;
+  /** Role in a disaggregated fleet (default both) and the handoff protocol it speaks (default vllm). */
+  role?: MockRole;
+  handoff?: HandoffProtocol;
+  kvBytesPerToken?: number;
+  kvBandwidth?: number;
 }
 
 /**
@@ -128,6 +134,7 @@ export async function startMockCommand(
     host: o.host,
     modelName: o.model,
     defaultMaxTokens: o.defaultMaxTokens,
+    handoff: { role: o.role, protocol: o.handoff, kvBytesPerToken: o.kvBytesPerToken, kvBandwidth: o.kvBandwidth },
     engine: {
       speedup: o.engineSpeedup,
       numBlocks: o.numBlocks,
@@ -144,6 +151,8 @@ export async function startMockCommand(
     `kvrouter mock: ${o.workers} worker(s)${ranks}, model ${o.model}${adapters}, tokenizer ${o.tokenizer ?? 'one token per byte'}, ` +
       `${shape.numBlocks} blocks x ${shape.blockSize} tokens, budget ${shape.maxBatchedTokens} tokens, ${shape.maxNumSeqs} seqs, speedup ${shape.speedup}`,
   );
+  const handoff = fleet.servers[0]!.handoff;
+  if (handoff.role !== 'both') print(`role ${handoff.role} (${handoff.protocol} handoff), KV ${handoff.shape.kvBytesPerToken} bytes/token over ${handoff.shape.kvBandwidth} bytes/s`);
   fleet.urls.forEach((url, i) => print(`worker ${i}: ${url}/v1`));
   return fleet;
 }
@@ -170,6 +179,10 @@ export function registerMock(program: Command): void {
     .option('--kv-events <endpoint>', "publish KV events over ZeroMQ in vLLM's wire format (worker w's rank r binds port + w x ranks + r), e.g. tcp://127.0.0.1:5557")
     .option('--kv-replay <endpoint>', 'serve event replay for gap recovery, numbered like --kv-events, e.g. tcp://127.0.0.1:5657')
     .option('--kv-topic <topic>', 'topic frame of published KV events', 'kv-events')
+    .addOption(new Option('--role <role>', 'role in a disaggregated fleet: prefill, decode or both').choices(['prefill', 'decode', 'both']).default('both'))
+    .addOption(new Option('--handoff <protocol>', "the prefill/decode handoff's fields: vLLM's kv_transfer_params or SGLang's bootstrap room").choices(['vllm', 'sglang']).default('vllm'))
+    .option('--kv-bytes-per-token <n>', 'KV bytes per token a decode worker pulls from a prefill worker', count, TRANSFER_DEFAULTS.kvBytesPerToken)
+    .option('--kv-bandwidth <bytes/s>', 'bytes per second between a prefill and a decode worker', positive, TRANSFER_DEFAULTS.kvBandwidth)
     .action(async (options: MockCommandOptions) => {
       let fleet: MockFleet;
       let publishers: Awaited<ReturnType<typeof startKvPublishers>> | undefined;

@@ -17,6 +17,9 @@ import { MOONCAKE_BLOCK_SIZE, TraceError, writeMooncakeTrace } from '../../sim/r
 import { PARAM_SEPARATOR, policyList } from '../../sim/replay/policy-spec.js';
 import { ProgressBar } from '../../sim/replay/progress.js';
 import { DEFAULT_EVENT_DELAY_MS, idealReuse, runSettings } from '../../sim/replay/replay.js';
+import { compareDisaggregation } from '../../sim/replay/disagg-compare.js';
+import { TRANSFER_DEFAULTS } from '../../sim/mocker/kv-handoff.js';
+import { DISAGG_DEFAULTS } from '../config/disaggregation.js';
 import { defaultJobs, RunPool, serialRunner } from '../../sim/replay/run-pool.js';
 import { buildScenario, figureTable, runScenario, SCENARIOS, scenarioJson, type ScenarioOption, type ScenarioOptions } from '../../sim/replay/scenarios.js';
 import type { FleetEngineShape } from '../../sim/replay/simulate.js';
@@ -52,6 +55,11 @@ export interface ReplayCommandOptions {
   limit?: number;
   json?: boolean;
   report?: string;
+  /** Compare an aggregated fleet with one of this many prefill workers (the rest decode). */
+  prefillWorkers?: number;
+  minRemotePrefillTokens?: number;
+  kvBytesPerToken?: number;
+  kvBandwidth?: number;
 }
 
 /** Thrown for input the user can fix; reported without a stack trace. */
@@ -150,6 +158,7 @@ async function replayPolicies(o: ReplayCommandOptions, explicit: Explicit): Prom
     maxNumSeqs: o.maxNumSeqs,
     speedup: o.engineSpeedup,
   };
+  if (o.prefillWorkers !== undefined) return replayDisaggregation(o, workload, engine, policies.map((p) => p.label), loads, slo);
   const settings = runSettings({ workers: o.workers, engine, eventDelayMs: o.eventDelayMs, seed: o.seed });
   const ideal = idealReuse(workload, engine);
   const progress = new ProgressBar(process.stderr);
@@ -182,6 +191,30 @@ async function replayPolicies(o: ReplayCommandOptions, explicit: Explicit): Prom
       sweep: sweeping ? result : undefined,
     });
   }
+}
+
+/** --prefill-workers: the workload through an aggregated fleet and a disaggregated one of the same size. */
+function replayDisaggregation(o: ReplayCommandOptions, workload: ReturnType<typeof loadWorkload>, engine: Partial<FleetEngineShape>, policies: string[], loads: number[], slo: Slo | null): void {
+  if (policies.length !== 1) throw new BadInput('--prefill-workers compares two fleets under one --policy');
+  if (loads.length !== 1 || slo !== null) throw new BadInput('--prefill-workers takes one --arrival-speedup and no SLO');
+  if (o.report !== undefined) throw new BadInput('--report does not apply to --prefill-workers');
+  if (o.prefillWorkers! >= o.workers) throw new BadInput(`--prefill-workers ${o.prefillWorkers} leaves none of the ${o.workers} --workers to decode`);
+  const progress = new ProgressBar(process.stderr);
+  const reports = compareDisaggregation(workload, {
+    workers: o.workers,
+    prefillWorkers: o.prefillWorkers!,
+    minRemotePrefillTokens: o.minRemotePrefillTokens ?? DISAGG_DEFAULTS.minRemotePrefillTokens,
+    transfer: { kvBytesPerToken: o.kvBytesPerToken, kvBandwidth: o.kvBandwidth },
+    policy: policies[0],
+    engine,
+    eventDelayMs: o.eventDelayMs,
+    arrivalSpeedup: loads[0],
+    seed: o.seed,
+    onProgress: (label, done, total) => progress.update(label, done, total),
+  });
+  progress.clear();
+  if (o.json) process.stdout.write(reports.map((r) => JSON.stringify({ kind: 'run', ...r }) + '\n').join(''));
+  else process.stdout.write(`${workload.name}: ${workload.requests.length} requests, ${o.workers} workers\n\n${formatComparison(reports)}\n`);
 }
 
 function writeTrace(path: string, text: string, requests: number): void {
@@ -249,7 +282,7 @@ export function registerReplay(program: Command): void {
     .option('--warm-gap-ms <ms>', 'scenario cold-pool: mean gap between warm session starts (default 8000 / workers)', positive)
     .option('--programs <n>', 'scenario agents: agent programs to run', count)
     .option('--workers <n>', 'simulated engine workers', count, 8)
-    .option('--policy <specs>', `selection policy, repeatable or comma-separated (${Object.keys(SELECTION_POLICIES).join(', ')}, all); parameters as name${PARAM_SEPARATOR}key=value${PARAM_SEPARATOR}key=value`, collect, [])
+    .option('--policy <specs>', `selection policy, repeatable or comma-separated (${Object.keys(SELECTION_POLICIES).join(', ')}, all); parameters as name${PARAM_SEPARATOR}key=value${PARAM_SEPARATOR}key=value; without it: ttft`, collect, [])
     .option('--block-size <n>', 'KV block size of the engines and the router', count, d.blockSize)
     .option('--trace-block-size <n>', 'tokens each trace hash id stands for', count, MOONCAKE_BLOCK_SIZE)
     .addOption(
@@ -270,6 +303,10 @@ export function registerReplay(program: Command): void {
     .option('--limit <n>', 'replay only the first n requests', count)
     .option('--json', 'print one JSON object per run (then per policy its capacity, when sweeping), one per line')
     .option('--report <file>', 'write a self-contained HTML report comparing the policies')
+    .option('--prefill-workers <n>', 'compare the --workers fleet running whole requests with the same fleet split into n prefill workers and the rest decode', count)
+    .option('--min-remote-prefill-tokens <n>', 'with --prefill-workers: uncached prompt tokens at or above which a request splits', seed, DISAGG_DEFAULTS.minRemotePrefillTokens)
+    .option('--kv-bytes-per-token <n>', 'with --prefill-workers: KV bytes per token sent from prefill to decode', count, TRANSFER_DEFAULTS.kvBytesPerToken)
+    .option('--kv-bandwidth <bytes/s>', 'with --prefill-workers: bytes per second between a prefill and a decode worker', positive, TRANSFER_DEFAULTS.kvBandwidth)
     .action(async function (this: Command, options: ReplayCommandOptions) {
       try {
         await run(options, (key) => this.getOptionValueSource(key) === 'cli');

@@ -14,6 +14,9 @@ import { SHARD_BOUND_BYTES } from '../../bindings/prefix-index-sharded.js';
 import { firstCollision, rankSockets, type RankSocket } from '../kv-events/rank-endpoints.js';
 import { ConfigError, describe, Fields, join } from './fields.js';
 import { DEFAULT_TIER_WEIGHTS, type Tier, type TierWeights } from '../../router/partition/tiers.js';
+import type { EngineKind } from '../../router/disagg/roles.js';
+import { checkFleetRoles, checkWorkerRole, DISAGG_DEFAULTS, readDisaggregation, readEngine, readWorkerRole, type DisaggregationConfig, type WorkerRoleConfig } from './disaggregation.js';
+import { DIAGNOSTICS_DEFAULTS, readDiagnostics, type DiagnosticsConfig } from '../diagnostics/config.js';
 
 export type KvEventsConfig =
   | { source: 'zmq'; endpoint: string; replayEndpoint: string | null; topic: string }
@@ -22,7 +25,7 @@ export type KvEventsConfig =
   | { source: 'nats' }
   | { source: 'none' };
 
-export interface WorkerConfig {
+export interface WorkerConfig extends WorkerRoleConfig {
   id: string;
   /** Base URL without /v1, e.g. http://10.0.0.5:8000. */
   url: string;
@@ -69,6 +72,10 @@ export interface ModelConfig {
   tierWeights: TierWeights;
   /** How much prompt text one request may have tokenized, and what happens past it. */
   tokenizeLimit: TokenizeLimitConfig;
+  /** The engine the model's workers run: it decides the prefill/decode handoff protocol. */
+  engine: EngineKind;
+  /** Prefill/decode disaggregation; null when every request runs whole on one worker. */
+  disaggregation: DisaggregationConfig | null;
 }
 
 export interface TokenizeLimitConfig {
@@ -166,6 +173,7 @@ export interface RouterConfig {
   workers: WorkerConfig[];
   /** Replica sync over NATS; null: a single router with its own state. */
   nats: NatsConfig | null;
+  diagnostics: DiagnosticsConfig;
 }
 
 export const DEFAULTS = {
@@ -223,6 +231,8 @@ interface ModelDefaults {
   tierWeights: TierWeights;
   /** maxChars null: the default for the model's tokenizer. */
   tokenizeLimit: { maxChars: number | null; over: 'bytes' | 'reject' };
+  engine: EngineKind;
+  disaggregation: DisaggregationConfig | null;
 }
 
 /** The smallest memory bound an index may be given (besides 0, none). */
@@ -240,6 +250,7 @@ export function validateConfig(raw: unknown): RouterConfig {
     limits: root.object('limits', readLimits, () => ({ ...DEFAULTS.limits })),
     outlierEjection: root.object('outlier_ejection', readOutlierEjection, () => ({ ...DEFAULTS.outlierEjection })),
     nats: root.has('nats') ? root.object('nats', readNats) : null,
+    diagnostics: root.object('diagnostics', readDiagnostics, () => ({ ...DIAGNOSTICS_DEFAULTS })),
   };
   const defaults = readModelDefaults(root, {
     tokenizer: DEFAULTS.tokenizer,
@@ -253,6 +264,8 @@ export function validateConfig(raw: unknown): RouterConfig {
     indexMemoryBytes: DEFAULTS.indexMemoryBytes,
     tierWeights: DEFAULT_TIER_WEIGHTS,
     tokenizeLimit: { maxChars: null, over: DEFAULTS.tokenizeLimit.over },
+    engine: DISAGG_DEFAULTS.engine,
+    disaggregation: null,
   });
   const declared = root.list('models', (value, path) => {
     const f = new Fields(value, path);
@@ -282,6 +295,8 @@ export function validateConfig(raw: unknown): RouterConfig {
     if (workers.findIndex((o) => o.id === w.id) !== i) throw new ConfigError(`workers[${i}].id`, `worker "${w.id}" is declared twice`);
   }
   if (models.length === 0) throw new ConfigError('models', 'the config declares no model and no worker: add a workers list (or models, to add workers at runtime)');
+  for (const [i, w] of workers.entries()) checkWorkerRole(w, models.find((m) => m.name === w.model)!, `workers[${i}]`);
+  checkFleetRoles(models, workers, declared.length);
   checkIngestExposure(config.host, config.kvIngestToken, workers);
   checkEventPorts(workers.flatMap((w, i) => eventSockets(w, `workers[${i}]`)));
   return { ...config, models, workers };
@@ -352,7 +367,10 @@ function checkEventPorts(sockets: readonly RankSocket[]): void {
 
 /** Validates one worker entry (also the body of the admin API's add-worker call). */
 export function validateWorker(raw: unknown, models: readonly ModelConfig[], path = 'worker'): WorkerConfig {
-  return readWorker(new Fields(raw, path), models, DEFAULTS.blockSize);
+  const worker = readWorker(new Fields(raw, path), models, DEFAULTS.blockSize);
+  const model = models.find((m) => m.name === worker.model);
+  if (model) checkWorkerRole(worker, model, path);
+  return worker;
 }
 
 function token(f: Fields, key: string): string | null {
@@ -406,7 +424,10 @@ function readModelDefaults(f: Fields, inherited: ModelDefaults): ModelDefaults {
   if (policyClasses.length === 0) throw new ConfigError(f.at('policy_classes'), 'must name at least one class');
   const selection = f.has('selection') ? f.object('selection', (s) => readPlugin(s, 'policy')) : inherited.selection;
   const classifier = f.has('request_classifier') ? f.object('request_classifier', (s) => readPlugin(s, 'type')) : inherited.requestClassifier;
+  const engine = readEngine(f, inherited.engine);
   return {
+    engine,
+    disaggregation: readDisaggregation(f, engine, inherited.disaggregation),
     tokenizer: f.has('tokenizer') ? tokenizerSpec(f) : inherited.tokenizer,
     blockSize: f.number('block_size', inherited.blockSize, { integer: true, min: 1, max: 1 << 16 }),
     selection,
@@ -609,6 +630,7 @@ function readWorker(f: Fields, models: readonly ModelConfig[], implicitBlockSize
     taints,
     apiKey: f.optionalString('api_key'),
     ...readWorkerAdapters(f, models.find((m) => m.name === model)?.adapters ?? []),
+    ...readWorkerRole(f),
   };
   f.done();
   checkEventPorts(eventSockets(worker, f.path));

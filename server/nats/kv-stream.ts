@@ -18,7 +18,7 @@ import type { ModelRoute } from '../../router/model-route.js';
 import { decodeKvBatch } from '../../router/kv-wire.js';
 import type { WorkerConfig } from '../config/schema.js';
 import type { WorkerSequencer } from '../kv-events/sequencer.js';
-import { addSequencerCounters, rankSequencers, zeroCounters, type KvSource, type KvSourceCounters, type Logger } from '../workers/kv-sources.js';
+import { addSequencerCounters, rankSequencerCounters, rankSequencers, zeroCounters, type KvSource, type KvSourceCounters, type Logger } from '../workers/kv-sources.js';
 import type { NatsLink } from './link.js';
 import { KV_HEADERS, type NatsNames } from './subjects.js';
 
@@ -82,6 +82,10 @@ export class NatsKvSource implements KvSource {
 
   counters(): KvSourceCounters {
     return addSequencerCounters({ ...zeroCounters(), decodeErrors: this.decodeErrors, skippedMessages: this.skipped }, this.ranks);
+  }
+
+  rankCounters(rank: number): KvSourceCounters | null {
+    return rankSequencerCounters(this.ranks, rank);
   }
 
   async close(): Promise<void> {

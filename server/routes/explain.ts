@@ -7,7 +7,7 @@
 // last cleared) says so: its overlap may be more than the index still knows.
 import type { FastifyInstance } from 'fastify';
 import { workerLabel } from '../../bindings/workers.js';
-import type { Partition } from '../../router/partition.js';
+import type { Explanation, Partition } from '../../router/partition.js';
 import { requestFields } from '../request/fields.js';
 import { promptIds, type PromptKind } from '../request/prompt.js';
 import type { RouterRuntime } from '../runtime.js';
@@ -25,25 +25,13 @@ export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): v
     const { ids, basis, media } = await promptIds(model.tokenizer, body, kind, { limit: model.config.tokenizeLimit });
     const fields = withBlockKeys(requestFields(rt.nextRequestId(), request.headers), target, body);
     if (media) fields.media = media;
-    const x = model.route.explain(fields, ids);
+    const busy = model.route.busyThresholds();
+    const disagg = model.disagg?.explain(fields, ids, busy[fields.policyClass ?? model.config.defaultClass] ?? busy[model.config.defaultClass] ?? null);
+    const x = disagg?.main ?? model.route.explain(fields, ids);
     const handles = handlesByLabel(rt, model.name);
     const evicted = evictedByLabel(model.route.partition);
-    return {
-      model: x.model,
-      adapter: target.adapter,
-      kind,
-      tokenizer: model.tokenizer.spec,
-      prompt_basis: basis,
-      block_size: model.config.blockSize,
-      policy: x.policy,
-      prompt_tokens: x.promptTokens,
-      prompt_blocks: x.promptBlocks,
-      media_items: media?.length ?? 0,
-      tier_weights: model.config.tierWeights,
-      chosen: x.chosen,
-      error: x.error,
-      index_evicted_blocks: model.route.partition.indexStats().evictedBlocks,
-      workers: x.workers.map((w) => {
+    const workers = (list: Explanation['workers']) =>
+      list.map((w) => {
         const handle = handles.get(w.worker);
         const ejection = handle?.health().ejection ?? null;
         const evictedBlocks = evicted.get(w.worker) ?? 0;
@@ -72,6 +60,35 @@ export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): v
             observations: w.speed.observations,
           },
         };
+      });
+    return {
+      model: x.model,
+      adapter: target.adapter,
+      kind,
+      tokenizer: model.tokenizer.spec,
+      prompt_basis: basis,
+      block_size: model.config.blockSize,
+      policy: x.policy,
+      prompt_tokens: x.promptTokens,
+      prompt_blocks: x.promptBlocks,
+      media_items: media?.length ?? 0,
+      tier_weights: model.config.tierWeights,
+      chosen: x.chosen,
+      error: x.error,
+      index_evicted_blocks: model.route.partition.indexStats().evictedBlocks,
+      workers: workers(x.workers),
+      // A disaggregated model: the decision, and the decode pick beside the prefill pick (`chosen` above).
+      ...(disagg && {
+        disaggregation: {
+          mode: disagg.decision.mode,
+          reason: disagg.decision.reason,
+          engine: model.config.engine,
+          threshold_tokens: disagg.decision.threshold,
+          uncached_tokens: disagg.decision.uncachedTokens,
+          aggregate_cached_tokens: disagg.decision.aggregateCachedTokens,
+          prefill: disagg.decision.mode === 'disaggregated' ? x.chosen : null,
+          decode: disagg.decode && { chosen: disagg.decode.chosen, error: disagg.decode.error, workers: workers(disagg.decode.workers) },
+        },
       }),
     };
   });

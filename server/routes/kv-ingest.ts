@@ -75,7 +75,10 @@ export function registerKvIngestRoute(app: FastifyInstance, rt: RouterRuntime): 
     try {
       source.offer(ingest.worker.rank, ingest.seq, ingest.batch);
     } catch (error) {
-      if (error instanceof RangeError) throw new RouterError('KVR_ERR_INVALID_REQUEST', error.message, { param: 'dp_rank' });
+      if (error instanceof RangeError) {
+        rt.diagnostics?.refusedRank(handle.model, ingest.worker.id, ingest.worker.rank);
+        throw new RouterError('KVR_ERR_INVALID_REQUEST', error.message, { param: 'dp_rank' });
+      }
       throw error;
     } finally {
       indexed.set(source, Math.max(0, held + partition.indexStats().blocks - before));

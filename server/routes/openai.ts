@@ -8,6 +8,7 @@ import { requestFields, streamOf } from '../request/fields.js';
 import { promptIds, type PromptKind } from '../request/prompt.js';
 import { resolveTarget, withBlockKeys } from '../request/target.js';
 import type { RouterRuntime } from '../runtime.js';
+import { DisaggExchange } from '../upstream/disagg-exchange.js';
 import { Exchange } from '../upstream/exchange.js';
 import type { ModelRuntime } from '../workers/model-runtime.js';
 
@@ -28,7 +29,10 @@ export function registerOpenAiRoutes(app: FastifyInstance, rt: RouterRuntime): v
       if (media) fields.media = media;
       // A long prompt is tokenized on another thread; the client may have left meanwhile.
       if (reply.raw.destroyed) throw new RouterError('KVR_ERR_ABORTED');
-      new Exchange(rt, model, request.raw, reply.raw, request.url, raw, arrivedAt, fields.id).start(fields, tokens);
+      const exchange = model.disagg
+        ? new DisaggExchange(rt, model, request.raw, reply.raw, request.url, raw, body, arrivedAt, fields.id)
+        : new Exchange(rt, model, request.raw, reply.raw, request.url, raw, arrivedAt, fields.id);
+      exchange.start(fields, tokens);
     } catch (thrown) {
       const error = asRouterError(thrown);
       if (error.code === 'KVR_ERR_INTERNAL') request.log.error(thrown);

@@ -16,14 +16,15 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
 import { RouterError } from '../../router/errors.js';
-import type { RequestFields } from '../../router/partition.js';
+import type { RequestFields, RoutedRequest } from '../../router/partition.js';
 import type { Admission } from '../../router/scheduler/contracts.js';
 import type { DispatchHandlers } from '../../router/scheduler/scheduler.js';
 import type { LimitsConfig } from '../config/schema.js';
+import type { ResponseTap } from '../diagnostics/response-tap.js';
 import { sendError, sseErrorEvent } from '../http/respond.js';
 import type { ModelInstruments, Outcome, RouterMetrics } from '../metrics.js';
 import type { AttemptOutcome } from '../workers/outliers.js';
-import type { WorkerRegistry } from '../workers/registry.js';
+import type { WorkerHandle, WorkerRegistry } from '../workers/registry.js';
 import type { ModelRuntime } from '../workers/model-runtime.js';
 import { failureKind, isTimeout } from './failures.js';
 import { clientResponseHeaders, isEventStream, upstreamRequestHeaders } from './headers.js';
@@ -34,6 +35,13 @@ export interface ExchangeContext {
   limits: LimitsConfig;
   /** Exchanges not yet ended, for graceful shutdown. */
   live: Set<Exchange>;
+  /** Hears of each dispatch and follows its response (the router's diagnostics); absent: none. */
+  diagnostics?: DispatchTap | null;
+}
+
+/** Follows dispatched requests for the diagnostics: a tap per dispatch, fed the relayed chunks, ended when the response ends whole. */
+export interface DispatchTap {
+  dispatched(model: ModelRuntime, admission: Admission, promptTokens: number, arrivedAt: number): ResponseTap;
 }
 
 type State = 'queued' | 'sending' | 'relaying' | 'done';
@@ -42,7 +50,7 @@ type State = 'queued' | 'sending' | 'relaying' | 'done';
 const ERROR_BODY_LIMIT = 4096;
 
 /** One try on one worker; callbacks from an attempt that is no longer current are ignored. */
-class Attempt implements Dispatcher.DispatchHandler {
+export class Attempt implements Dispatcher.DispatchHandler {
   controller: Dispatcher.DispatchController | null = null;
   /** Status of a 5xx answer being read before a retry or the error answer. */
   failedStatus = 0;
@@ -77,9 +85,9 @@ class Attempt implements Dispatcher.DispatchHandler {
 }
 
 export class Exchange implements DispatchHandlers {
-  private state: State = 'queued';
-  private attempt: Attempt | null = null;
-  private worker: WorkerKey | null = null;
+  protected state: State = 'queued';
+  protected attempt: Attempt | null = null;
+  protected worker: WorkerKey | null = null;
   private retries = 0;
   /** The last attempt that failed before the first byte, to explain a retry that could not be placed. */
   private failure: { worker: WorkerKey; error: Error } | null = null;
@@ -90,18 +98,21 @@ export class Exchange implements DispatchHandlers {
   private waitingDrain = false;
   private submittedAt = 0;
   private promptTokens = 0;
+  private fields: RequestFields | null = null;
+  private routed: RoutedRequest | undefined;
+  private tap: ResponseTap | null = null;
   private readonly instruments: ModelInstruments;
 
   constructor(
-    private readonly ctx: ExchangeContext,
-    private readonly model: ModelRuntime,
-    private readonly req: IncomingMessage,
-    private readonly res: ServerResponse,
-    private readonly path: string,
-    private readonly body: Buffer,
+    protected readonly ctx: ExchangeContext,
+    protected readonly model: ModelRuntime,
+    protected readonly req: IncomingMessage,
+    protected readonly res: ServerResponse,
+    protected readonly path: string,
+    protected readonly body: Buffer,
     /** performance.now() when the request arrived. */
     private readonly arrivedAt: number,
-    private readonly id: string,
+    protected readonly id: string,
   ) {
     this.instruments = ctx.metrics.forModel(model.name);
   }
@@ -112,17 +123,36 @@ export class Exchange implements DispatchHandlers {
     this.res.on('close', () => this.onClientClose());
     this.promptTokens = tokens.length;
     this.submittedAt = performance.now();
+    this.fields = fields;
     try {
-      this.model.route.submit(fields, tokens, this);
+      this.routed = this.submit(fields, tokens);
+      // A request dispatched inside submit had no prompt to show its tap yet.
+      if (this.routed) this.tap?.prompt(this.routed, fields);
     } catch (error) {
       // A bug below: the caller answers 500; nothing of this exchange may stay behind.
       this.state = 'done';
       this.ctx.live.delete(this);
       this.attempt?.abort('the router failed');
-      this.model.route.aborted(this.id);
+      this.settleAborted();
       throw error;
     }
     if (this.state !== 'done') this.instruments.decision.observe((performance.now() - this.arrivedAt) / 1000);
+  }
+
+  /** Hands the request to the scheduler; the routed request, or undefined when it was refused. */
+  protected submit(fields: RequestFields, tokens: Uint32Array): RoutedRequest | undefined {
+    return this.model.route.submit(fields, tokens, this);
+  }
+
+  // The request's settlement with the scheduler (and its ledger booking).
+  protected settleFirstToken(): void {
+    this.model.route.firstToken(this.id);
+  }
+  protected settleCompleted(): void {
+    this.model.route.completed(this.id);
+  }
+  protected settleAborted(): void {
+    this.model.route.aborted(this.id);
   }
 
   owns(attempt: Attempt): boolean {
@@ -139,6 +169,8 @@ export class Exchange implements DispatchHandlers {
       this.instruments.promptTokens.inc(this.promptTokens);
       this.instruments.cachedTokens.inc(admission.cachedTokens);
     }
+    this.tap = this.ctx.diagnostics?.dispatched(this.model, admission, this.promptTokens, this.arrivedAt) ?? null;
+    if (this.routed) this.tap?.prompt(this.routed, this.fields!);
     this.send(admission.worker);
   }
 
@@ -151,22 +183,31 @@ export class Exchange implements DispatchHandlers {
 
   // ---- upstream ----
 
-  private send(worker: WorkerKey): void {
+  protected send(worker: WorkerKey): void {
+    this.sendTo(worker, this.body, true);
+  }
+
+  /** One attempt with this body (and headers besides the client's); `scheduled`: the attempt is the scheduler's dispatch (it hears Sent). */
+  protected sendTo(worker: WorkerKey, body: Buffer | string, scheduled: boolean, extraHeaders: readonly string[] = []): void {
     this.worker = worker;
     this.state = 'sending';
     const attempt = new Attempt(this, worker);
     this.attempt = attempt;
     const handle = this.ctx.registry.get(worker.id);
-    if (!handle) return this.failBeforeBytes(attempt, new Error(`worker ${worker.id} was removed`));
-    this.model.route.sent(this.id, worker);
+    if (!handle) return this.failBeforeBytes(worker, new Error(`worker ${worker.id} was removed`));
+    if (scheduled) this.model.route.sent(this.id, worker);
     try {
-      // A worker with one rank leaves the header out: the engine has nothing to choose.
-      const rank = handle.config.dataParallelSize > 1 ? worker.rank : null;
-      const headers = upstreamRequestHeaders(this.req.rawHeaders, handle.config.apiKey, rank);
-      handle.pool.dispatch({ path: handle.basePath + this.path, method: 'POST', headers, body: this.body }, attempt);
+      handle.pool.dispatch({ path: handle.basePath + this.path, method: 'POST', headers: this.upstreamHeaders(handle, worker, extraHeaders), body }, attempt);
     } catch (error) {
-      this.failBeforeBytes(attempt, error as Error);
+      this.failBeforeBytes(worker, error as Error);
     }
+  }
+
+  /** The client's headers for a worker's rank, and these besides. */
+  protected upstreamHeaders(handle: WorkerHandle, worker: WorkerKey, extra: readonly string[]): string[] {
+    // A worker with one rank leaves the header out: the engine has nothing to choose.
+    const rank = handle.config.dataParallelSize > 1 ? worker.rank : null;
+    return [...upstreamRequestHeaders(this.req.rawHeaders, handle.config.apiKey, rank), ...extra];
   }
 
   onHeaders(attempt: Attempt, status: number, headers: Record<string, string | string[] | undefined>): void {
@@ -193,10 +234,11 @@ export class Exchange implements DispatchHandlers {
     if (!this.sawData) {
       this.sawData = true;
       if (this.res.statusCode < 400) {
-        this.model.route.firstToken(this.id);
+        this.settleFirstToken();
         this.instruments.ttft.observe((performance.now() - this.arrivedAt) / 1000);
       }
     }
+    if (this.res.statusCode < 400) this.tap?.data(chunk, this.eventStream);
     const n = chunk.length;
     if (n >= 2) this.tail = (chunk[n - 2]! << 8) | chunk[n - 1]!;
     else if (n === 1) this.tail = ((this.tail & 0xff) << 8) | chunk[0]!;
@@ -214,48 +256,49 @@ export class Exchange implements DispatchHandlers {
   onEnd(attempt: Attempt): void {
     if (attempt.failedStatus !== 0) {
       const text = Buffer.concat(attempt.errorBody).toString('utf8').slice(0, ERROR_BODY_LIMIT);
-      return this.failBeforeBytes(attempt, new UpstreamStatusError(attempt.failedStatus, text));
+      return this.failBeforeBytes(attempt.worker, new UpstreamStatusError(attempt.failedStatus, text));
     }
     this.state = 'done';
     this.res.end();
-    this.model.route.completed(this.id);
+    if (this.res.statusCode < 400) this.tap?.end();
+    this.settleCompleted();
     this.finish(this.res.statusCode, this.res.statusCode < 400 ? 'success' : 'error');
   }
 
   onError(attempt: Attempt, error: Error): void {
-    if (this.state !== 'relaying') return this.failBeforeBytes(attempt, error);
+    if (this.state !== 'relaying') return this.failBeforeBytes(attempt.worker, error);
     // Mid-response: the client already has a status line; end the stream with an error it cannot mistake for success.
     this.state = 'done';
-    this.model.route.aborted(this.id);
+    this.settleAborted();
     const routerError = new RouterError('KVR_ERR_UPSTREAM_INTERRUPTED', `worker ${workerLabel(attempt.worker)} failed mid-response: ${describe(error)}`);
     this.breakStream(routerError);
     this.finish(this.res.statusCode, 'interrupted');
   }
 
   /** A failure before any byte reached the client: place the request again, or answer with an error. */
-  private failBeforeBytes(attempt: Attempt, error: Error): void {
+  protected failBeforeBytes(worker: WorkerKey, error: Error): void {
     if (this.state === 'done') return;
     // Callbacks of this attempt that might still come are ignored from here on.
     this.attempt = null;
     const timedOut = isTimeout(error);
     // Transport failures and timeouts count against the worker here; a 5xx answer counted when its headers came.
     const kind = failureKind(error);
-    if (kind) this.health(attempt.worker, kind);
+    if (kind) this.health(worker, kind);
     // A timeout already cost the client its patience; placing it again would double the wait.
     if (!timedOut && this.retries < this.ctx.limits.maxRetries) {
       this.retries++;
-      this.failure = { worker: attempt.worker, error };
-      this.ctx.metrics.retried(this.model.name, workerLabel(attempt.worker));
+      this.failure = { worker, error };
+      this.ctx.metrics.retried(this.model.name, workerLabel(worker));
       // Back in the scheduler's hands: dispatched now, refused, or waiting in its lane until the scheduler dispatches or rejects it.
       this.state = 'queued';
-      const next = this.model.route.retry(this.id, attempt.worker);
+      const next = this.model.route.retry(this.id, worker);
       if (next === 'queued') return;
-      if (!RouterError.is(next)) return this.send(next.worker);
+      if (!RouterError.is(next)) return this.dispatch(next);
       // No other worker: the scheduler has settled the request.
       return this.failRetry(next);
     }
-    this.model.route.aborted(this.id);
-    this.fail(timedOut ? new RouterError('KVR_ERR_UPSTREAM_TIMEOUT', `worker ${workerLabel(attempt.worker)} timed out: ${describe(error)}`) : upstreamFailure(attempt.worker, error, ''), 'error');
+    this.settleAborted();
+    this.fail(timedOut ? new RouterError('KVR_ERR_UPSTREAM_TIMEOUT', `worker ${workerLabel(worker)} timed out: ${describe(error)}`) : upstreamFailure(worker, error, ''), 'error');
   }
 
   /** A retry the scheduler could not place: the client learns of the worker's failure, and why no other worker took over. */
@@ -264,18 +307,18 @@ export class Exchange implements DispatchHandlers {
     this.fail(upstreamFailure(worker, error, `; no other worker could take it (${refusal.message})`), 'error');
   }
 
-  private health(worker: WorkerKey, outcome: AttemptOutcome): void {
+  protected health(worker: WorkerKey, outcome: AttemptOutcome): void {
     this.ctx.registry.outliers.record(worker.id, outcome);
   }
 
   // ---- client side ----
 
-  private onClientClose(): void {
+  protected onClientClose(): void {
     if (this.state === 'done') return;
     // The client went away before the response ended: stop the worker's work and free its booking now.
     this.state = 'done';
     this.attempt?.abort('the client closed the connection');
-    this.model.route.aborted(this.id);
+    this.settleAborted();
     this.finish(499, 'aborted');
   }
 
@@ -285,7 +328,7 @@ export class Exchange implements DispatchHandlers {
     const relaying = this.state === 'relaying';
     this.state = 'done';
     this.attempt?.abort('the router is shutting down');
-    this.model.route.aborted(this.id);
+    this.settleAborted();
     const error = new RouterError('KVR_ERR_SHUTTING_DOWN', 'the router shut down before the response ended');
     if (relaying) this.breakStream(error);
     else sendError(this.res, error, this.worker && workerLabel(this.worker));
@@ -302,20 +345,20 @@ export class Exchange implements DispatchHandlers {
     }
   }
 
-  private fail(error: RouterError, outcome: Outcome): void {
+  protected fail(error: RouterError, outcome: Outcome): void {
     this.state = 'done';
     sendError(this.res, error, this.worker && workerLabel(this.worker));
     this.finish(error.status, outcome);
   }
 
-  private finish(code: number, outcome: Outcome): void {
+  protected finish(code: number, outcome: Outcome): void {
     this.ctx.live.delete(this);
     this.ctx.metrics.ended(this.model.name, this.worker ? workerLabel(this.worker) : '', code, outcome);
     this.instruments.latency.observe((performance.now() - this.arrivedAt) / 1000);
   }
 }
 
-class UpstreamStatusError extends Error {
+export class UpstreamStatusError extends Error {
   constructor(
     readonly status: number,
     body: string,
@@ -341,7 +384,7 @@ function describe(error: Error): string {
   return code ? `${error.message} (${code})` : error.message;
 }
 
-function upstreamFailure(worker: WorkerKey, error: Error, suffix: string): RouterError {
+export function upstreamFailure(worker: WorkerKey, error: Error, suffix: string): RouterError {
   const details = error instanceof UpstreamStatusError ? { upstream_status: error.status } : {};
   return new RouterError('KVR_ERR_UPSTREAM', `worker ${workerLabel(worker)} ${error instanceof UpstreamStatusError ? '' : 'failed: '}${describe(error)}${suffix}`, details);
 }

@@ -26,6 +26,8 @@ export interface KvSource {
   /** For readiness: the engine's publisher is reachable (HTTP sources are always ready). */
   connected(): boolean;
   counters(): KvSourceCounters;
+  /** The stream counters of one data-parallel rank. */
+  rankCounters(rank: number): KvSourceCounters | null;
   close(): Promise<void>;
 }
 
@@ -66,19 +68,28 @@ export class ZmqKvSource implements KvSource {
 
   counters(): KvSourceCounters {
     const out = zeroCounters();
-    for (const l of this.listeners) {
-      const s = l.stats();
-      out.decodeErrors += s.decodeErrors;
-      out.skippedMessages += s.skipped.frameCount + s.skipped.seqFrame + s.skipped.topic;
-      out.replayFailures += s.replay.failed;
-      for (const w of s.workers) for (const key of SEQUENCER_COUNTERS) out[key] += w[key];
-    }
+    for (const l of this.listeners) addListenerCounters(out, l);
     return out;
+  }
+
+  rankCounters(rank: number): KvSourceCounters | null {
+    const listener = this.listeners[rank];
+    return listener ? addListenerCounters(zeroCounters(), listener) : null;
   }
 
   async close(): Promise<void> {
     await Promise.all(this.listeners.map((l) => l.close()));
   }
+}
+
+/** Adds one listener's counters (one rank's endpoint) into `out`. */
+function addListenerCounters(out: KvSourceCounters, l: ZmqKvListener): KvSourceCounters {
+  const s = l.stats();
+  out.decodeErrors += s.decodeErrors;
+  out.skippedMessages += s.skipped.frameCount + s.skipped.seqFrame + s.skipped.topic;
+  out.replayFailures += s.replay.failed;
+  for (const w of s.workers) for (const key of SEQUENCER_COUNTERS) out[key] += w[key];
+  return out;
 }
 
 /** Batches POSTed by the engine; numbered batches are sequenced per rank (no replay over HTTP). */
@@ -115,6 +126,10 @@ export class HttpKvSource implements KvSource {
     return addSequencerCounters({ ...zeroCounters(), decodeErrors: this.decodeErrors }, this.ranks);
   }
 
+  rankCounters(rank: number): KvSourceCounters | null {
+    return rankSequencerCounters(this.ranks, rank);
+  }
+
   async close(): Promise<void> {}
 }
 
@@ -147,6 +162,15 @@ export function addSequencerCounters(out: KvSourceCounters, sequencers: readonly
     for (const key of SEQUENCER_COUNTERS) out[key] += s.counters[key];
   }
   return out;
+}
+
+/**
+ * One rank's counters of a source sequenced per rank. A body that does not
+ * decode names no rank, so decode errors stay in the worker's counters.
+ */
+export function rankSequencerCounters(sequencers: readonly WorkerSequencer[], rank: number): KvSourceCounters | null {
+  const sequencer = sequencers[rank];
+  return sequencer ? addSequencerCounters(zeroCounters(), [sequencer]) : null;
 }
 
 /** Builds the KV source of a worker whose events come over NATS (the replica layer has the connection). */

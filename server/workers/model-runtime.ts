@@ -4,6 +4,7 @@
 import { readFile } from 'node:fs/promises';
 import { RealClock } from '../../router/clock.js';
 import { ModelRoute } from '../../router/model-route.js';
+import { DisaggPlanner } from '../../router/disagg/planner.js';
 import { createSelectionPolicy } from '../../router/plugins/selection/index.js';
 import { createTokenizer, type PromptTokenizer } from '../../router/tokenize/index.js';
 import { createClassifier } from '../../router/plugins/classifiers.js';
@@ -13,6 +14,8 @@ import type { ModelConfig } from '../config/schema.js';
 export class ModelRuntime {
   readonly name: string;
   readonly route: ModelRoute;
+  /** The prefill/decode planner of a disaggregated model; null when requests run whole. */
+  readonly disagg: DisaggPlanner | null;
 
   constructor(
     readonly config: ModelConfig,
@@ -35,9 +38,11 @@ export class ModelRuntime {
       // Fresh random tie-breaks per process, as replicas must not all pick alike.
       seed: (Math.random() * 0x7fffffff) | 0,
     });
+    this.disagg = config.disaggregation && new DisaggPlanner(this.route, { engine: config.engine, ...config.disaggregation });
   }
 
   close(): void {
+    this.disagg?.close();
     this.route.close();
   }
 }

@@ -5,6 +5,7 @@
 // and closes its pool once the requests in flight on it have finished.
 import { Pool } from 'undici';
 import { RealClock } from '../../router/clock.js';
+import { roleTaints } from '../../router/disagg/roles.js';
 import { RouterError } from '../../router/errors.js';
 import type { LimitsConfig, OutlierEjectionConfig, WorkerConfig } from '../config/schema.js';
 import { startKvSource, type KvSource, type Logger, type NatsKvSourceFactory } from './kv-sources.js';
@@ -107,7 +108,8 @@ export class WorkerRegistry {
       totalBlocks: config.totalBlocks,
       maxBatchedTokens: config.maxBatchedTokens,
       kvEvents: config.kvEvents.source !== 'none',
-      taints: [...config.taints, ...adapterTaints(config, model.config.adapters)],
+      // Adapters and, in a disaggregated model, roles reach selection as taints of the router's own.
+      taints: [...config.taints, ...adapterTaints(config, model.config.adapters), ...(model.disagg ? roleTaints(config.role, model.config.engine) : [])],
     });
     let kv: KvSource | null;
     try {

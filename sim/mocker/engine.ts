@@ -36,6 +36,8 @@ export interface EngineStats {
   prefixHitTokens: number;
   /** Prompt tokens of every admitted request. */
   admittedPromptTokens: number;
+  /** Prompt tokens whose KV arrived from a prefill worker (a disaggregated decode) instead of being computed. */
+  receivedTokens: number;
 }
 
 export class MockEngine {
@@ -165,6 +167,7 @@ export class MockEngine {
       recomputedTokens: s.recomputedTokens,
       prefixHitTokens: s.prefixHitTokens,
       admittedPromptTokens: s.admittedPromptTokens,
+      receivedTokens: s.receivedTokens,
     };
   }
 

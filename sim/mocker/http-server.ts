@@ -21,6 +21,7 @@ import type { KvEventBatch } from '../../router/kv-events.js';
 import type { MockEngineOptions } from './engine-options.js';
 import { MockEngine } from './engine.js';
 import { faultsOf } from './fault-injection.js';
+import { MockHandoff, type HandoffOptions } from './kv-handoff.js';
 import { parseMockRequest, RequestError } from './openai-request.js';
 import { errorBody } from './openai-response.js';
 import { bytePromptTokens, toTokenIds, type PromptKind, type PromptTokens, type PromptWithMedia } from './prompt-tokens.js';
@@ -48,6 +49,8 @@ export interface MockServerOptions {
   defaultMaxTokens?: number;
   /** Largest accepted request body. */
   maxBodyBytes?: number;
+  /** Its role in a disaggregated fleet and the protocol it speaks (default: both, vLLM's fields). */
+  handoff?: HandoffOptions;
 }
 
 export interface MockServer {
@@ -56,6 +59,7 @@ export interface MockServer {
   port: number;
   /** Rank 0's engine. */
   engine: MockEngine;
+  handoff: MockHandoff;
   /** Every rank's engine, by rank. */
   ranks: MockEngine[];
   server: Server;
@@ -133,6 +137,7 @@ class MockHandler {
     private readonly promptTokens: PromptTokens,
     private readonly defaultMaxTokens: number,
     private readonly maxBodyBytes: number,
+    private readonly handoff: MockHandoff,
   ) {}
 
   handle(req: IncomingMessage, res: ServerResponse): void {
@@ -158,7 +163,8 @@ class MockHandler {
       const reset = this.ranks.map((engine) => engine.resetPrefixCache());
       return sendJson(res, 200, { reset: reset.every(Boolean) });
     }
-    const known = kind !== undefined || ['/health', '/v1/models', '/mock/stats', '/reset_prefix_cache'].includes(path);
+    if (path === '/mock/kv/pull' && method === 'POST') return this.handoff.servePull(await readBody(req, this.maxBodyBytes), res);
+    const known = kind !== undefined || ['/health', '/v1/models', '/mock/stats', '/reset_prefix_cache', '/mock/kv/pull'].includes(path);
     if (known) throw new RequestError(`method ${method} is not allowed on ${path}`, 405, 'method_not_allowed');
     throw new RequestError(`no route for ${method} ${path}`, 404, 'not_found');
   }
@@ -201,6 +207,9 @@ class MockHandler {
       if (res.destroyed) return;
     }
     if (prompt.length === 0) throw new RequestError('the prompt tokenized to no tokens', 400, 'invalid_request', kind === 'chat' ? 'messages' : 'prompt');
+    const part = await this.handoff.part(request.body, () => res.destroyed);
+    if (res.destroyed) return;
+    if (part.maxTokens !== undefined) request.maxTokens = part.maxTokens;
     const identity = {
       id: `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-mock-${++this.serial}`,
       created: Math.floor(Date.now() / 1000),
@@ -209,7 +218,7 @@ class MockHandler {
     try {
       const engine = rank === null ? leastBusy(this.ranks) : this.ranks[rank]!;
       const lora = request.model !== null && this.adapters.has(request.model) ? request.model : null;
-      serveGeneration(res, { engine, request, prompt, media, lora, identity, faults });
+      serveGeneration(res, { engine, request, prompt, media, lora, identity, faults, remoteTokens: part.remoteTokens, finished: part.finished });
     } catch (error) {
       // The engine refused the request (too long for its cache, or closed).
       if (error instanceof RangeError) throw new RequestError(error.message, 400, 'context_length_exceeded');
@@ -231,7 +240,8 @@ export async function startMockServer(options: MockServerOptions = {}): Promise<
   const modelName = options.modelName ?? 'mock-model';
   const adapters = new Set(options.adapters ?? []);
   if (adapters.has(modelName)) throw new RangeError(`adapter "${modelName}" has the base model's name`);
-  const handler = new MockHandler(ranks, modelName, adapters, options.promptTokens ?? bytePromptTokens, defaultMaxTokens, options.maxBodyBytes ?? 64 << 20);
+  const handoff = new MockHandoff(options.handoff ?? {}, ranks[0]!.shape.blockSize, ranks[0]!.shape.speedup);
+  const handler = new MockHandler(ranks, modelName, adapters, options.promptTokens ?? bytePromptTokens, defaultMaxTokens, options.maxBodyBytes ?? 64 << 20, handoff);
   const server = createServer((req, res) => handler.handle(req, res));
   const host = options.host ?? '127.0.0.1';
   await new Promise<void>((resolve, reject) => {
@@ -243,15 +253,19 @@ export async function startMockServer(options: MockServerOptions = {}): Promise<
   });
   const port = (server.address() as AddressInfo).port;
   const urlHost = host.includes(':') ? `[${host}]` : host;
+  handoff.host = host;
+  handoff.port = port;
   return {
     url: `http://${urlHost}:${port}`,
     host,
     port,
     engine: ranks[0]!,
     ranks,
+    handoff,
     server,
     close: () =>
       new Promise<void>((resolve) => {
+        handoff.close();
         for (const engine of ranks) engine.close();
         server.close(() => resolve());
         server.closeAllConnections();

@@ -39,6 +39,8 @@ export class BatchScheduler {
   /** Prompt tokens reused at first admission, and prompt tokens admitted, summed over requests. */
   prefixHitTokens = 0;
   admittedPromptTokens = 0;
+  /** Prompt tokens whose KV arrived from a prefill worker, summed over requests. */
+  receivedTokens = 0;
 
   constructor(
     private readonly kv: SequenceKv,
@@ -74,7 +76,9 @@ export class BatchScheduler {
     let preempted = false;
     for (let i = 0; i < this.running.length && budget > 0; i++) {
       const seq = this.running[i]!;
-      const n = Math.min(seq.remaining, budget);
+      // Received KV costs no compute and none of the step's token budget.
+      const free = seq.receivable;
+      const n = Math.min(seq.remaining, budget + free);
       let victim: Sequence | undefined;
       while (victim !== seq && !this.kv.canGrow(seq, n)) {
         victim = this.preemptLast();
@@ -83,7 +87,7 @@ export class BatchScheduler {
       // seq itself was the victim: nothing admitted after it was left to free.
       if (victim === seq) break;
       this.schedule(plan, seq, n);
-      budget -= n;
+      budget -= n - Math.min(n, free);
     }
     // Like vLLM, a step that had to preempt admits nobody: the cache is full.
     if (preempted) return this.planned(plan);
@@ -91,7 +95,8 @@ export class BatchScheduler {
       const seq = this.waiting.peek();
       if (!seq) break;
       const hits = this.kv.prefixHits(seq);
-      const n = Math.min(seq.knownTokens - hits.length * this.kv.blockSize, budget);
+      const free = Math.max(0, seq.received - hits.length * this.kv.blockSize);
+      const n = Math.min(seq.knownTokens - hits.length * this.kv.blockSize, budget + free);
       if (!this.kv.canGrow(seq, n, hits)) break;
       this.waiting.shift();
       const reused = this.kv.admit(seq, hits);
@@ -99,21 +104,23 @@ export class BatchScheduler {
         seq.cachedTokens = reused;
         this.prefixHitTokens += reused;
         this.admittedPromptTokens += seq.promptLength;
+        this.receivedTokens += free;
       }
       seq.state = 'running';
       this.running.push(seq);
       this.schedule(plan, seq, n);
-      budget -= n;
+      budget -= n - Math.min(n, free);
     }
     return this.planned(plan);
   }
 
   private schedule(plan: StepPlan, seq: Sequence, n: number): void {
     const decode = seq.decoding;
+    const received = Math.min(n, seq.receivable);
     this.recomputedTokens += this.kv.grow(seq, n);
     plan.work[plan.requests++] = seq;
     if (decode) plan.decodes++;
-    else plan.prefillTokens += n;
+    else plan.prefillTokens += n - received;
   }
 
   /** The plan with the previous step's leftover entries cleared, so no finished request stays reachable. */
@@ -128,6 +135,8 @@ export class BatchScheduler {
     this.kv.release(victim);
     victim.recomputeUntil = Math.max(victim.recomputeUntil, victim.computed);
     victim.computed = 0;
+    // The KV that came from a prefill worker is gone with the blocks: it is computed like the rest.
+    victim.received = 0;
     victim.preemptions++;
     victim.state = 'waiting';
     this.waiting.pushFront(victim);

@@ -51,6 +51,11 @@ export interface EngineRequest {
   cacheSalt?: string | null;
   /** The prompt's media items (images) and their placeholder runs, folded into the blocks they overlap as an engine does. */
   media?: readonly MediaSpan[];
+  /**
+   * Leading prompt tokens whose KV a prefill worker computed and sent over
+   * (a disaggregated decode): they are admitted without being computed.
+   */
+  remoteTokens?: number;
   /** The first generated token arrived (end of the step that finished prefill). */
   onFirstToken?(atMs: number): void;
   /** Generated token `index` (0-based) arrived at `atMs`. */
@@ -73,6 +78,8 @@ export class Sequence {
   cachedTokens = -1;
   /** Tokens before this position had KV that a preemption discarded: computing them again is a recompute. */
   recomputeUntil = 0;
+  /** Prompt tokens below this have KV that arrived from a prefill worker; a preemption loses it. */
+  received: number;
   recomputedTokens = 0;
   preemptions = 0;
   firstTokenMs: number | null = null;
@@ -90,6 +97,13 @@ export class Sequence {
     readonly media: readonly (readonly MediaKey[] | null)[] | null = null,
   ) {
     this.hashHalves = halvesView(hashes);
+    // The last prompt token is computed here whatever came over: its step samples the first token.
+    this.received = Math.max(0, Math.min(request.remoteTokens ?? 0, request.tokens.length - 1));
+  }
+
+  /** Tokens from `computed` on whose KV arrived and needs no computing. */
+  get receivable(): number {
+    return Math.max(0, this.received - this.computed);
   }
 
   get id(): string {

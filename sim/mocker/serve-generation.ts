@@ -20,6 +20,10 @@ export interface Generation {
   media?: readonly MediaSpan[];
   identity: ResponseIdentity;
   faults: Faults;
+  /** Prompt tokens whose KV came from a prefill worker (a disaggregated decode). */
+  remoteTokens?: number;
+  /** The request finished: fields its JSON answer carries besides the completion (a prefill's kv_transfer_params). */
+  finished?(promptTokens: number): Record<string, unknown> | undefined;
 }
 
 export function sendJson(res: ServerResponse, status: number, body: object): void {
@@ -59,6 +63,7 @@ export function serveGeneration(res: ServerResponse, g: Generation): void {
       maxTokens: request.maxTokens,
       ...keys,
       media,
+      remoteTokens: g.remoteTokens,
       onToken: (index) => {
         res.write(sse.token(index, words.token(index), index === request.maxTokens - 1));
         if (cutAfter !== null && index + 1 >= cutAfter) cut();
@@ -66,6 +71,7 @@ export function serveGeneration(res: ServerResponse, g: Generation): void {
       onComplete: (result) => {
         if (ended) return;
         ended = true;
+        g.finished?.(result.promptTokens);
         res.end(request.includeUsage ? sse.usage(usage(result)) + sse.done() : sse.done());
       },
       onError: () => cut(),
@@ -83,13 +89,14 @@ export function serveGeneration(res: ServerResponse, g: Generation): void {
     maxTokens: request.maxTokens,
     ...keys,
     media,
+    remoteTokens: g.remoteTokens,
     onToken: (index) => {
       if (cutAfter !== null && index + 1 >= cutAfter) cut();
     },
     onComplete: (result) => {
       if (ended) return;
       ended = true;
-      sendJson(res, 200, completionBody(request.kind, identity, words.text(result.outputTokens), usage(result)));
+      sendJson(res, 200, { ...completionBody(request.kind, identity, words.text(result.outputTokens), usage(result)), ...g.finished?.(result.promptTokens) });
     },
     onError: () => cut(),
   });

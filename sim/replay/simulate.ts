@@ -9,6 +9,7 @@ import { VirtualClock } from '../../router/clock.js';
 import type { LearnedSpeed } from '../../router/partition/speeds.js';
 import type { KvEventBatch } from '../../router/kv-events.js';
 import { ModelRoute, type ModelRouteOptions } from '../../router/model-route.js';
+import type { RouterError } from '../../router/errors.js';
 import type { Admission } from '../../router/scheduler/contracts.js';
 import type { SelectionPolicy } from '../../router/selection/contracts.js';
 import type { HashBlocks } from '../mocker/block-hash.js';
@@ -16,6 +17,7 @@ import { MockEngine, type EngineStats } from '../mocker/engine.js';
 import { resolveEngineShape, type EngineShape } from '../mocker/engine-options.js';
 import type { RequestResult } from '../mocker/sequence.js';
 import { wasmChainedHashes } from './engine-hasher.js';
+import { DisaggReplay, type ReplayDisaggregation } from './disagg-replay.js';
 import { traceBlockHashes } from './trace-prefixes.js';
 import { checkWorkload, promptTokens, sessionFinals, type ReplayRequest, type Workload } from './workload.js';
 
@@ -45,6 +47,8 @@ export interface SimulateOptions {
   onProgress?(finished: number, total: number): void;
   /** Engines slowed during the run: from `atMs` (virtual), worker `worker`'s steps take `factor` times as long. */
   slowdowns?: readonly { worker: number; atMs: number; factor: number }[];
+  /** A disaggregated fleet: the workers' roles, the decider's threshold and the KV transfer (default: every worker runs whole requests). */
+  disaggregation?: ReplayDisaggregation;
 }
 
 export type RequestOutcome = 'completed' | 'rejected' | 'failed';
@@ -147,9 +151,10 @@ export function simulate(workload: Workload, options: SimulateOptions): Simulati
   const routerEvents: RouterEventCounts = { batches: 0, stored: 0, removed: 0, skippedStores: 0, blockSizeMismatches: 0 };
   const engines: MockEngine[] = [];
   const hashBlocks = options.hashBlocks ?? wasmChainedHashes();
+  const disagg = options.disaggregation ? new DisaggReplay(route, clock, options.disaggregation, options.workers, shape) : null;
   for (let w = 0; w < options.workers; w++) {
     const id = `w${w}`;
-    const [key] = route.addWorker({ id, totalBlocks: shape.numBlocks, maxBatchedTokens: shape.maxBatchedTokens });
+    const [key] = route.addWorker({ id, totalBlocks: shape.numBlocks, maxBatchedTokens: shape.maxBatchedTokens, taints: disagg?.taintsOf(w) });
     workerIds.push(id);
     workerIndex.set(id, w);
     const deliver = (batch: KvEventBatch) => {
@@ -204,12 +209,24 @@ export function simulate(workload: Workload, options: SimulateOptions): Simulati
     record.recomputedTokens = result.recomputedTokens;
     record.endMs = result.tokenTimesMs[result.tokenTimesMs.length - 1] ?? result.finishMs;
     route.completed(result.id);
+    disagg?.completed(result.id);
     end(i, 'completed', null);
   };
 
   const dispatch = (i: number, tokens: Uint32Array, admission: Admission) => {
     const request = requests[i]!;
     const record = records[i]!;
+    if (disagg?.splits(request.id)) {
+      record.dispatchMs = clock.now();
+      return disagg.dispatch(request.id, tokens, request.outputLength, admission, {
+        engineOf: (id) => engines[workerIndex.get(id)!]!,
+        blockHashes: request.trace && traceBlockHashes(request.trace, request.inputLength, shape.blockSize),
+        decoding: (id) => (record.worker = workerIndex.get(id)!),
+        firstToken: (at) => (record.firstTokenMs = at),
+        complete: (result) => complete(i, result),
+        failed: (message) => end(i, 'failed', message),
+      });
+    }
     const w = workerIndex.get(admission.worker.id)!;
     record.worker = w;
     record.dispatchMs = clock.now();
@@ -248,10 +265,12 @@ export function simulate(workload: Workload, options: SimulateOptions): Simulati
       pin: null,
       allowedWorkers: null,
     };
-    route.submit(fields, tokens, {
-      dispatch: (admission) => dispatch(i, tokens, admission),
-      reject: (error) => end(i, 'rejected', `${error.code}: ${error.message}`),
-    });
+    const handlers = {
+      dispatch: (admission: Admission) => dispatch(i, tokens, admission),
+      reject: (error: RouterError) => end(i, 'rejected', `${error.code}: ${error.message}`),
+    };
+    if (disagg) disagg.submit(fields, tokens, handlers);
+    else route.submit(fields, tokens, handlers);
   };
 
   requests.forEach((r, i) => {
@@ -269,6 +288,7 @@ export function simulate(workload: Workload, options: SimulateOptions): Simulati
   const stats = engines.map((e) => e.stats());
   const speeds = workerIds.map((id) => route.partition.learnedSpeed({ id, rank: 0 }));
   for (const e of engines) e.close();
+  disagg?.close();
   route.close();
   if (finished !== total) throw new Error(`replay stalled: ${total - finished} of ${total} requests never finished`);
   return { label: options.label, arrivalSpeedup: options.arrivalSpeedup, workerIds, records, engines: stats, routerEvents, speeds, wallMs: performance.now() - started };

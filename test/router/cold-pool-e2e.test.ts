@@ -6,6 +6,7 @@ import { VirtualClock } from '../../router/clock.js';
 import { ModelRoute } from '../../router/model-route.js';
 import type { RoutedRequest } from '../../router/partition.js';
 import { coldPool } from '../../router/plugins/cold-pool/index.js';
+import { defaultCostPolicy } from '../../router/plugins/selection/default-cost.js';
 
 interface Run {
   id: string;
@@ -22,10 +23,10 @@ const COLD_MS = 2000;
 const COLD_AT = 1000;
 const SOFT_DRAIN_MS = 3000;
 
-function simulate(poolWorkers = 2) {
+function simulate(poolWorkers = 2, policy = defaultCostPolicy()) {
   const clock = new VirtualClock(0);
   const pool = coldPool<RoutedRequest>({ requestThreshold: 2000, workers: poolWorkers, softDrainTimeoutMs: SOFT_DRAIN_MS });
-  const route = new ModelRoute({ model: 'mixed', blockSize: 16, clock, seed: 3, classifier: pool, sweepIntervalMs: 0 });
+  const route = new ModelRoute({ model: 'mixed', blockSize: 16, clock, seed: 3, classifier: pool, sweepIntervalMs: 0, policy });
   const workers = ['n0', 'n1', 'n2', 'n3', 'n4', 'n5'];
   for (const id of workers) route.addWorker({ id, totalBlocks: 4096, maxBatchedTokens: 8192 });
   const runs: Run[] = [];

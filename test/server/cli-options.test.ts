@@ -95,6 +95,6 @@ describe('kvrouter commands', () => {
     expect(named.commands.map((c) => c.name())).toEqual(['hash']);
     const none = new Command('kvrouter');
     await registerCommands(none, ['node', 'kvrouter', '--help']);
-    expect(none.commands.map((c) => c.name())).toEqual(['serve', 'mock', 'replay', 'hash', 'relay']);
+    expect(none.commands.map((c) => c.name())).toEqual(['serve', 'mock', 'replay', 'hash', 'relay', 'doctor']);
   });
 });

@@ -28,7 +28,7 @@ describe('config defaults', () => {
     expect(config.limits).toEqual(DEFAULTS.limits);
     expect(config.models).toHaveLength(1);
     const model = config.models[0]!;
-    expect(model).toMatchObject({ name: 'llama', tokenizer: 'tiktoken:o200k_base', blockSize: 16, selection: { type: 'kv', params: {} }, defaultClass: 'default' });
+    expect(model).toMatchObject({ name: 'llama', tokenizer: 'tiktoken:o200k_base', blockSize: 16, selection: { type: 'ttft', params: {} }, defaultClass: 'default' });
     expect(config.workers[0]).toMatchObject({ kvEvents: { source: 'none' }, dataParallelSize: 1, totalBlocks: 0, taints: [], apiKey: null });
   });
 

@@ -102,11 +102,14 @@ describe('import rules', () => {
 
   it('the command line loads a command module only for that command', () => {
     const commands = graph.get('server/cli/commands.ts')!.filter((e) => e.dynamic).map((e) => e.to);
-    expect(commands.sort()).toEqual(['server/cli/hash.ts', 'server/cli/mock.ts', 'server/cli/relay.ts', 'server/cli/replay.ts', 'server/cli/serve.ts']);
+    expect(commands.sort()).toEqual(['server/cli/doctor.ts', 'server/cli/hash.ts', 'server/cli/mock.ts', 'server/cli/relay.ts', 'server/cli/replay.ts', 'server/cli/serve.ts']);
     const main = staticClosure('server/cli/main.ts');
     expect(commands.filter((c) => main.has(c))).toEqual([]);
     // `kvrouter hash` loads neither the HTTP server nor the simulated engines.
     const hash = [...staticClosure('server/cli/hash.ts')];
     expect(hash.filter((f) => f === 'server/app.ts' || f.startsWith('sim/'))).toEqual([]);
+    // Nor does `kvrouter doctor`: it only asks a running router.
+    const doctor = [...staticClosure('server/cli/doctor.ts')];
+    expect(doctor.filter((f) => f === 'server/app.ts' || f.startsWith('sim/'))).toEqual([]);
   });
 });

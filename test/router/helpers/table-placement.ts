@@ -92,6 +92,10 @@ export class TablePlacement implements Placement {
     return ws.some((w) => !this.busy(w, busy)) ? 'free' : 'busy';
   }
 
+  summarizes(): boolean {
+    return true;
+  }
+
   headroom(busy: BusyThresholds): number {
     return this.workers.filter((w) => !this.busy(w, busy)).length;
   }
