@@ -1,8 +1,8 @@
 import { MULT_GROUP, MULT_NONE, allowListCount, allowedAt, buildAllowedMask, allowedColumn, constraintsBegin, constraintsEnd, groupAllowed } from './constraints';
-import { costBegin, costBookedDepth, costMatchesConfigured } from './cost/kind';
+import { costBegin, costBookedOverlap, costMatchesConfigured } from './cost/kind';
 import { NIL, grownCapacity, regrow } from './grow';
 import { hashLocalPtr, hashPrompt, hashSequencePtr } from './block-hash';
-import { depthOf, heldOf, ledgerProject } from './ledger/projection';
+import { depthOf, heldOf, ledgerProject, overlapOf } from './ledger/projection';
 import { ledgerAdd } from './ledger/requests';
 import { groupOf, isRouted, rowCount } from './ledger/rows';
 import { viewFind } from './ledger/views';
@@ -20,7 +20,7 @@ import { scanDecide, scanEligibility, selectLastCost } from './select';
 // request arrival: hash the tokens (both lists, block-hash.ts) and find their
 // matches, so the matches are in the index's output for the decision.
 //
-// The decision block, at decideBlock() (160 bytes):
+// The decision block, at decideBlock() (168 bytes):
 //   +0   promptTokens     f64  in
 //   +8   overlapCredit    f64  in
 //   +16  temperature      f64  in   0: the cheapest (fast path); > 0: softmax (scan)
@@ -53,8 +53,11 @@ import { scanDecide, scanEligibility, selectLastCost } from './select';
 //   +148 matchSlots       u32  in   where the matches' slots are: the index's output (decideMatch,
 //                                   FLAG_FIND) or the host's (decideUseMatches)
 //   +152 matchDepths      u32  in   where their depths are
-//   +156 cachedBlocks     u32  out  the prefix the cost takes as cached on the picked worker, in
-//                                   blocks (cost/kind.ts costBookedDepth): what a booking books
+//   +156 matchCredits     u32  in   where their credited blocks are (f64 each; the host's, by
+//                                   decideUseMatches), 0 when each match is credited its depth
+//   +160 cachedBlocks     f64  out  the prefix the cost takes as cached on the picked worker, in
+//                                   blocks (cost/kind.ts costBookedOverlap): what a booking books;
+//                                   its credit where the matches had credits
 // The counts of the decision are at selectCountsPtr() (select.ts).
 
 export const FLAG_FIND: u32 = 1;
@@ -62,10 +65,11 @@ export const FLAG_BOOK: u32 = 2;
 export const FLAG_SCAN: u32 = 4;
 export const FLAG_ELIGIBILITY: u32 = 8;
 
-const block: usize = memory.data(160, 8);
+const block: usize = memory.data(168, 8);
 
 // Matches found outside this core (a model's index sharded over several
-// cores), staged by the host: room for `matchCapacity` (slot, depth) pairs.
+// cores, or over storage tiers), staged by the host: room for `matchCapacity`
+// (slot, depth, credit) triples: u32 slots, u32 depths, then f64 credits.
 let hostMatches: usize = 0;
 let matchCapacity: u32 = 0;
 
@@ -109,24 +113,29 @@ export function decideMatch(): u32 {
   setU32(116, count);
   setU32(148, <u32>outSlotsPtr());
   setU32(152, <u32>outDepthsPtr());
+  setU32(156, 0);
   return count;
 }
 
-/** Room for `count` host matches (u32 slots, then u32 depths) at the returned address. May grow memory. */
+/** Room for `count` host matches (u32 slots, u32 depths, then f64 credits) at the returned address. May grow memory. */
 export function decideReserveMatches(count: u32): usize {
   if (count > matchCapacity) {
     const cap = grownCapacity(matchCapacity, count);
-    hostMatches = regrow(hostMatches, matchCapacity * 2, cap * 2, 4);
+    hostMatches = regrow(hostMatches, matchCapacity * 4, cap * 4, 4);
     matchCapacity = cap;
   }
   return hostMatches;
 }
 
-/** Uses the `count` matches the host staged at decideReserveMatches' address (slots, then depths) instead of the index's. */
-export function decideUseMatches(count: u32): void {
+/**
+ * Uses the `count` matches the host staged at decideReserveMatches' address
+ * (slots, then depths, then, when `credited`, their credits) instead of the index's.
+ */
+export function decideUseMatches(count: u32, credited: bool): void {
   setU32(116, count);
   setU32(148, <u32>hostMatches);
   setU32(152, <u32>(hostMatches + (<usize>count << 2)));
+  setU32(156, credited ? <u32>(hostMatches + (<usize>count << 3)) : 0);
 }
 
 /**
@@ -199,8 +208,9 @@ export function decideRun(): i32 {
     view = viewFind(prefillTokens, prefillFraction, decodeFraction);
   }
   const fused = view != NIL && fusedDecision();
-  if (fused) projectFused(view, seqPtr, blocks, promptTokens, blockSize, <usize>u32At(148), <usize>u32At(152), u32At(116));
-  else ledgerProject(seqPtr, blocks, promptTokens, blockSize, <usize>u32At(148), <usize>u32At(152), u32At(116));
+  const credits = <usize>u32At(156);
+  if (fused) projectFused(view, seqPtr, blocks, promptTokens, blockSize, <usize>u32At(148), <usize>u32At(152), u32At(116), credits);
+  else ledgerProject(seqPtr, blocks, promptTokens, blockSize, <usize>u32At(148), <usize>u32At(152), u32At(116), credits);
   if (flags & FLAG_ELIGIBILITY) {
     scanEligibility(prefillTokens, prefillFraction, decodeFraction);
     constraintsEnd();
@@ -212,7 +222,7 @@ export function decideRun(): i32 {
   setU32(132, slot0 == FALLBACK ? PATH_SCAN : PATH_FAST);
   // The scan reads every worker's projection: make it whole again.
   if (slot0 == FALLBACK && fused && fusedProjectionPartial()) {
-    ledgerProject(seqPtr, blocks, promptTokens, blockSize, <usize>u32At(148), <usize>u32At(152), u32At(116));
+    ledgerProject(seqPtr, blocks, promptTokens, blockSize, <usize>u32At(148), <usize>u32At(152), u32At(116), credits);
   }
   const slot = slot0 == FALLBACK ? scanDecide(prefillTokens, prefillFraction, decodeFraction, temperature) : slot0;
   setU32(144, fused && slot0 != FALLBACK && fusedProjectionPartial() ? 1 : 0);
@@ -221,19 +231,21 @@ export function decideRun(): i32 {
   setU32(120, <u32>slot);
   if (slot < 0) {
     setU32(124, 0);
-    setU32(156, 0);
+    store<f64>(block + 160, 0);
     return slot;
   }
-  const depth = depthOf(<u32>slot);
-  const cachedBlocks = costBookedDepth(kind, depth, heldOf(<u32>slot));
-  setU32(124, depth);
-  setU32(156, cachedBlocks);
+  const cachedBlocks = costBookedOverlap(kind, overlapOf(<u32>slot), heldOf(<u32>slot));
+  setU32(124, depthOf(<u32>slot));
+  store<f64>(block + 160, cachedBlocks);
   if (flags & FLAG_BOOK) book(<u32>slot, cachedBlocks, promptTokens, blockSize, seqPtr, blocks);
   return slot;
 }
 
-function book(slot: u32, depth: u32, promptTokens: u32, blockSize: u32, seqPtr: usize, blocks: u32): void {
-  const cached = min<f64>(<f64>depth * <f64>blockSize, <f64>promptTokens);
+// A prefix credited less than its depth (offloaded blocks) books the tokens
+// its credit leaves uncovered as prefill, the same share the cost charged,
+// in whole tokens: a fraction of a token's credit saves none.
+function book(slot: u32, overlap: f64, promptTokens: u32, blockSize: u32, seqPtr: usize, blocks: u32): void {
+  const cached = Math.floor(min<f64>(overlap * <f64>blockSize, <f64>promptTokens));
   const now = f64At(24);
   setU32(128, ledgerAdd(slot, seqPtr, blocks, <u32>(<f64>promptTokens - cached), now));
   if (!isRouted(slot) || blocks == 0) return;

@@ -26,6 +26,7 @@ import { groupAvailable, groupCount, groupPosition, groupRank, groupSlotAt } fro
 import {
   COL_TOUCH,
   adoptTouched,
+  creditAt,
   depthOf,
   freshRecord,
   heldOf,
@@ -35,6 +36,9 @@ import {
   recordHeld,
   recordOf,
   withDepth,
+  overlapOf,
+  projectionCredits,
+  setCredit,
   ledgerProjectedBlockSize,
   ledgerTouchedCount,
   ledgerTouchedPtr,
@@ -172,7 +176,7 @@ function barred(w: u32): bool {
 
 @inline
 function costOf(w: u32, group: u32): f64 {
-  return costTouched(w, keyOf(w), depthOf(w), heldOf(w)) * groupMultiplier(group);
+  return costTouched(w, keyOf(w), overlapOf(w), heldOf(w)) * groupMultiplier(group);
 }
 
 /**
@@ -236,7 +240,8 @@ export function fusedDecision(): bool {
  * after it. One pass over the matches, each touched worker's records read
  * once; workers that cannot matter are skipped (fusedMatches).
  */
-export function projectFused(v: u32, seqPtr: usize, seqCount: u32, promptTokens: u32, blockSize: u32, slotsPtr: usize, depthsPtr: usize, count: u32): void {
+export function projectFused(v: u32, seqPtr: usize, seqCount: u32, promptTokens: u32, blockSize: u32, slotsPtr: usize, depthsPtr: usize, count: u32, creditsPtr: usize): void {
+  projectionCredits(creditsPtr);
   projectionStart(promptTokens, blockSize, seqCount);
   projectHeld(seqPtr, seqCount);
   prepareGroups(v);
@@ -302,7 +307,7 @@ function setHolder(slot: u32, on: bool): void {
  * projectFused over `count` matches at (slots, depths), last first: the index
  * reports the workers that match deepest last, and their costs bound the
  * rest early. A worker holding none of the prompt's hashes whose bound
- * (costBound at its depth and its group's minimum key, times its group's
+ * (costBound at its credited overlap and its group's minimum key, times its group's
  * multiplier) exceeds the cheapest so far costs more than the pick and no
  * less than its key's untouched floor, so no later step of a fast decision
  * needs it (an excluded one is taken up as untouched by collectExclusions):
@@ -323,7 +328,7 @@ function fusedMatches(v: u32, slots: usize, depths: usize, count: u32, plain: bo
   let tiedCount = tieCount;
   let atMinimum: u32 = 0;
   let skipped = false;
-  let boundDepth: u32 = 0xffffffff;
+  let boundOverlap: f64 = -1;
   let bound: f64 = -Infinity;
   const groups = groupCount();
   for (let i = count; i > 0; ) {
@@ -336,14 +341,15 @@ function fusedMatches(v: u32, slots: usize, depths: usize, count: u32, plain: bo
       skipped = true;
       continue;
     }
+    const overlap = creditAt(i, depth);
     if (!isHolder(slot)) {
-      // Matches come in runs of one depth: the groups' bounds change with it.
-      if (depth != boundDepth) {
-        boundDepth = depth;
+      // Matches come in runs of one depth (one credit): the groups' bounds change with it.
+      if (overlap != boundOverlap) {
+        boundOverlap = overlap;
         if (plain) {
-          bound = costBound(load<f64>(floors), depth);
+          bound = costBound(load<f64>(floors), overlap);
         } else {
-          for (let h: u32 = 0; h < groups; h++) store<f64>(bounds + (<usize>h << 3), costBound(load<f64>(floors + (<usize>h << 3)), depth) * groupMultiplier(h));
+          for (let h: u32 = 0; h < groups; h++) store<f64>(bounds + (<usize>h << 3), costBound(load<f64>(floors + (<usize>h << 3)), overlap) * groupMultiplier(h));
         }
       }
       if ((plain ? bound : load<f64>(bounds + (<usize>g << 3))) > best) {
@@ -361,6 +367,7 @@ function fusedMatches(v: u32, slots: usize, depths: usize, count: u32, plain: bo
       continue;
     }
     store<u64>(t, withDepth(record, depth));
+    setCredit(slot, overlap);
     const key = load<f64>(keys + (<usize>slot << 3));
     if (key == Infinity) continue;
     if (plain) {
@@ -369,7 +376,7 @@ function fusedMatches(v: u32, slots: usize, depths: usize, count: u32, plain: bo
       noteExplicit(slot, g);
       if (barred(slot)) continue;
     }
-    const cost = costTouched(slot, key, depth, recordHeld(record)) * (plain ? 1.0 : groupMultiplier(g));
+    const cost = costTouched(slot, key, overlap, recordHeld(record)) * (plain ? 1.0 : groupMultiplier(g));
     if (cost < best) {
       best = cost;
       tiedCount = 0;

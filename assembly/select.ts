@@ -13,7 +13,7 @@ import {
 import { busyReason } from './cost/busy';
 import { COST_KV, costBegin, costKey, costTouched } from './cost/kind';
 import { grownCapacity, regrow } from './grow';
-import { depthOf, heldOf, ledgerProjectedBlockSize, ledgerProjectedPromptTokens, ledgerProjectedSeqCount } from './ledger/projection';
+import { heldOf, overlapOf, ledgerProjectedBlockSize, ledgerProjectedPromptTokens, ledgerProjectedSeqCount } from './ledger/projection';
 import { decodeOf, isAvailable, isPresent, maxBatchedOf, prefillOf, rowCount, totalBlocksOf } from './ledger/rows';
 import { below, unit } from './random';
 
@@ -157,7 +157,7 @@ function writeCounts(rows: u32): u32 {
 /** The cost of row w under the cost begun, times its multiplier. */
 @inline
 function rowCost(w: u32): f64 {
-  return costTouched(w, costKey(w), depthOf(w), heldOf(w)) * rowMultiplier(w);
+  return costTouched(w, costKey(w), overlapOf(w), heldOf(w)) * rowMultiplier(w);
 }
 
 // ---- the scan, on the constraints and cost begun ----

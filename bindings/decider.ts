@@ -15,6 +15,7 @@ import type { BlockHasher } from './block-hasher.js';
 import type { Core, CoreExports } from './core.js';
 import {
   NO_CONSTRAINTS,
+  type HostMatcher,
   coreWeights,
   type Decision,
   type DecisionConstraints,
@@ -24,7 +25,6 @@ import {
   type PromptHashes,
 } from './decision-contract.js';
 import type { LoadTable } from './load-table.js';
-import type { MatchResult } from './prefix-index-api.js';
 import { busyLimits, checkCount, checkFinite, checkTemperature, duplicateRequest, type BusyThresholds, type EligibilityCounts } from './selection-contract.js';
 import { HashSlab } from './hash-slab.js';
 import { Multipliers, type Selector } from './selector.js';
@@ -34,7 +34,7 @@ interface DecideExports {
   decidePrepare(tokenCount: number, blockSize: number, seed: bigint): number;
   decideMatch(): number;
   decideReserveMatches(count: number): number;
-  decideUseMatches(count: number): void;
+  decideUseMatches(count: number, credited: number): void;
   decideBestDepth(): number;
   decideRun(): number;
   selectReserveAllowed(count: number): void;
@@ -51,7 +51,7 @@ interface DecideExports {
 }
 
 // The decision block (assembly/decide.ts), as f64 and u32 indexes.
-const F = { promptTokens: 0, credit: 1, temperature: 2, now: 3, prefillTokens: 4, prefillFraction: 5, decodeFraction: 6, scale: 7, weight: 8, cost: 9 } as const;
+const F = { promptTokens: 0, credit: 1, temperature: 2, now: 3, prefillTokens: 4, prefillFraction: 5, decodeFraction: 6, scale: 7, weight: 8, cost: 9, cachedBlocks: 20 } as const;
 const U = {
   blockSize: 20,
   kind: 21,
@@ -70,7 +70,6 @@ const U = {
   bestDepth: 34,
   routed: 35,
   partial: 36,
-  cachedBlocks: 39,
 } as const;
 const FLAG_FIND = 1;
 const FLAG_BOOK = 2;
@@ -111,11 +110,7 @@ class Staged<T extends Uint8Array | Uint32Array | Float64Array> {
   }
 }
 
-/** Finds a prompt's matches outside the decision's core; epoch() changes whenever they may have. */
-export interface HostMatcher {
-  find(local: BigUint64Array): MatchResult;
-  epoch(): number;
-}
+export type { HostMatcher };
 
 /** Where a prompt's hashes and matches are in core memory, and since which writes. */
 interface Residency {
@@ -150,7 +145,11 @@ export class Decider implements DecisionKernel {
   private keyedFor: DecisionCost | null = null;
   private readonly limitsOf = new WeakMap<BusyThresholds, readonly [number, number, number]>();
   private readonly matches: Residency & { count: number } = { local: null, epoch: -1, count: 0 };
-  private readonly matcher: HostMatcher | null;
+  // The index's own matcher (an index sharded over other cores), and the one
+  // in use: that one, or one set by useMatcher (storage tiers), or none (the
+  // index in this core finds them).
+  private readonly indexMatcher: HostMatcher | null;
+  private matcher: HostMatcher | null;
 
   /**
    * The hasher, ledger and selector of one Core. Its PrefixIndex lives there
@@ -168,7 +167,14 @@ export class Decider implements DecisionKernel {
     this.selector = options.selector;
     this.ex = this.core.kernel<DecideExports & HashExports>();
     this.block = this.ex.decideBlock() >>> 0;
-    this.matcher = options.matcher ?? null;
+    this.indexMatcher = options.matcher ?? null;
+    this.matcher = this.indexMatcher;
+  }
+
+  useMatcher(matcher: HostMatcher | null): void {
+    this.matcher = matcher ?? this.indexMatcher;
+    // Matches staged by the last matcher describe nothing now.
+    this.matches.local = null;
   }
 
   prepare(tokens: ArrayLike<number>, seed: bigint): PromptHashes {
@@ -235,7 +241,7 @@ export class Decider implements DecisionKernel {
 
   setRouted(slot: number, routed: boolean): void {
     // An index outside this core records routed prompts itself (the host books them there).
-    this.ledger.setRouted(slot, routed && !this.matcher);
+    this.ledger.setRouted(slot, routed && !this.indexMatcher);
   }
 
   openView(cost: DecisionCost, busy: BusyThresholds | null): void {
@@ -372,11 +378,13 @@ export class Decider implements DecisionKernel {
   private stageHostMatches(prompt: PromptHashes): void {
     const found = this.matcher!.find(prompt.local);
     const ptr = this.ex.decideReserveMatches(found.count) >>> 0;
+    const credits = found.credits;
     if (found.count > 0) {
       this.core.u32(ptr, found.count).set(found.slots.subarray(0, found.count));
       this.core.u32(ptr + 4 * found.count, found.count).set(found.depths.subarray(0, found.count));
+      if (credits) this.core.f64(ptr + 8 * found.count, found.count).set(credits.subarray(0, found.count));
     }
-    this.ex.decideUseMatches(found.count);
+    this.ex.decideUseMatches(found.count, credits ? 1 : 0);
     this.matches.local = prompt.local;
     this.matches.epoch = this.matcher!.epoch();
     this.matches.count = found.count;
@@ -437,7 +445,7 @@ export class Decider implements DecisionKernel {
       slot,
       cost: f64[F.cost]!,
       overlapBlocks: slot >= 0 ? u32[U.overlap]! : 0,
-      cachedBlocks: slot >= 0 ? u32[U.cachedBlocks]! : 0,
+      cachedBlocks: slot >= 0 ? f64[F.cachedBlocks]! : 0,
       counts: this.readCounts(),
       path: u32[U.path] === PATH_FAST ? 'fast' : 'scan',
       routed,
@@ -457,7 +465,7 @@ export class Decider implements DecisionKernel {
   private views(): BlockViews {
     if (this.blockViews.u32.length === 0) {
       this.blockViews = {
-        f64: this.core.f64(this.block, 18),
+        f64: this.core.f64(this.block, 21),
         u32: this.core.u32(this.block, 40),
         counts: this.core.u32(this.ex.selectCountsPtr() >>> 0, 5),
       };

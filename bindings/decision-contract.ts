@@ -4,7 +4,14 @@
 // picks a worker under the request's constraints and books it. Constraints
 // arrive as slot sets and per-taint-group tables the caller keeps up to date
 // (router/partition/), never as per-worker arrays built per request.
+import type { MatchResult } from './prefix-index-api.js';
 import { checkFinite, costWeights, type BusyThresholds, type EligibilityCounts, type SelectionPath } from './selection-contract.js';
+
+/** Finds a prompt's matches outside the decision's core; epoch() changes whenever they may have. */
+export interface HostMatcher {
+  find(local: BigUint64Array): MatchResult;
+  epoch(): number;
+}
 
 /** A prompt's local and chained sequence hashes. */
 export interface PromptHashes {
@@ -97,8 +104,9 @@ export interface Decision {
   readonly overlapBlocks: number;
   /**
    * The prefix the cost takes as cached there, in blocks, and a booking books
-   * as such: the overlap; for the ttft cost, at least the prompt blocks the
-   * worker's active requests hold (assembly/cost/kind.ts).
+   * as such: the overlap (its credit, a fraction of its depth, where
+   * offloaded tiers hold some); for the ttft cost, at least the prompt blocks
+   * the worker's active requests hold (assembly/cost/kind.ts).
    */
   readonly cachedBlocks: number;
   readonly counts: EligibilityCounts;
@@ -137,4 +145,9 @@ export interface DecisionKernel {
   headroom(busy: BusyThresholds): number;
   /** Whether the worker at `slot` is available and not busy under `busy` (O(1) where headroom is). */
   standing(busy: BusyThresholds, slot: number): boolean;
+  /**
+   * Finds matches with `matcher` instead of the index (null: the index again),
+   * e.g. over several storage tiers, whose matches carry credits.
+   */
+  useMatcher(matcher: HostMatcher | null): void;
 }

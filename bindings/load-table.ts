@@ -54,6 +54,7 @@ export interface LedgerExports {
     slotsPtr: number,
     depthsPtr: number,
     overlapCount: number,
+    creditsPtr: number,
   ): void;
   ledgerProjectColumns(): void;
   ledgerConfigureCost(kind: number, scale: number, weight: number, blockSize: number): void;
@@ -266,7 +267,7 @@ export class LoadTable implements LoadLedger {
       this.core.u32(slotsPtr, overlapCount).set(overlaps.slots);
       this.core.u32(depthsPtr, overlapCount).set(overlaps.depths);
     }
-    this.ex.ledgerProject(seqPtr, seqHashes.length, request.promptTokens, request.blockSize, slotsPtr, depthsPtr, overlapCount);
+    this.ex.ledgerProject(seqPtr, seqHashes.length, request.promptTokens, request.blockSize, slotsPtr, depthsPtr, overlapCount, 0);
     this.markProjected(request.promptTokens, request.blockSize);
   }
 

@@ -9,6 +9,11 @@ export interface MatchResult {
   slots: Uint32Array;
   /** Leading blocks each worker holds, same order as slots. */
   depths: Uint32Array;
+  /**
+   * The blocks each match is credited, same order (a prefix partly held in
+   * offloaded tiers is worth less than its depth); absent: its depth.
+   */
+  credits?: Float64Array;
 }
 
 export interface PrefixIndexOptions {

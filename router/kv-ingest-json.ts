@@ -9,8 +9,10 @@
 //     "events": [
 //       { "type": "stored", "block_hashes": ["1234..."], "parent_block_hash": null,
 //         "token_ids": [...], "block_size": 64, "lora_name": null, "medium": "GPU",
-//         "extra_keys": [["tenant-a"], null] },   optional, one entry per block
-//       { "type": "removed", "block_hashes": [...], "medium": "GPU" },
+//         "extra_keys": [null, [["<image id>", -3]]],       optional, one per block
+//         "group_idx": 0, "kv_cache_spec_kind": "full_attention",
+//         "kv_cache_spec_sliding_window": null },          optional
+//       { "type": "removed", "block_hashes": [...], "medium": "GPU", "group_idx": 0 },
 //       { "type": "cleared" }
 //     ]
 //   }

@@ -5,16 +5,25 @@
 // array_like), so decoding is liberal about shape and strict about values:
 //   batch  [ts, events, dp_rank?]  or  {ts, events, data_parallel_rank?}
 //   event  ["BlockStored", block_hashes, parent_block_hash, token_ids,
-//           block_size, lora_id, medium, lora_name, extra_keys, ...]
-//          ["BlockRemoved", block_hashes, medium, ...]
+//           block_size, lora_id, medium, lora_name, extra_keys, group_idx,
+//           kv_cache_spec_kind, kv_cache_spec_sliding_window, locality,
+//           ownership, session_id, ...]
+//          ["BlockRemoved", block_hashes, medium, group_idx, locality, ownership, ...]
 //          ["AllBlocksCleared"]
 //          or a map with a `type` key and the same names.
 // Missing trailing optional fields read as null, extra fields are ignored, an
-// unknown event tag is reported and skipped. Anything else wrong throws a
-// KvDecodeError naming the field.
+// unknown event tag is reported and skipped. locality, ownership and
+// session_id are accepted and not read (the router's tiers come from
+// `medium`, its sessions from requests). From extra_keys only the media items
+// are read (an [identifier, offset] pair, or a map tagged "mm" with `hash` and
+// `block_offset`); the LoRA name and cache salt reach the hash through the
+// seed, and other keys have no token-side twin. A placeholder store (no token
+// ids, block_size 0: an offloading tier naming a block only by hash) decodes
+// with empty tokens. Anything else wrong throws a KvDecodeError naming the
+// field.
 
 import { Packr, Unpackr } from 'msgpackr';
-import type { BlockRemoved, BlockStored, KvEvent, KvEventBatch } from './kv-events.js';
+import type { BlockRemoved, BlockStored, KvEvent, KvEventBatch, MediaKey } from './kv-events.js';
 
 /** A KV-event input that does not fit the format; `field` is the path of the bad value. */
 export class KvDecodeError extends TypeError {
@@ -41,8 +50,20 @@ const TAG_REMOVED = 'BlockRemoved';
 const TAG_CLEARED = 'AllBlocksCleared';
 
 // Positional field names after the tag, in msgspec declaration order.
-const STORED_FIELDS = ['block_hashes', 'parent_block_hash', 'token_ids', 'block_size', 'lora_id', 'medium', 'lora_name', 'extra_keys'];
-const REMOVED_FIELDS = ['block_hashes', 'medium'];
+const STORED_FIELDS = [
+  'block_hashes',
+  'parent_block_hash',
+  'token_ids',
+  'block_size',
+  'lora_id',
+  'medium',
+  'lora_name',
+  'extra_keys',
+  'group_idx',
+  'kv_cache_spec_kind',
+  'kv_cache_spec_sliding_window',
+];
+const REMOVED_FIELDS = ['block_hashes', 'medium', 'group_idx'];
 
 const U64_MASK = (1n << 64n) - 1n;
 const I64_MIN = -(1n << 63n);
@@ -115,11 +136,48 @@ function readTokenIds(value: unknown, field: string): number[] {
   return out;
 }
 
-function readBlockSize(value: unknown, field: string): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
+function readBlockSize(value: unknown, field: string, placeholder: boolean): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < (placeholder ? 0 : 1)) {
     throw new KvDecodeError(field, `must be a positive integer, got ${describeValue(value)}`);
   }
   return value;
+}
+
+function readOptionalCount(value: unknown, field: string): number | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+    throw new KvDecodeError(field, `must be a non-negative integer or null, got ${describeValue(value)}`);
+  }
+  return value;
+}
+
+/** One block's extra keys: the media items among them (null when there are none). */
+function readBlockMedia(value: unknown, field: string): MediaKey[] | null {
+  if (value === undefined || value === null) return null;
+  if (!Array.isArray(value)) throw new KvDecodeError(field, `must be a list of extra keys or null, got ${describeValue(value)}`);
+  let media: MediaKey[] | null = null;
+  for (const key of value) {
+    const item = mediaKeyOf(key);
+    if (item) (media ??= []).push(item);
+  }
+  return media;
+}
+
+function mediaKeyOf(key: unknown): MediaKey | null {
+  if (Array.isArray(key) && key.length === 2 && typeof key[0] === 'string' && isOffset(key[1])) return { id: key[0], offset: Number(key[1]) };
+  if (isMap(key) && key.type === 'mm' && typeof key.hash === 'string' && isOffset(key.block_offset)) return { id: key.hash, offset: Number(key.block_offset) };
+  return null;
+}
+
+function isOffset(value: unknown): boolean {
+  return (typeof value === 'number' && Number.isSafeInteger(value)) || (typeof value === 'bigint' && value >= BigInt(Number.MIN_SAFE_INTEGER) && value <= BigInt(Number.MAX_SAFE_INTEGER));
+}
+
+function readMedia(value: readonly (readonly unknown[] | null)[] | null, blocks: number, field: string): (MediaKey[] | null)[] | null {
+  if (value === null) return null;
+  if (value.length !== blocks) throw new KvDecodeError(field, `must have one entry per block (${blocks}), got ${value.length}`);
+  const media = value.map((entry, i) => readBlockMedia(entry, `${field}[${i}]`));
+  return media.some((entry) => entry !== null) ? media : null;
 }
 
 function readOptionalString(value: unknown, field: string): string | null {
@@ -214,18 +272,31 @@ export type HashReader = (value: unknown, field: string) => bigint;
 /** A BlockStored from its named fields (shared by the msgpack and JSON decoders). */
 export function readStoredFields(f: Record<string, unknown>, path: string, readHash: HashReader): BlockStored {
   const parent = f.parent_block_hash;
+  const blockHashes = readHashList(f.block_hashes, `${path}.block_hashes`, readHash);
+  const tokenIds = readTokenIds(f.token_ids, `${path}.token_ids`);
   const stored: BlockStored = {
     type: 'stored',
-    blockHashes: readHashList(f.block_hashes, `${path}.block_hashes`, readHash),
+    blockHashes,
     parentBlockHash: parent === undefined || parent === null ? null : readHash(parent, `${path}.parent_block_hash`),
-    tokenIds: readTokenIds(f.token_ids, `${path}.token_ids`),
-    blockSize: readBlockSize(f.block_size, `${path}.block_size`),
+    tokenIds,
+    blockSize: readBlockSize(f.block_size, `${path}.block_size`, tokenIds.length === 0),
     // lora_id is deprecated upstream in favour of lora_name and is not read.
     loraName: readOptionalString(f.lora_name, `${path}.lora_name`),
     medium: readOptionalString(f.medium, `${path}.medium`),
   };
   const extraKeys = readExtraKeys(f.extra_keys, `${path}.extra_keys`);
   if (extraKeys !== null) stored.extraKeys = extraKeys;
+  // The newer fields are set only when the engine sent them: an event from an engine that predates them reads as before.
+  const media = readMedia(extraKeys, blockHashes.length, `${path}.extra_keys`);
+  if (media) stored.media = media;
+  const groupIdx = readOptionalCount(f.group_idx, `${path}.group_idx`);
+  if (groupIdx !== null) stored.groupIdx = groupIdx;
+  const specKind = readOptionalString(f.kv_cache_spec_kind, `${path}.kv_cache_spec_kind`);
+  if (specKind !== null) stored.specKind = specKind;
+  const slidingWindow = readOptionalCount(f.kv_cache_spec_sliding_window, `${path}.kv_cache_spec_sliding_window`);
+  if (slidingWindow !== null) stored.slidingWindow = slidingWindow;
+  // A placeholder names blocks without their tokens.
+  if (tokenIds.length === 0) return stored;
   // Stored events carry every block's tokens; a partial block is never published.
   const want = stored.blockHashes.length * stored.blockSize;
   if (stored.tokenIds.length !== want) {
@@ -250,11 +321,14 @@ function readExtraKeys(value: unknown, field: string): (unknown[] | null)[] | nu
 
 /** A BlockRemoved from its named fields. */
 export function readRemovedFields(f: Record<string, unknown>, path: string, readHash: HashReader): BlockRemoved {
-  return {
+  const removed: BlockRemoved = {
     type: 'removed',
     blockHashes: readHashList(f.block_hashes, `${path}.block_hashes`, readHash),
     medium: readOptionalString(f.medium, `${path}.medium`),
   };
+  const groupIdx = readOptionalCount(f.group_idx, `${path}.group_idx`);
+  if (groupIdx !== null) removed.groupIdx = groupIdx;
+  return removed;
 }
 
 function readHashList(value: unknown, field: string, readHash: HashReader): bigint[] {
@@ -288,33 +362,43 @@ export function encodeKvBatch(batch: KvEventBatch, form: BatchForm): Uint8Array 
 
 function eventAsArray(event: KvEvent): unknown[] {
   switch (event.type) {
-    case 'stored': {
-      const fields: unknown[] = [
-        TAG_STORED,
-        event.blockHashes.map(wireHash),
-        event.parentBlockHash === null ? null : wireHash(event.parentBlockHash),
-        event.tokenIds,
-        event.blockSize,
-        null,
-        event.medium,
-        event.loraName,
-      ];
-      // A trailing field left at its default is omitted, as msgspec does.
-      if (event.extraKeys) fields.push(event.extraKeys);
-      return fields;
-    }
+    case 'stored':
+      // The engine's extra keys as it sent them, else the media keys alone.
+      return withoutTrailingDefaults(
+        [
+          TAG_STORED,
+          event.blockHashes.map(wireHash),
+          event.parentBlockHash === null ? null : wireHash(event.parentBlockHash),
+          event.tokenIds,
+          event.blockSize,
+          null,
+          event.medium,
+          event.loraName,
+          event.extraKeys ?? (event.media ? event.media.map((items) => (items ? items.map((item) => [item.id, item.offset]) : null)) : null),
+          event.groupIdx ?? null,
+          event.specKind ?? null,
+          event.slidingWindow ?? null,
+        ],
+        8,
+      );
     case 'removed':
-      return [TAG_REMOVED, event.blockHashes.map(wireHash), event.medium];
+      return withoutTrailingDefaults([TAG_REMOVED, event.blockHashes.map(wireHash), event.medium, event.groupIdx ?? null], 3);
     case 'cleared':
       return [TAG_CLEARED];
   }
 }
 
+// msgspec omits trailing fields left at their defaults (None), past the required ones.
+function withoutTrailingDefaults(fields: unknown[], required: number): unknown[] {
+  let end = fields.length;
+  while (end > required && fields[end - 1] === null) end--;
+  return fields.slice(0, end);
+}
+
 function eventAsMap(event: KvEvent): Record<string, unknown> {
   const fields = eventAsArray(event);
   const names = event.type === 'stored' ? STORED_FIELDS : event.type === 'removed' ? REMOVED_FIELDS : [];
-  const named = names.map((name, i) => [name, fields[i + 1]] as const).filter(([, value]) => value !== undefined);
-  return Object.fromEntries([['type', fields[0]], ...named]);
+  return Object.fromEntries([['type', fields[0]], ...names.slice(0, fields.length - 1).map((name, i) => [name, fields[i + 1]])]);
 }
 
 // msgpackr writes integral numbers past 32 bits as float64, so larger hashes go

@@ -7,7 +7,7 @@ import type { Clock, Timer } from './clock.js';
 import { RouterError } from './errors.js';
 import type { KvEventBatch } from './kv-events.js';
 import { ObservedPlacement, type RouteListener } from './observed-placement.js';
-import { Partition, type Explanation, type RequestFields, type RoutedRequest, type WorkerSpec } from './partition.js';
+import { Partition, type Explanation, type PartitionOptions, type RequestFields, type RoutedRequest, type WorkerSpec } from './partition.js';
 import { ttftPolicy } from './plugins/selection/ttft.js';
 import type { Admission, BusyThresholds, PolicyClass, RequestClassifier } from './scheduler/contracts.js';
 import { Scheduler, type DispatchHandlers } from './scheduler/scheduler.js';
@@ -34,6 +34,8 @@ export interface ModelRouteOptions {
   maxRoutedBlocks?: number;
   /** The prefix index's memory bound (see PartitionOptions). */
   indexMemoryBytes?: number;
+  /** What a cached block in each storage tier is worth (see PartitionOptions). */
+  tierWeights?: PartitionOptions['tierWeights'];
   /** Session affinity (requests with a session id); default off. */
   sessionAffinity?: SessionBindingsOptions | null;
 }
@@ -97,6 +99,7 @@ export class ModelRoute {
       routedTtlMs: options.routedTtlMs,
       maxRoutedBlocks: options.maxRoutedBlocks,
       indexMemoryBytes: options.indexMemoryBytes,
+      tierWeights: options.tierWeights,
       fastPathBusy: this.classes.get(this.defaultClass)!.busy,
     });
     this.sessions = options.sessionAffinity ? new SessionBindings(options.sessionAffinity) : null;

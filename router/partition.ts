@@ -19,6 +19,7 @@ import { explainDecision } from './partition/explain.js';
 import { createKernels, type Kernels } from './partition/kernels.js';
 import { Pipeline } from './partition/pipeline.js';
 import { Prompts } from './partition/prompts.js';
+import { tierWeights } from './partition/tiers.js';
 import { DEFAULT_SPEED_PRIOR, Speeds, type FleetSpeed, type LearnedSpeed } from './partition/speeds.js';
 import type { EventCounts, Explanation, PartitionOptions, RequestFields, RoutedRequest, WorkerSpec } from './partition/types.js';
 import { WorkerSet } from './partition/worker-set.js';
@@ -86,7 +87,16 @@ export class Partition implements Placement<RoutedRequest> {
     this.index = this.kernels.index;
     const { decider, ledger, selector, index, hasher } = this.kernels;
     this.prompts = new Prompts(this.model, this.set, decider, hasher);
-    this.cache = new CacheIndex(index, hasher, this.set, this.blockSize, (lora, salt) => this.prompts.seedOf(lora, salt));
+    this.cache = new CacheIndex({
+      index,
+      hasher,
+      workers: this.set,
+      blockSize: this.blockSize,
+      seedOf: (lora, salt) => this.prompts.seedOf(lora, salt),
+      tierIndex: () => this.kernels.tierIndex(),
+      weights: tierWeights(options.tierWeights),
+      onTiers: (matcher) => decider.useMatcher(matcher),
+    });
     this.constraints = new Constraints(this.set);
     this.pipeline = new Pipeline(this.policy, policyInputs(this.policy), decider, ledger, selector, this.set, this.blockSize);
     this.decisions = new Decisions({
@@ -302,6 +312,8 @@ export class Partition implements Placement<RoutedRequest> {
       workers: this.set,
       ledger,
       selector,
+      tierDepths: (local) => this.cache.tierDepths(local),
+      weights: this.cache.weights,
       speeds: this.speeds,
     });
   }

@@ -31,6 +31,8 @@ const INDEX_EVENTS: readonly [string, keyof EventCounts][] = [
   ['skipped_store', 'skippedStores'],
   ['block_size_mismatch', 'blockSizeMismatches'],
   ['other_medium', 'otherMedium'],
+  ['other_group', 'otherGroups'],
+  ['placeholder_store', 'placeholderStores'],
   ['stale', 'stale'],
 ];
 

@@ -103,14 +103,14 @@ export function costKey(w: u32): f64 {
   }
 }
 
-/** The exact cost of worker w with key `key`, cached prefix depth `depth` and `held` prompt hashes active. */
+/** The exact cost of worker w with key `key`, a cached prefix credited `overlap` blocks and `held` prompt hashes active. */
 @inline
-export function costTouched(w: u32, key: f64, depth: u32, held: u32): f64 {
+export function costTouched(w: u32, key: f64, overlap: f64, held: u32): f64 {
   switch (kind) {
     case COST_TTFT:
-      return ttftCost(key, constant, reuse, ttftCached(max<u32>(depth, held), blockSize, promptTokenCount));
+      return ttftCost(key, constant, reuse, ttftCached(max<f64>(overlap, <f64>held), blockSize, promptTokenCount));
     default: {
-      const credited = credit * <f64>depth;
+      const credited = credit * overlap;
       // Only a credit beyond the prompt can clamp the prefill term: read P only then.
       if (credited > promptBlocks && kvClamped(prefillOf(w), blockSize, promptBlocks, credited)) {
         return kvClampedCost(decodeOf(w), seqCount, held, requestsOf(w), weight);
@@ -121,17 +121,17 @@ export function costTouched(w: u32, key: f64, depth: u32, held: u32): f64 {
 }
 
 /**
- * A lower bound on costTouched(w, key, depth, 0) over every member whose key
+ * A lower bound on costTouched(w, key, overlap, 0) over every member whose key
  * is at least minKey (computed with the same operations, so it holds in
- * floating point too), or -Infinity when the kind has none at this depth.
+ * floating point too), or -Infinity when the kind has none at this overlap.
  */
 @inline
-export function costBound(minKey: f64, depth: u32): f64 {
+export function costBound(minKey: f64, overlap: f64): f64 {
   switch (kind) {
     case COST_TTFT:
-      return ttftCost(minKey, constant, reuse, ttftCached(depth, blockSize, promptTokenCount));
+      return ttftCost(minKey, constant, reuse, ttftCached(overlap, blockSize, promptTokenCount));
     default: {
-      const credited = credit * <f64>depth;
+      const credited = credit * overlap;
       // A clamped prefill term is not bounded by the key.
       return credited > promptBlocks ? -Infinity : kvUnclamped(minKey, constant, credited, 0, scale);
     }
@@ -140,13 +140,14 @@ export function costBound(minKey: f64, depth: u32): f64 {
 
 /**
  * The cached prefix a booking under cost kind `k` takes off the request's
- * prefill: the kv cost books what the index holds (depth); the ttft cost also
- * the prefix the worker's active requests hold (held), which it prices as
- * cached, so the ledger's queued prefill is the work the worker will do.
+ * prefill, in blocks: the kv cost books what the index holds (its credited
+ * overlap); the ttft cost also the prefix the worker's active requests hold
+ * (held), which it prices as cached, so the ledger's queued prefill is the
+ * work the worker will do.
  */
 @inline
-export function costBookedDepth(k: u32, depth: u32, held: u32): u32 {
-  return k == COST_TTFT ? max<u32>(depth, held) : depth;
+export function costBookedOverlap(k: u32, overlap: f64, held: u32): f64 {
+  return k == COST_TTFT ? max<f64>(overlap, <f64>held) : overlap;
 }
 
 /** The cost of a worker the request does not touch, from its key. */

@@ -38,10 +38,10 @@ export function ttftReuseFactor(fleetPrefill: f64, fleetBatched: f64, reuseWeigh
   return fleetBatched > 0 ? 1 + reuseWeight * (fleetPrefill / fleetBatched) : 1;
 }
 
-/** Tokens of a P-token prompt cached on a worker at prefix depth `depth` (blocks of `blockSize`). */
+/** Tokens of a P-token prompt cached on a worker whose prefix is credited `overlap` blocks (of `blockSize`). */
 @inline
-export function ttftCached(depth: u32, blockSize: f64, promptTokens: f64): f64 {
-  return min<f64>(<f64>depth * blockSize, promptTokens);
+export function ttftCached(overlap: f64, blockSize: f64, promptTokens: f64): f64 {
+  return min<f64>(overlap * blockSize, promptTokens);
 }
 
 /** The cost of a worker with key `key` and `cached` tokens cached: (key + K) - r x cached. */

@@ -31,6 +31,10 @@ let overlapCol: usize = 0;
 let potentialPrefillCol: usize = 0;
 let potentialDecodeCol: usize = 0;
 let touchCol: usize = 0;
+// Per slot, the credited blocks of its match, read only while `credits` is set.
+let creditCol: usize = 0;
+// The current projection's credits (f64 per match), 0 when a match is credited its depth.
+let credits: usize = 0;
 // Slots the last projection touched, each once.
 let touched: usize = 0;
 let touchedCount: u32 = 0;
@@ -54,6 +58,7 @@ export function projectionReserve(cap: u32): void {
   potentialPrefillCol = regrow(potentialPrefillCol, capacity, cap, 8);
   potentialDecodeCol = regrow(potentialDecodeCol, capacity, cap, 4);
   touchCol = regrow(touchCol, capacity, cap, 8);
+  creditCol = regrow(creditCol, capacity, cap, 8);
   touched = regrow(touched, capacity, cap, 4);
   capacity = cap;
 }
@@ -145,6 +150,32 @@ export function heldOf(w: u32): u32 {
   return isCurrent(record) ? recordHeld(record) : 0;
 }
 
+/** The blocks worker w's cached prefix is credited: its depth, or its match's credit when the projection had credits. */
+@inline
+export function overlapOf(w: u32): f64 {
+  const record = recordOf(w);
+  if (!isCurrent(record)) return 0;
+  const depth = recordDepth(record);
+  return credits == 0 || depth == 0 ? <f64>depth : load<f64>(creditCol + (<usize>w << 3));
+}
+
+/** The credit of match i (at the current projection's credits), or its depth without them. */
+@inline
+export function creditAt(i: u32, depth: u32): f64 {
+  return credits == 0 ? <f64>depth : load<f64>(credits + (<usize>i << 3));
+}
+
+/** Records slot's credit for the current projection (read only when it has credits). */
+@inline
+export function setCredit(slot: u32, credit: f64): void {
+  if (credits != 0) store<f64>(creditCol + (<usize>slot << 3), credit);
+}
+
+/** Sets the credits of the projection about to start (0: none). */
+export function projectionCredits(ptr: usize): void {
+  credits = ptr;
+}
+
 @inline
 export function isTouched(w: u32): bool {
   return isCurrent(recordOf(w));
@@ -164,7 +195,9 @@ export function ledgerProject(
   slotsPtr: usize,
   depthsPtr: usize,
   overlapCount: u32,
+  creditsPtr: usize,
 ): void {
+  projectionCredits(creditsPtr);
   projectionStart(promptTokens, blockSize, seqCount);
   projectHeld(seqPtr, seqCount);
   // Locals, not the module's globals, inside the loop: the stores of one
@@ -183,8 +216,10 @@ export function ledgerProject(
       store<u32>(list + (<usize>listed << 2), slot);
       listed++;
       store<u64>(t, freshRecord(depth));
+      setCredit(slot, creditAt(i, depth));
     } else if (depth > recordDepth(record)) {
       store<u64>(t, withDepth(record, depth));
+      setCredit(slot, creditAt(i, depth));
     }
   }
   touchedCount = listed;
@@ -240,7 +275,7 @@ export function adoptTouched(count: u32): void {
 /**
  * Fills OVERLAP and the potential columns of every row from the last
  * projection and the current load: POTENTIAL_PREFILL = ACTIVE_PREFILL +
- * max(promptTokens - depth x blockSize, 0), POTENTIAL_DECODE = ACTIVE_DECODE +
+ * max(promptTokens - overlapOf(w) x blockSize, 0), POTENTIAL_DECODE = ACTIVE_DECODE +
  * seqCount - held.
  */
 export function ledgerProjectColumns(): void {
@@ -248,9 +283,8 @@ export function ledgerProjectColumns(): void {
   const size = <f64>projectedBlockSize;
   const n = rowCount();
   for (let w: u32 = 0; w < n; w++) {
-    const depth = depthOf(w);
-    store<u32>(overlapCol + (<usize>w << 2), depth);
-    let uncached = prompt - <f64>depth * size;
+    store<u32>(overlapCol + (<usize>w << 2), depthOf(w));
+    let uncached = prompt - overlapOf(w) * size;
     if (uncached < 0) uncached = 0;
     store<f64>(potentialPrefillCol + (<usize>w << 3), prefillOf(w) + uncached);
     store<u32>(potentialDecodeCol + (<usize>w << 2), decodeOf(w) + projectedSeqCount - heldOf(w));

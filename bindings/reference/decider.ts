@@ -2,7 +2,8 @@
 // twins, every step recomputed from scratch: find the prompt's matches in the
 // index, project it onto the ledger, turn the constraints into the list of
 // allowed slots and the per-slot cost multipliers, run the full scan, book.
-import { CostKind, coreWeights, type Decision, type DecisionConstraints, type DecisionKernel, type DecisionRequest, type PromptHashes } from '../decision-contract.js';
+import { CostKind, coreWeights, type Decision, type DecisionConstraints, type DecisionKernel, type DecisionRequest, type HostMatcher, type PromptHashes } from '../decision-contract.js';
+import type { MatchResult } from '../prefix-index-api.js';
 import { checkCount, duplicateRequest, type BusyThresholds, type EligibilityCounts } from '../selection-contract.js';
 import type { BlockHasher } from './block-hasher.js';
 import type { ReferenceLoadTable } from './load-table.js';
@@ -16,6 +17,7 @@ export class ReferenceDecider implements DecisionKernel {
   private readonly ledger: ReferenceLoadTable;
   private readonly selector: ReferenceSelector;
   private readonly routed = new Set<number>();
+  private matcher: HostMatcher | null = null;
 
   constructor(options: { hasher: BlockHasher; index: ReferencePrefixIndex; ledger: ReferenceLoadTable; selector: ReferenceSelector; blockSize: number }) {
     checkCount('blockSize', options.blockSize);
@@ -32,7 +34,7 @@ export class ReferenceDecider implements DecisionKernel {
   }
 
   bestDepth(prompt: PromptHashes, constraints: DecisionConstraints): number {
-    const matches = this.index.findMatches(prompt.local);
+    const matches = this.find(prompt.local);
     const ok = (slot: number) => (!constraints.slots || constraints.slots.includes(slot)) && this.groupAllowed(slot, constraints);
     let best = 0;
     for (let i = 0; i < matches.count; i++) if (ok(matches.slots[i]!)) best = Math.max(best, matches.depths[i]!);
@@ -45,11 +47,13 @@ export class ReferenceDecider implements DecisionKernel {
     const counts = this.eligibility(request);
     const slot = this.pickEligible(request);
     let routed = false;
-    // The ttft cost takes the prefix the worker's active requests hold as cached too (assembly/cost/kind.ts).
+    // The ttft cost takes the prefix the worker's active requests hold as cached too (assembly/cost/kind.ts);
+    // a prefix is taken as cached at its credit.
     const overlap = slot >= 0 ? this.ledger.projection.overlapBlocks[slot]! : 0;
-    const cachedBlocks = slot >= 0 && request.cost.kind === CostKind.ttft ? Math.max(overlap, this.ledger.projectedHeldBlocks[slot]!) : overlap;
+    const credited = slot >= 0 ? this.ledger.projectedCredits[slot]! : 0;
+    const cachedBlocks = slot >= 0 && request.cost.kind === CostKind.ttft ? Math.max(credited, this.ledger.projectedHeldBlocks[slot]!) : credited;
     if (slot >= 0 && book) {
-      const cached = Math.min(cachedBlocks * this.blockSize, request.promptTokens);
+      const cached = Math.floor(Math.min(cachedBlocks * this.blockSize, request.promptTokens));
       this.ledger.add(book.requestId, slot, request.prompt.sequence, request.promptTokens - cached, book.now);
       if (this.routed.has(slot) && request.prompt.local.length > 0) {
         this.index.insertRouted(this.ledger.workers.keyOf(slot), request.prompt.local, book.now);
@@ -68,8 +72,10 @@ export class ReferenceDecider implements DecisionKernel {
   }
 
   eligibility(request: DecisionRequest): EligibilityCounts {
-    const overlaps = this.index.findMatches(request.prompt.local);
-    this.ledger.project({ seqHashes: request.prompt.sequence, promptTokens: request.promptTokens, blockSize: this.blockSize, overlaps });
+    const overlaps = this.find(request.prompt.local);
+    const projection = { seqHashes: request.prompt.sequence, promptTokens: request.promptTokens, blockSize: this.blockSize, overlaps };
+    if (overlaps.credits) this.ledger.projectCredited(projection, overlaps.credits);
+    else this.ledger.project(projection);
     return this.selector.eligibility({ busy: request.busy ?? undefined, allowedSlots: this.allowedSlots(request.constraints) });
   }
 
@@ -97,6 +103,14 @@ export class ReferenceDecider implements DecisionKernel {
 
   standing(busy: BusyThresholds, slot: number): boolean {
     return this.selector.eligibility({ busy, allowedSlots: [slot] }).eligible > 0;
+  }
+
+  useMatcher(matcher: HostMatcher | null): void {
+    this.matcher = matcher;
+  }
+
+  private find(local: BigUint64Array): MatchResult {
+    return this.matcher ? this.matcher.find(local) : this.index.findMatches(local);
   }
 
   /** The slots the constraints allow (undefined: every slot): listed, in an allowed group, not excluded. */

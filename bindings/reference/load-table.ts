@@ -38,6 +38,7 @@ export class ReferenceLoadTable implements LoadLedger {
   private n = 0;
   private cols: LedgerColumns = emptyColumns(0);
   private proj: ProjectionColumns = emptyProjection(0);
+  private credited = new Float64Array(0);
   private readonly bookings = new Map<string, Booking>();
   /** Per slot: sequence hash -> how many of its active requests name it. */
   private held: Map<bigint, number>[] = [];
@@ -98,6 +99,19 @@ export class ReferenceLoadTable implements LoadLedger {
   /** Per slot, how many of the last projected request's hashes the worker holds active. */
   get projectedHeldBlocks(): Uint32Array {
     return this.heldByPrompt;
+  }
+
+  /** Per slot, the blocks the last projected request's cached prefix is credited (its depth without credits). */
+  get projectedCredits(): Float64Array {
+    return this.credited;
+  }
+
+  /**
+   * Projects with each match credited its own blocks (storage tiers): the
+   * deepest match per slot, and its credit, describe the worker.
+   */
+  projectCredited(request: ProjectionRequest, credits: ArrayLike<number>): void {
+    this.projectWith(request, credits);
   }
 
   setWorker(slot: number, capacity: WorkerCapacity): void {
@@ -227,20 +241,28 @@ export class ReferenceLoadTable implements LoadLedger {
   }
 
   project(request: ProjectionRequest): void {
+    this.projectWith(request, null);
+  }
+
+  private projectWith(request: ProjectionRequest, credits: ArrayLike<number> | null): void {
     checkProjection(request);
     const { promptTokens, blockSize } = request;
     const prompt = [...request.seqHashes];
     const overlap = this.proj.overlapBlocks;
     overlap.fill(0);
+    this.credited = new Float64Array(this.n);
     const slots = request.overlaps?.slots ?? [];
     const depths = request.overlaps?.depths ?? [];
     for (let i = 0; i < slots.length; i++) {
       const slot = slots[i]!;
-      if (slot < this.n) overlap[slot] = Math.max(overlap[slot]!, depths[i]!);
+      if (slot < this.n && depths[i]! > overlap[slot]!) {
+        overlap[slot] = depths[i]!;
+        this.credited[slot] = credits ? credits[i]! : depths[i]!;
+      }
     }
     this.heldByPrompt = new Uint32Array(this.n);
     for (let w = 0; w < this.n; w++) {
-      let uncached = promptTokens - overlap[w]! * blockSize;
+      let uncached = promptTokens - this.credited[w]! * blockSize;
       if (uncached < 0) uncached = 0;
       this.proj.potentialPrefillTokens[w] = this.cols.activePrefillTokens[w]! + uncached;
       const refs = this.held[w]!;

@@ -178,6 +178,7 @@ export class ReferenceSelector implements WorkerSelector {
     const blockSize = projected.blockSize;
     const promptBlocks = Math.ceil(projected.promptTokens / blockSize);
     const held = this.ledger.projectedHeldBlocks;
+    const overlap = this.ledger.projectedCredits;
     // scale x max(P / bs + B - credit x O, 0) + (D + S - H) + a x R, evaluated as in
     // assembly/cost-model.ts: key + K - (scale x credit x O + H) unless the prefill term is clamped.
     const constant = scale * promptBlocks + this.ledger.projectedSeqCount;
@@ -188,7 +189,7 @@ export class ReferenceSelector implements WorkerSelector {
       }
       const tokens = c.activePrefillTokens[w]!;
       const requests = c.activeRequests[w]!;
-      const credited = credit * p.overlapBlocks[w]!;
+      const credited = credit * overlap[w]!;
       let cost: number;
       if (tokens / blockSize + promptBlocks - credited < 0) {
         cost = p.potentialDecodeBlocks[w]! + weight * requests;
@@ -215,7 +216,7 @@ export class ReferenceSelector implements WorkerSelector {
     if (!projected) throw staleProjection();
     this.fitRows();
     const c = this.ledger.columns;
-    const overlap = this.ledger.projection.overlapBlocks;
+    const overlap = this.ledger.projectedCredits;
     const held = this.ledger.projectedHeldBlocks;
     const { prefillTokens, batchedTokens } = this.ledger.fleetTotals();
     const reuse = batchedTokens > 0 ? 1 + weights.reuseWeight * (prefillTokens / batchedTokens) : 1;

@@ -1,30 +1,61 @@
 // The prefix-cache index as the partition keeps it: engines' KV events
-// applied (their tokens re-hashed at the router's block size and seed), stale
-// workers forgotten, approximate-mode routing recorded, routed blocks expired,
-// and a version bumped on every change, so decisions made on older matches
-// know they are stale.
+// applied (their tokens re-hashed at the router's block size and seed, media
+// keys folded in), each storage tier in an index of its own, only a hybrid
+// model's full-attention group indexed, stale workers forgotten,
+// approximate-mode routing recorded, routed blocks expired, and a version
+// bumped on every change, so decisions made on older matches know they are
+// stale.
 import { IndexFailure, type PrefixIndexApi } from '../../bindings/prefix-index-api.js';
 import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
-import type { KvEventBatch } from '../kv-events.js';
-import { storedLocalHashes } from './block-keys.js';
+import type { BlockStored, KvEventBatch } from '../kv-events.js';
+import { foldMedia } from '../media-keys.js';
+import { storedLocalHashes, storedSalt } from './block-keys.js';
 import type { EventHasher } from './kernels.js';
+import { KvGroups } from './kv-groups.js';
+import { TierMatcher, tierOf, type Tier, type TierDepths, type TierWeights } from './tiers.js';
 import type { EventCounts } from './types.js';
 import type { WorkerSet } from './worker-set.js';
 
-export class CacheIndex {
-  private changes = 0;
+export interface CacheIndexParts {
+  /** The device tier's index. */
+  index: PrefixIndexApi;
+  hasher: EventHasher;
+  workers: WorkerSet;
+  blockSize: number;
+  seedOf: (lora: string | null, salt: string | null) => bigint;
+  /** A new, empty index for an offloaded tier (made when an event first names it). */
+  tierIndex: () => PrefixIndexApi;
+  weights: TierWeights;
+  /** Called once the partition has more than the device tier: decisions match through this from then on. */
+  onTiers: (matcher: TierMatcher) => void;
+}
 
-  constructor(
-    readonly index: PrefixIndexApi,
-    private readonly hasher: EventHasher,
-    private readonly workers: WorkerSet,
-    private readonly blockSize: number,
-    private readonly seedOf: (lora: string | null, salt: string | null) => bigint,
-  ) {}
+export class CacheIndex {
+  readonly index: PrefixIndexApi;
+  private changes = 0;
+  private readonly tiers = new Map<Tier, PrefixIndexApi>();
+  private readonly groups = new KvGroups();
+  private matcher: TierMatcher | null = null;
+
+  constructor(private readonly parts: CacheIndexParts) {
+    this.index = parts.index;
+    this.tiers.set('gpu', parts.index);
+    // Device blocks credited below a whole block need the credited matches from the start.
+    if (parts.weights.gpu !== 1) this.useTiers();
+  }
+
+  get weights(): TierWeights {
+    return this.parts.weights;
+  }
 
   /** Bumped by every change to the index. */
   get version(): number {
     return this.changes;
+  }
+
+  /** Per worker slot, the prompt's cached prefix in each tier; null while only the device tier exists. */
+  tierDepths(local: ArrayLike<bigint>): Map<number, TierDepths> | null {
+    return this.matcher ? this.matcher.depths(local) : null;
   }
 
   /**
@@ -33,8 +64,8 @@ export class CacheIndex {
    * were cleared): the worker's stream is stale from there.
    */
   applyEvents(worker: WorkerKey, batch: KvEventBatch): IndexFailure | null {
-    const meta = this.workers.get(worker.id);
-    if (!meta) return new IndexFailure('unknown-worker', [worker], `worker ${workerLabel(worker)} is not registered for model ${this.workers.model}`);
+    const meta = this.parts.workers.get(worker.id);
+    if (!meta) return new IndexFailure('unknown-worker', [worker], `worker ${workerLabel(worker)} is not registered for model ${this.parts.workers.model}`);
     this.changes++;
     try {
       this.apply(worker, batch, meta.events);
@@ -48,27 +79,41 @@ export class CacheIndex {
   private apply(worker: WorkerKey, batch: KvEventBatch, counts: EventCounts): void {
     for (const event of batch.events) {
       if (event.type === 'cleared') {
-        this.index.applyCleared(worker);
+        for (const index of this.tiers.values()) index.applyCleared(worker);
         counts.cleared++;
         continue;
       }
-      // The index models the device cache; offloaded tiers are other caches.
-      if (event.medium !== null && event.medium.toUpperCase() !== 'GPU') {
+      const tier = tierOf(event.medium);
+      if (tier === null) {
         counts.otherMedium++;
         continue;
       }
       if (event.type === 'removed') {
-        this.index.applyRemoved(worker, event.blockHashes);
+        if (!this.groups.removeIndexed(worker.id, event)) {
+          counts.otherGroups++;
+          continue;
+        }
+        // A tier no store named holds nothing to remove.
+        this.tiers.get(tier)?.applyRemoved(worker, event.blockHashes);
         counts.removed++;
         continue;
       }
-      if (event.blockSize !== this.blockSize) {
+      if (!this.groups.storeIndexed(worker.id, event)) {
+        counts.otherGroups++;
+        continue;
+      }
+      if (event.tokenIds.length === 0) {
+        // Named by hash alone: nothing to hash the router's way.
+        counts.placeholderStores++;
+        continue;
+      }
+      if (event.blockSize !== this.parts.blockSize) {
         // Hashes over other block boundaries would never match: the engine and the router must agree.
         counts.blockSizeMismatches++;
         continue;
       }
-      const local = storedLocalHashes(this.hasher, event, this.blockSize, this.seedOf);
-      if (local.length !== event.blockHashes.length || !this.index.applyStored(worker, event.parentBlockHash, event.blockHashes, local)) {
+      const local = this.localHashes(event);
+      if (local.length !== event.blockHashes.length || !this.tierIndex(tier).applyStored(worker, event.parentBlockHash, event.blockHashes, local)) {
         counts.skippedStores++;
         continue;
       }
@@ -76,17 +121,42 @@ export class CacheIndex {
     }
   }
 
+  private localHashes(event: BlockStored): BigUint64Array {
+    const { hasher, blockSize, seedOf } = this.parts;
+    const local = storedLocalHashes(hasher, event, blockSize, seedOf);
+    if (!event.media) return local;
+    const salt = storedSalt(event);
+    return foldMedia(hasher, event.tokenIds, local, event.media, blockSize, seedOf(event.loraName, null), seedOf(event.loraName, salt));
+  }
+
+  private tierIndex(tier: Tier): PrefixIndexApi {
+    let index = this.tiers.get(tier);
+    if (!index) {
+      index = this.parts.tierIndex();
+      this.tiers.set(tier, index);
+      this.useTiers();
+    }
+    return index;
+  }
+
+  private useTiers(): void {
+    if (this.matcher) return;
+    this.matcher = new TierMatcher(this.tiers, this.parts.weights, () => this.changes);
+    this.parts.onTiers(this.matcher);
+  }
+
   /** The worker's event stream lost messages that cannot be replayed: forget what it holds (nothing, once it is removed). */
   markStale(worker: WorkerKey): void {
-    const meta = this.workers.get(worker.id);
+    const meta = this.parts.workers.get(worker.id);
     if (!meta) return;
-    this.index.applyCleared(worker);
+    for (const index of this.tiers.values()) index.applyCleared(worker);
     this.changes++;
     meta.events.stale++;
   }
 
   removeWorker(id: string): void {
-    this.index.removeWorker(id);
+    for (const index of this.tiers.values()) index.removeWorker(id);
+    this.groups.forget(id);
     this.changes++;
   }
 

@@ -24,7 +24,7 @@ import type { WorkerSet } from './worker-set.js';
 export interface Choice {
   readonly slot: number;
   readonly overlapBlocks: number;
-  /** The prefix its booking takes as cached, in blocks (Decision.cachedBlocks). */
+  /** The prefix its booking takes as cached, in blocks (Decision.cachedBlocks: its credit where offloaded tiers hold some). */
   readonly cachedBlocks: number;
   readonly counts: EligibilityCounts;
 }
@@ -195,6 +195,7 @@ export class Decisions {
     }
     const { slot, counts } = this.pipeline.run(request, this.request(request, constraints, busy, false));
     const overlapBlocks = slot >= 0 ? this.ledger.projection.overlapBlocks[slot]! : 0;
+    // JS policies read depths: they credit a prefix its depth, in every tier.
     if (book && slot >= 0) this.bookOwn(request, slot, overlapBlocks);
     return { slot, overlapBlocks, cachedBlocks: overlapBlocks, counts };
   }
@@ -211,8 +212,9 @@ export class Decisions {
     this.speeds.booked(request.id, slot, this.ledger.columns.activePrefillTokens[slot]!, this.clock.now());
   }
 
-  private cachedOf(request: RoutedRequest, overlapBlocks: number): number {
-    return Math.min(overlapBlocks * this.blockSize, request.promptTokens);
+  /** The whole tokens a prefix credited this many blocks saves. */
+  private cachedOf(request: RoutedRequest, creditedBlocks: number): number {
+    return Math.floor(Math.min(creditedBlocks * this.blockSize, request.promptTokens));
   }
 
   private prompt(request: RoutedRequest): { local: BigUint64Array; sequence: BigUint64Array } {

@@ -6,6 +6,7 @@ import type { BusyThresholds, LoadLedger, WorkerSelector } from '../../bindings/
 import { workerLabel } from '../../bindings/workers.js';
 import { eligibilityReasonName } from '../worker-rows.js';
 import type { Constraints } from './constraints.js';
+import { creditedBlocks, type TierDepths, type TierWeights } from './tiers.js';
 import type { Decisions } from './decisions.js';
 import { predictTtftMs, type Speeds } from './speeds.js';
 import type { Explanation, RoutedRequest, WorkerExplanation } from './types.js';
@@ -23,10 +24,14 @@ export function explainDecision(
     workers: WorkerSet;
     ledger: LoadLedger;
     selector: WorkerSelector;
+    tierDepths: (local: BigUint64Array) => Map<number, TierDepths> | null;
+    weights: TierWeights;
     speeds: Speeds;
   },
 ): Explanation {
   const { decisions, workers, ledger, selector, blockSize } = parts;
+  // Read before the decision: it may leave the index's match views stale.
+  const tiers = parts.tierDepths(request.localHashes);
   const choice = decisions.select(request, parts.constraints.of(request, request.allowedWorkers, []), busy, false, true);
   const error = choice.slot < 0 ? decisions.errorFor(request, choice.counts) : null;
   const cols = ledger.columns;
@@ -36,6 +41,7 @@ export function explainDecision(
   for (const [slot, key] of workers.slots.entries()) {
     const reason = sel.reason[slot]!;
     const overlap = proj.overlapBlocks[slot]!;
+    const byTier = tiers ? (tiers.get(slot) ?? { gpu: 0, cpu: 0, disk: 0 }) : { gpu: overlap, cpu: 0, disk: 0 };
     const cachedTokens = Math.min(overlap * blockSize, request.promptTokens);
     const speed = parts.speeds.learned(slot) ?? null;
     const queued = cols.activePrefillTokens[slot]! + decisions.decodeWeight * cols.decodingRequests[slot]!;
@@ -44,6 +50,8 @@ export function explainDecision(
       eligible: sel.eligible[slot] === 1,
       filtered: sel.eligible[slot] === 1 ? null : eligibilityReasonName(reason, workers.get(key.id)?.draining ?? false),
       overlapBlocks: overlap,
+      overlapByTier: byTier,
+      creditedBlocks: tiers ? creditedBlocks(byTier, parts.weights) : overlap,
       cachedTokens,
       prefillTokens: proj.potentialPrefillTokens[slot]!,
       decodeBlocks: proj.potentialDecodeBlocks[slot]!,

@@ -17,10 +17,11 @@ import { ReferenceSelector } from '../../bindings/reference/selector.js';
 import type { LoadLedger, WorkerSelector } from '../../bindings/selection-contract.js';
 import { Selector } from '../../bindings/selector.js';
 import type { WorkerSlots } from '../../bindings/workers.js';
+import type { MediaHasher } from '../media-keys.js';
 import type { KeyedHasher } from './block-keys.js';
 
-/** What the partition needs of a block hasher for KV events and salted prompts: the wasm one and its twin both fit. */
-export type EventHasher = KeyedHasher;
+/** What the partition needs of a block hasher for KV events, salted prompts and media keys: the wasm one and its twin both fit. */
+export type EventHasher = KeyedHasher & MediaHasher;
 
 export interface Kernels {
   /** The wasm core (undefined on the twins). */
@@ -30,6 +31,8 @@ export interface Kernels {
   readonly ledger: LoadLedger;
   readonly selector: WorkerSelector;
   readonly decider: DecisionKernel;
+  /** A new, empty index like the model's, for an offloaded storage tier (on a core of its own). */
+  tierIndex(): PrefixIndexApi;
 }
 
 export interface KernelOptions {
@@ -52,7 +55,8 @@ export function createKernels(options: KernelOptions): Kernels {
     const index = new ReferencePrefixIndex(indexOptions);
     const ledger = new ReferenceLoadTable({ workers });
     const selector = new ReferenceSelector({ ledger, seed });
-    return { core: undefined, hasher, index, ledger, selector, decider: new ReferenceDecider({ hasher, index, ledger, selector, blockSize }) };
+    const decider = new ReferenceDecider({ hasher, index, ledger, selector, blockSize });
+    return { core: undefined, hasher, index, ledger, selector, decider, tierIndex: () => new ReferencePrefixIndex(indexOptions) };
   }
   const core = new Core();
   const hasher = new BlockHasher({ core });
@@ -62,5 +66,6 @@ export function createKernels(options: KernelOptions): Kernels {
   // An index over several cores is searched from here, its matches staged in
   // the decision's core; one in the decision's core is searched in the core.
   const matcher = index.shards.length > 1 ? { find: (local: BigUint64Array) => index.findMatches(local), epoch: () => index.matchesEpoch() } : undefined;
-  return { core, hasher, index, ledger, selector, decider: new Decider({ hasher, ledger, selector, blockSize, matcher }) };
+  const tierIndex = () => new ShardedPrefixIndex({ core: new Core(), ...indexOptions, memoryBoundBytes: options.indexMemoryBytes, shards: options.indexShards });
+  return { core, hasher, index, ledger, selector, decider: new Decider({ hasher, ledger, selector, blockSize, matcher }), tierIndex };
 }

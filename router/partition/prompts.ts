@@ -1,12 +1,15 @@
 // A request's prompt as the partition keeps it: its tokens checked, its seed
 // (LoRA adapter and cache salt), both hash lists from one core call (which
-// also finds the prompt's cached prefixes), and the fields the scheduler and
-// selection read.
+// also finds the prompt's cached prefixes; a prompt with media has the blocks
+// its items overlap hashed again with their keys, and is matched at its
+// decision), and the fields the scheduler and selection read.
 import { DEFAULT_SEED, seedFor } from '../../bindings/reference/hash-inputs.js';
 import type { DecisionKernel, PromptHashes } from '../../bindings/decision-contract.js';
 import { workerLabel } from '../../bindings/workers.js';
 import { RouterError } from '../errors.js';
-import { saltedPrompt, type KeyedHasher } from './block-keys.js';
+import { blockMedia, foldMedia } from '../media-keys.js';
+import { saltedPrompt } from './block-keys.js';
+import type { EventHasher } from './kernels.js';
 import type { WorkerSet } from './worker-set.js';
 import type { RequestFields, RoutedRequest } from './types.js';
 
@@ -28,7 +31,7 @@ export class Prompts {
     private readonly model: string,
     private readonly workers: WorkerSet,
     private readonly decider: DecisionKernel,
-    private readonly hasher: KeyedHasher,
+    private readonly hasher: EventHasher,
   ) {}
 
   /** Hashes a prompt into blocks and validates the pin; the result is what the scheduler queues. */
@@ -40,7 +43,15 @@ export class Prompts {
       }
     }
     if (!(tokens instanceof Uint32Array)) checkTokens(tokens);
-    const { local, sequence } = this.hashes(tokens, fields.loraName || null, fields.cacheSalt || null);
+    const lora = fields.loraName || null;
+    const salt = fields.cacheSalt || null;
+    let { local, sequence } = this.hashes(tokens, lora, salt);
+    const media = fields.media?.length ? blockMedia(fields.media, local.length, this.decider.blockSize) : null;
+    if (media) {
+      const base = this.seedOf(lora, null);
+      local = foldMedia(this.hasher, tokens, local, media, this.decider.blockSize, base, this.seedOf(lora, salt));
+      sequence = this.hasher.sequenceHashes(local, base);
+    }
     return {
       id: fields.id,
       promptTokens: tokens.length,

@@ -5,6 +5,8 @@ import type { BusyThresholds } from '../../bindings/selection-contract.js';
 import type { Clock } from '../clock.js';
 import type { SchedRequest } from '../scheduler/contracts.js';
 import type { SelectionPolicy } from '../selection/contracts.js';
+import type { MediaSpan } from '../media-keys.js';
+import type { Tier, TierDepths } from './tiers.js';
 import type { LearnedSpeed } from './speeds.js';
 
 export interface WorkerSpec {
@@ -37,6 +39,8 @@ export interface RoutedRequest extends SchedRequest {
 export interface RequestFields extends Omit<SchedRequest, 'promptTokens'> {
   loraName?: string | null;
   cacheSalt?: string | null;
+  /** The prompt's media items (images) and their placeholder runs, in prompt order: folded into the hashes of the blocks they overlap. */
+  media?: readonly MediaSpan[];
   requiredTaints?: readonly string[];
   preferredTaints?: readonly PreferredTaint[];
 }
@@ -61,6 +65,8 @@ export interface PartitionOptions {
   indexMemoryBytes?: number;
   /** Cores the prefix index is sharded over (default: as many as indexMemoryBytes needs). */
   indexShards?: number;
+  /** What a cached block in each storage tier is worth against a GPU-resident one (default GPU 1, CPU 0.75, disk 0.25). */
+  tierWeights?: Partial<Record<Tier, number>>;
   /** 'reference' runs the same decisions on the pure-TS twins (the benchmarks' baseline). */
   kernels?: 'wasm' | 'reference';
   /**
@@ -77,6 +83,10 @@ export interface WorkerExplanation {
   /** Why the worker was filtered, when it was. */
   filtered: string | null;
   overlapBlocks: number;
+  /** The cached prefix's blocks in each storage tier (gpu alone until an event names another). */
+  overlapByTier: TierDepths;
+  /** The blocks the decision credits the prefix: each at its best tier's weight. */
+  creditedBlocks: number;
   cachedTokens: number;
   prefillTokens: number;
   decodeBlocks: number;
@@ -109,10 +119,15 @@ export interface EventCounts {
   cleared: number;
   skippedStores: number;
   blockSizeMismatches: number;
+  /** Events naming a medium the router does not know. */
   otherMedium: number;
+  /** Events of a KV cache group that is not the worker's prefix group (sliding window, Mamba, a second full-attention group). */
+  otherGroups: number;
+  /** Stores that name blocks by hash without their tokens (an offloading tier's placeholders). */
+  placeholderStores: number;
   stale: number;
 }
 
 export function emptyCounts(): EventCounts {
-  return { stored: 0, removed: 0, cleared: 0, skippedStores: 0, blockSizeMismatches: 0, otherMedium: 0, stale: 0 };
+  return { stored: 0, removed: 0, cleared: 0, skippedStores: 0, blockSizeMismatches: 0, otherMedium: 0, otherGroups: 0, placeholderStores: 0, stale: 0 };
 }

@@ -1,6 +1,7 @@
 // Validation and normalization of chat messages before rendering. Templates
 // read plain string content, so multi-part text content is joined the way
-// vLLM does for string-content templates (parts joined with "\n"), null
+// vLLM does for string-content templates (parts joined with "\n"; an image
+// part becomes IMAGE_PLACEHOLDER, the text its run of tokens stands in), null
 // content becomes "", and tool-call arguments given as JSON text are parsed
 // into objects (as vLLM does before rendering, so `tojson` re-serializes them).
 import type { ChatMessage, ChatOptions } from './types.js';
@@ -22,12 +23,31 @@ export interface TemplateInput {
   addGenerationPrompt: boolean;
 }
 
+/** What an image part renders as in a string-content template. */
+export const IMAGE_PLACEHOLDER = '<image>';
+
+/**
+ * The URL of an `image_url` part (`{"image_url": {"url": ...}}`, or the URL
+ * as a string); throws naming the field when there is none.
+ */
+export function imageUrlOf(part: object, at: string): string {
+  const image = (part as { image_url?: unknown }).image_url;
+  const url = typeof image === 'string' ? image : typeof image === 'object' && image !== null ? (image as { url?: unknown }).url : undefined;
+  if (typeof url !== 'string' || url.length === 0) throw new TypeError(`${at}.image_url.url must be a non-empty string`);
+  return url;
+}
+
 function joinTextParts(parts: unknown[], at: string): string {
   const texts: string[] = [];
   parts.forEach((part, j) => {
     if (typeof part !== 'object' || part === null) throw new TypeError(`${at}.content[${j}] must be an object`);
     const { type, text } = part as ContentLike;
-    if (type !== 'text') throw new TypeError(`${at}.content[${j}].type must be "text" (got ${JSON.stringify(type)}): only text can be tokenized`);
+    if (type === 'image_url') {
+      imageUrlOf(part, `${at}.content[${j}]`);
+      texts.push(IMAGE_PLACEHOLDER);
+      return;
+    }
+    if (type !== 'text') throw new TypeError(`${at}.content[${j}].type must be "text" or "image_url" (got ${JSON.stringify(type)}): only text and images can be routed`);
     if (typeof text !== 'string') throw new TypeError(`${at}.content[${j}].text must be a string`);
     texts.push(text);
   });
@@ -69,7 +89,7 @@ export function normalizeMessage(message: unknown, index: number): TemplateMessa
   if (typeof m.content === 'string') content = m.content;
   else if (m.content === null || m.content === undefined) content = '';
   else if (Array.isArray(m.content)) content = joinTextParts(m.content, at);
-  else throw new TypeError(`${at}.content must be a string, an array of text parts, or null`);
+  else throw new TypeError(`${at}.content must be a string, an array of text and image parts, or null`);
   const out: TemplateMessage = { role: m.role, content };
   const name = optionalString(m.name, `${at}.name`);
   if (name !== undefined) out.name = name;

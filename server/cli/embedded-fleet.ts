@@ -9,7 +9,7 @@ import { createTokenizer } from '../../router/tokenize/index.js';
 import { ZmqKvPublisher } from '../../sim/kv-publisher.js';
 import { startMockFleet, type MockFleet } from '../../sim/mocker/http-server.js';
 import { DEFAULTS } from '../config/schema.js';
-import { promptTokens } from '../request/prompt.js';
+import { promptIds } from '../request/prompt.js';
 import type { TokenizerCache } from '../workers/model-runtime.js';
 
 export interface EmbeddedOptions {
@@ -22,6 +22,8 @@ export interface EmbeddedOptions {
   /** KV cache blocks per worker. */
   numBlocks: number;
   maxBatchedTokens: number;
+  /** Blocks of each worker's host-memory offload tier (published with medium CPU); 0: none. */
+  offloadBlocks?: number;
 }
 
 export const EMBEDDED_DEFAULTS: EmbeddedOptions = {
@@ -63,8 +65,14 @@ export async function startEmbeddedFleet(options: EmbeddedOptions = EMBEDDED_DEF
       workers: options.workers,
       host: '127.0.0.1',
       modelName: options.model,
-      promptTokens: (body, kind) => promptTokens(tokenizer, body, kind),
-      engine: { speedup: options.speedup, blockSize: options.blockSize, numBlocks: options.numBlocks, maxBatchedTokens: options.maxBatchedTokens },
+      promptTokens: (body, kind) => promptIds(tokenizer, body, kind),
+      engine: {
+        speedup: options.speedup,
+        blockSize: options.blockSize,
+        numBlocks: options.numBlocks,
+        maxBatchedTokens: options.maxBatchedTokens,
+        offloadBlocks: options.offloadBlocks ?? 0,
+      },
       onEvents: (worker, batch) => void publishers[worker]!.publish(batch),
     });
   } catch (error) {

@@ -13,6 +13,7 @@ import { totalmem } from 'node:os';
 import { SHARD_BOUND_BYTES } from '../../bindings/prefix-index-sharded.js';
 import { firstCollision, rankSockets, type RankSocket } from '../kv-events/rank-endpoints.js';
 import { ConfigError, describe, Fields, join } from './fields.js';
+import { DEFAULT_TIER_WEIGHTS, type Tier, type TierWeights } from '../../router/partition/tiers.js';
 import type { EngineKind } from '../../router/disagg/roles.js';
 import { checkFleetRoles, checkWorkerRole, DISAGG_DEFAULTS, readDisaggregation, readEngine, readWorkerRole, type DisaggregationConfig, type WorkerRoleConfig } from './disaggregation.js';
 import { DIAGNOSTICS_DEFAULTS, readDiagnostics, type DiagnosticsConfig } from '../diagnostics/config.js';
@@ -67,6 +68,8 @@ export interface ModelConfig {
    * over several wasm cores. 0: no bound.
    */
   indexMemoryBytes: number;
+  /** What a cached block in each storage tier is worth against a GPU-resident one. */
+  tierWeights: TierWeights;
   /** How much prompt text one request may have tokenized, and what happens past it. */
   tokenizeLimit: TokenizeLimitConfig;
   /** The engine the model's workers run: it decides the prefill/decode handoff protocol. */
@@ -225,6 +228,7 @@ interface ModelDefaults {
   approximate: { ttlMs: number; maxBlocks: number };
   sessionAffinity: SessionAffinityConfig | null;
   indexMemoryBytes: number;
+  tierWeights: TierWeights;
   /** maxChars null: the default for the model's tokenizer. */
   tokenizeLimit: { maxChars: number | null; over: 'bytes' | 'reject' };
   engine: EngineKind;
@@ -258,6 +262,7 @@ export function validateConfig(raw: unknown): RouterConfig {
     approximate: { ...DEFAULTS.approximate },
     sessionAffinity: null,
     indexMemoryBytes: DEFAULTS.indexMemoryBytes,
+    tierWeights: DEFAULT_TIER_WEIGHTS,
     tokenizeLimit: { maxChars: null, over: DEFAULTS.tokenizeLimit.over },
     engine: DISAGG_DEFAULTS.engine,
     disaggregation: null,
@@ -437,6 +442,7 @@ function readModelDefaults(f: Fields, inherited: ModelDefaults): ModelDefaults {
       : inherited.approximate,
     sessionAffinity: f.has('session_affinity') ? f.object('session_affinity', readSessionAffinity) : inherited.sessionAffinity,
     indexMemoryBytes: readIndexMemory(f, inherited.indexMemoryBytes),
+    tierWeights: f.has('tier_weights') ? f.object('tier_weights', (t) => readTierWeights(t, inherited.tierWeights)) : inherited.tierWeights,
     tokenizeLimit: f.has('tokenize_limit')
       ? f.object('tokenize_limit', (t) => ({
           maxChars: t.has('max_chars') ? t.number('max_chars', 0, { integer: true, min: 0 }) : null,
@@ -444,6 +450,12 @@ function readModelDefaults(f: Fields, inherited: ModelDefaults): ModelDefaults {
         }))
       : inherited.tokenizeLimit,
   };
+}
+
+/** Weights in [0, 1]; the ones not given are inherited. */
+function readTierWeights(f: Fields, inherited: TierWeights): TierWeights {
+  const weight = (tier: Tier) => f.number(tier, inherited[tier], { min: 0, max: 1 });
+  return Object.freeze({ gpu: weight('gpu'), cpu: weight('cpu'), disk: weight('disk') });
 }
 
 function readIndexMemory(f: Fields, inherited: number): number {

@@ -10,6 +10,8 @@
 // encoded on the event loop, a long one on the tokenizer threads.
 import { RouterError } from '../../router/errors.js';
 import { packBytes, type ChatMessage, type PromptTokenizer, type TokenizePlan } from '../../router/tokenize/index.js';
+import type { MediaSpan } from '../../router/media-keys.js';
+import { chatMedia, hasImages } from './media.js';
 import { sharedTokenizePool, TokenizePoolError, type TokenizePool } from './tokenize-pool.js';
 
 export type PromptKind = 'chat' | 'completion';
@@ -20,6 +22,8 @@ export type PromptBasis = 'tokens' | 'bytes';
 export interface PromptIds {
   ids: Uint32Array;
   basis: PromptBasis;
+  /** A chat prompt's images and their runs in `ids` (absent: none). */
+  media?: MediaSpan[];
 }
 
 export interface TokenizeLimit {
@@ -132,6 +136,10 @@ export async function promptIds(tokenizer: PromptTokenizer, body: Record<string,
     result = { ids: packBytes(plan.prompt()), basis: 'bytes' };
   } else result = await encode(tokenizer, plan, options);
   if (result.ids.length === 0) throw invalid(param, 'the prompt tokenized to no tokens');
+  if (kind === 'chat' && hasImages(body.messages as unknown[])) {
+    const tools = (body.tools as unknown[] | null | undefined) ?? undefined;
+    result.media = chatMedia(tokenizer, body.messages as ChatMessage[], { tools }, result.ids, result.basis);
+  }
   return result;
 }
 

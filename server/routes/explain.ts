@@ -22,8 +22,9 @@ export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): v
     const model = target.model;
     // A body with messages is a chat request; otherwise a completion.
     const kind: PromptKind = body.messages !== undefined ? 'chat' : 'completion';
-    const { ids, basis } = await promptIds(model.tokenizer, body, kind, { limit: model.config.tokenizeLimit });
+    const { ids, basis, media } = await promptIds(model.tokenizer, body, kind, { limit: model.config.tokenizeLimit });
     const fields = withBlockKeys(requestFields(rt.nextRequestId(), request.headers), target, body);
+    if (media) fields.media = media;
     const busy = model.route.busyThresholds();
     const disagg = model.disagg?.explain(fields, ids, busy[fields.policyClass ?? model.config.defaultClass] ?? busy[model.config.defaultClass] ?? null);
     const x = disagg?.main ?? model.route.explain(fields, ids);
@@ -41,6 +42,8 @@ export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): v
           filtered: ejection && !w.eligible && !handle!.draining ? describeEjection(ejection) : w.filtered,
           ejection: ejection && ejectionBody(ejection),
           overlap_blocks: w.overlapBlocks,
+          overlap_by_tier: w.overlapByTier,
+          credited_blocks: w.creditedBlocks,
           evicted_blocks: evictedBlocks,
           overlap_may_be_underestimated: evictedBlocks > 0,
           cached_tokens: w.cachedTokens,
@@ -68,6 +71,8 @@ export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): v
       policy: x.policy,
       prompt_tokens: x.promptTokens,
       prompt_blocks: x.promptBlocks,
+      media_items: media?.length ?? 0,
+      tier_weights: model.config.tierWeights,
       chosen: x.chosen,
       error: x.error,
       index_evicted_blocks: model.route.partition.indexStats().evictedBlocks,

@@ -33,6 +33,7 @@ export class ModelRuntime {
       routedTtlMs: config.approximate.ttlMs,
       maxRoutedBlocks: config.approximate.maxBlocks,
       indexMemoryBytes: config.indexMemoryBytes,
+      tierWeights: config.tierWeights,
       sessionAffinity: config.sessionAffinity,
       // Fresh random tie-breaks per process, as replicas must not all pick alike.
       seed: (Math.random() * 0x7fffffff) | 0,

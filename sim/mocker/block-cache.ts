@@ -7,7 +7,11 @@
 // set of cached hashes is recorded as a KV event, so a router applying the
 // events sees exactly this cache. A cached block is a slot of typed arrays
 // (a replay stores and evicts millions), named by its BlockId while cached.
-import type { BlockStored, KvEvent } from '../../router/kv-events.js';
+// With an offload tier, every newly cached block is also written through to
+// host memory and published there (medium CPU) until the tier's capacity
+// drops its oldest: a block evicted from the GPU stays offloaded, as vLLM's
+// offloading connector has it.
+import type { BlockStored, KvEvent, MediaKey } from '../../router/kv-events.js';
 import type { EngineRequest } from './sequence.js';
 import { LeafHeap } from './leaf-heap.js';
 import { halvesOf, U64Map } from './u64-map.js';
@@ -23,6 +27,8 @@ interface StoredDraft {
   event: BlockStored;
   sources: Uint32Array[];
   starts: number[];
+  /** Per block, its media keys (null: none). */
+  media: (readonly MediaKey[] | null)[];
 }
 
 /** The keys a request's blocks were hashed with, as its stored events name them. */
@@ -69,6 +75,8 @@ export class BlockCache {
   private pending: KvEvent[] = [];
   /** The stored events of `pending` whose token ids are still to be copied out. */
   private drafts: StoredDraft[] = [];
+  /** Hashes in the offload tier, oldest first. */
+  private readonly offloaded = new Set<bigint>();
 
   /**
    * @param numBlocks capacity in blocks
@@ -79,6 +87,8 @@ export class BlockCache {
     readonly numBlocks: number,
     readonly blockSize: number,
     private readonly recordEvents: boolean,
+    /** Capacity of the offload tier in blocks; 0: none. */
+    private readonly offloadBlocks = 0,
   ) {
     // The cache never holds more cached blocks than it has blocks: nothing here ever grows.
     this.byHash = new U64Map(numBlocks);
@@ -178,7 +188,7 @@ export class BlockCache {
    * Caches a newly computed full block, held once by its computing request.
    * `tokens[start..start+blockSize)` are its token ids.
    */
-  store(hash: bigint, parent: BlockId | null, tokens: Uint32Array, start: number, keys: StoreKeys = NO_KEYS): BlockId {
+  store(hash: bigint, parent: BlockId | null, tokens: Uint32Array, start: number, keys: StoreKeys = NO_KEYS, media: readonly MediaKey[] | null = null): BlockId {
     const [lo, hi] = halvesOf(hash);
     if (this.byHash.has(lo, hi)) throw new Error(`block ${hash} is already cached`);
     if (this.freeBlocks <= 0) throw new Error('no free block to store into');
@@ -193,7 +203,7 @@ export class BlockCache {
     this.cached++;
     // A parent gaining a child is no longer a leaf.
     if (parent !== null && this.children[parent]!++ === 0) this.leaves.remove(parent);
-    if (this.recordEvents) this.recordStored(block, parent, tokens, start, keys);
+    if (this.recordEvents) this.recordStored(block, parent, tokens, start, keys, media);
     return block;
   }
   allocatePrivate(n: number): void {
@@ -215,6 +225,8 @@ export class BlockCache {
     this.freeCount = this.numBlocks;
     this.cached = 0;
     this.inactive = 0;
+    // A reset drops every tier's blocks, as one cleared event says.
+    this.offloaded.clear();
     if (this.recordEvents) this.pending.push({ type: 'cleared' });
     return true;
   }
@@ -231,11 +243,53 @@ export class BlockCache {
 
   /** The events recorded since the last call, in order. */
   takeEvents(): KvEvent[] {
-    for (const draft of this.drafts) draft.event.tokenIds = copyTokens(draft, this.blockSize);
+    const offloads: KvEvent[] = [];
+    for (const draft of this.drafts) {
+      draft.event.tokenIds = copyTokens(draft, this.blockSize);
+      if (draft.media.some((keys) => keys !== null)) withMedia(draft.event, draft.media);
+      if (this.offloadBlocks > 0) this.offload(draft.event, offloads);
+    }
     this.drafts.length = 0;
     const events = this.pending;
     this.pending = [];
-    return events;
+    return offloads.length > 0 ? events.concat(offloads) : events;
+  }
+
+  /**
+   * The offload tier's events for a GPU store: its blocks not yet offloaded,
+   * in runs that chain to the block before each, then the oldest dropped past
+   * the tier's capacity.
+   */
+  private offload(event: BlockStored, out: KvEvent[]): void {
+    const { blockHashes, tokenIds, media } = event;
+    const bs = this.blockSize;
+    let run: BlockStored | null = null;
+    for (let i = 0; i < blockHashes.length; i++) {
+      const hash = blockHashes[i]!;
+      if (this.offloaded.has(hash)) {
+        run = null;
+        continue;
+      }
+      this.offloaded.add(hash);
+      if (!run) {
+        run = { ...event, blockHashes: [], tokenIds: [], medium: 'CPU', parentBlockHash: i === 0 ? event.parentBlockHash : blockHashes[i - 1]! };
+        if (media) run.media = [];
+        else delete run.media;
+        if (event.extraKeys) run.extraKeys = [];
+        out.push(run);
+      }
+      run.blockHashes.push(hash);
+      for (let t = i * bs; t < (i + 1) * bs; t++) run.tokenIds.push(tokenIds[t]!);
+      run.media?.push(media![i] ?? null);
+      if (run.extraKeys) (run.extraKeys as (readonly unknown[] | null)[]).push(event.extraKeys![i] ?? null);
+    }
+    const dropped: bigint[] = [];
+    for (const hash of this.offloaded) {
+      if (this.offloaded.size - dropped.length <= this.offloadBlocks) break;
+      dropped.push(hash);
+    }
+    for (const hash of dropped) this.offloaded.delete(hash);
+    if (dropped.length > 0) out.push({ type: 'removed', blockHashes: dropped, medium: 'CPU' });
   }
 
   private evict(block: BlockId): void {
@@ -254,7 +308,7 @@ export class BlockCache {
   }
 
   // Consecutive blocks of one chain stored in a row share one event, as vLLM batches them.
-  private recordStored(block: BlockId, parent: BlockId | null, tokens: Uint32Array, start: number, keys: StoreKeys): void {
+  private recordStored(block: BlockId, parent: BlockId | null, tokens: Uint32Array, start: number, keys: StoreKeys, media: readonly MediaKey[] | null): void {
     const last = this.pending[this.pending.length - 1];
     const parentHash = parent === null ? null : this.hash[parent]!;
     const extra = extraKeysOf(keys, start === 0);
@@ -266,6 +320,7 @@ export class BlockCache {
       if (last.extraKeys) (last.extraKeys as (string[] | null)[]).push(extra);
       draft.sources.push(tokens);
       draft.starts.push(start);
+      draft.media.push(media);
       return;
     }
     const event: BlockStored = {
@@ -279,8 +334,17 @@ export class BlockCache {
     };
     if (extra) event.extraKeys = [extra];
     this.pending.push(event);
-    this.drafts.push({ event, sources: [tokens], starts: [start] });
+    this.drafts.push({ event, sources: [tokens], starts: [start], media: [media] });
   }
+}
+
+/** Sets a stored event's media keys, and lists them among its extra keys (after the adapter and salt) as vLLM publishes them. */
+function withMedia(event: BlockStored, media: (readonly MediaKey[] | null)[]): void {
+  event.media = media;
+  event.extraKeys = media.map((keys, b) => {
+    const all: unknown[] = [...(event.extraKeys?.[b] ?? []), ...(keys ?? []).map((k) => [k.id, k.offset])];
+    return all.length > 0 ? all : null;
+  });
 }
 
 /** The token ids of a draft's blocks, concatenated, into an array of the final length (growing one costs more than the copy). */

@@ -18,6 +18,14 @@ export interface EngineShape {
   speedup: number;
   /** Data-parallel rank stamped on event batches. */
   dpRank: number | null;
+  /**
+   * Blocks of a host-memory (CPU) offload tier: each full block is written
+   * through to it when computed and published with medium CPU, the oldest
+   * dropped past the capacity; 0: no tier. The engine publishes the tier for
+   * the router's index and computes offloaded blocks again (it models no
+   * load from it).
+   */
+  offloadBlocks: number;
 }
 
 export interface MockEngineOptions extends Partial<EngineShape> {
@@ -50,6 +58,7 @@ export const ENGINE_DEFAULTS: EngineShape = {
   maxNumSeqs: 256,
   speedup: 1,
   dpRank: 0,
+  offloadBlocks: 0,
 };
 
 function positiveInteger(name: string, value: number): number {
@@ -68,6 +77,7 @@ export function resolveEngineShape(options: Partial<EngineShape>): EngineShape {
   positiveInteger('maxBatchedTokens', shape.maxBatchedTokens);
   positiveInteger('maxNumSeqs', shape.maxNumSeqs);
   checkSpeedup(shape.speedup);
+  if (!Number.isInteger(shape.offloadBlocks) || shape.offloadBlocks < 0) throw new RangeError(`offloadBlocks must be an integer >= 0, got ${shape.offloadBlocks}`);
   if (shape.dpRank !== null && (!Number.isInteger(shape.dpRank) || shape.dpRank < 0)) {
     throw new RangeError(`dpRank must be an integer >= 0 or null, got ${shape.dpRank}`);
   }

@@ -6,8 +6,10 @@
 // and the HTTP mock server (RealClock).
 import type { Clock, Timer } from '../../router/clock.js';
 import type { KvEventBatch } from '../../router/kv-events.js';
+import { blockMedia } from '../../router/media-keys.js';
 import { chainedBlockHashes, type HashBlocks } from './block-hash.js';
 import { BlockCache } from './block-cache.js';
+import { foldMediaChain } from './media-chain.js';
 import { resolveEngineShape, type EngineShape, type MockEngineOptions, type StepReport } from './engine-options.js';
 import { BatchScheduler, type StepPlan } from './scheduler.js';
 import { Sequence, type EngineRequest, type FinishReason, type RequestResult } from './sequence.js';
@@ -68,7 +70,7 @@ export class MockEngine {
     this.onEvents = onEvents;
     this.onStep = onStep;
     this.hashBlocks = hashBlocks ?? chainedBlockHashes;
-    this.cache = new BlockCache(this.shape.numBlocks, this.shape.blockSize, onEvents !== undefined);
+    this.cache = new BlockCache(this.shape.numBlocks, this.shape.blockSize, onEvents !== undefined, this.shape.offloadBlocks);
     this.scheduler = new BatchScheduler(new SequenceKv(this.cache), this.shape);
     this.timing = new TimingModel(this.shape.speedup);
   }
@@ -105,7 +107,8 @@ export class MockEngine {
     if (hashes.length !== fullBlocks) {
       throw new RangeError(`${request.blockHashes ? 'blockHashes has' : 'hashBlocks returned'} ${hashes.length} hashes for ${fullBlocks} full blocks`);
     }
-    const seq = new Sequence(request, hashes, this.clock.now());
+    const media = request.media?.length ? blockMedia(request.media, fullBlocks, this.shape.blockSize) : null;
+    const seq = new Sequence(request, media ? foldMediaChain(hashes, media) : hashes, this.clock.now(), media);
     this.requests.set(id, seq);
     this.scheduler.enqueue(seq);
     this.wake();

@@ -24,7 +24,8 @@ import { faultsOf } from './fault-injection.js';
 import { MockHandoff, type HandoffOptions } from './kv-handoff.js';
 import { parseMockRequest, RequestError } from './openai-request.js';
 import { errorBody } from './openai-response.js';
-import { bytePromptTokens, toTokenIds, type PromptKind, type PromptTokens } from './prompt-tokens.js';
+import { bytePromptTokens, toTokenIds, type PromptKind, type PromptTokens, type PromptWithMedia } from './prompt-tokens.js';
+import type { MediaSpan } from '../../router/media-keys.js';
 import { sendJson, serveGeneration } from './serve-generation.js';
 
 export interface MockServerOptions {
@@ -191,9 +192,15 @@ class MockHandler {
     }
     const request = parseMockRequest(raw, kind, this.defaultMaxTokens);
     let prompt = request.promptIds;
+    let media: readonly MediaSpan[] | undefined;
     if (!prompt) {
       try {
-        prompt = toTokenIds(await this.promptTokens(request.body, kind));
+        const out = await this.promptTokens(request.body, kind);
+        if (out instanceof Uint32Array || Array.isArray(out)) prompt = toTokenIds(out as Uint32Array | readonly number[]);
+        else {
+          prompt = toTokenIds((out as PromptWithMedia).ids);
+          media = (out as PromptWithMedia).media;
+        }
       } catch (error) {
         throw new RequestError(`cannot tokenize the prompt: ${(error as Error).message}`, 400, 'tokenization_failed');
       }
@@ -211,7 +218,7 @@ class MockHandler {
     try {
       const engine = rank === null ? leastBusy(this.ranks) : this.ranks[rank]!;
       const lora = request.model !== null && this.adapters.has(request.model) ? request.model : null;
-      serveGeneration(res, { engine, request, prompt, lora, identity, faults, remoteTokens: part.remoteTokens, finished: part.finished });
+      serveGeneration(res, { engine, request, prompt, media, lora, identity, faults, remoteTokens: part.remoteTokens, finished: part.finished });
     } catch (error) {
       // The engine refused the request (too long for its cache, or closed).
       if (error instanceof RangeError) throw new RequestError(error.message, 400, 'context_length_exceeded');

@@ -5,13 +5,21 @@
 // That keeps prefix caching meaningful (equal prefixes give equal bytes) but
 // its token counts are not a real model's.
 
+import type { MediaSpan } from '../../router/media-keys.js';
+
 export type PromptKind = 'chat' | 'completion';
 
-/** Returns the prompt's token ids for a validated request body. */
+/** A prompt's ids with its images' runs in them (folded into its blocks as an engine does). */
+export interface PromptWithMedia {
+  ids: Uint32Array;
+  media?: readonly MediaSpan[];
+}
+
+/** Returns the prompt's token ids (and its media, when it knows them) for a validated request body. */
 export type PromptTokens = (
   body: Record<string, unknown>,
   kind: PromptKind,
-) => Uint32Array | readonly number[] | Promise<Uint32Array | readonly number[]>;
+) => Uint32Array | readonly number[] | PromptWithMedia | Promise<Uint32Array | readonly number[] | PromptWithMedia>;
 
 /** JSON with object keys sorted at every level, so equal values render equally. */
 export function stableJson(value: unknown): string {

@@ -61,7 +61,7 @@ export class SequenceKv {
         this.cache.acquire(existing);
         seq.held.push(existing);
       } else {
-        seq.held.push(this.cache.store(seq.hashes[i]!, seq.held[i - 1] ?? null, tokens, i * bs, seq.request));
+        seq.held.push(this.cache.store(seq.hashes[i]!, seq.held[i - 1] ?? null, tokens, i * bs, seq.request, seq.media?.[i] ?? null));
       }
     }
     seq.privateBlocks = this.blocksFor(target) - seq.held.length;

@@ -5,6 +5,8 @@
 // step with one token left to compute; after a preemption the request
 // recomputes prompt and generated tokens alike.
 import type { BlockId } from './block-cache.js';
+import type { MediaKey } from '../../router/kv-events.js';
+import type { MediaSpan } from '../../router/media-keys.js';
 import { halvesView } from './u64-map.js';
 
 export type FinishReason = 'length' | 'abort';
@@ -47,6 +49,8 @@ export interface EngineRequest {
   lora?: string | null;
   /** The request's cache salt (its blocks are the salt's alone); absent or null: none. */
   cacheSalt?: string | null;
+  /** The prompt's media items (images) and their placeholder runs, folded into the blocks they overlap as an engine does. */
+  media?: readonly MediaSpan[];
   /**
    * Leading prompt tokens whose KV a prefill worker computed and sent over
    * (a disaggregated decode): they are admitted without being computed.
@@ -89,6 +93,8 @@ export class Sequence {
     /** Chained hashes of the full prompt blocks. */
     readonly hashes: BigUint64Array,
     readonly arrivalMs: number,
+    /** Per full prompt block, the media keys its hash folds in (null: none), or null without media. */
+    readonly media: readonly (readonly MediaKey[] | null)[] | null = null,
   ) {
     this.hashHalves = halvesView(hashes);
     // The last prompt token is computed here whatever came over: its step samples the first token.

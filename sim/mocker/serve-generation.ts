@@ -7,6 +7,7 @@ import type { MockEngine } from './engine.js';
 import type { Faults } from './fault-injection.js';
 import type { MockRequest } from './openai-request.js';
 import { completionBody, SseWriter, SyntheticText, usageOf, type ResponseIdentity } from './openai-response.js';
+import type { MediaSpan } from '../../router/media-keys.js';
 import type { RequestResult } from './sequence.js';
 
 export interface Generation {
@@ -15,6 +16,8 @@ export interface Generation {
   prompt: Uint32Array;
   /** The LoRA adapter the request's model names; null for the base model. */
   lora: string | null;
+  /** The prompt's images and their runs, folded into its blocks as an engine does. */
+  media?: readonly MediaSpan[];
   identity: ResponseIdentity;
   faults: Faults;
   /** Prompt tokens whose KV came from a prefill worker (a disaggregated decode). */
@@ -33,6 +36,7 @@ export function sendJson(res: ServerResponse, status: number, body: object): voi
 export function serveGeneration(res: ServerResponse, g: Generation): void {
   const { engine, request, prompt, identity, faults } = g;
   const keys = { lora: g.lora, cacheSalt: request.cacheSalt };
+  const media = g.media;
   const id = identity.id;
   const words = new SyntheticText(prompt);
   let ended = false;
@@ -58,6 +62,7 @@ export function serveGeneration(res: ServerResponse, g: Generation): void {
       tokens: prompt,
       maxTokens: request.maxTokens,
       ...keys,
+      media,
       remoteTokens: g.remoteTokens,
       onToken: (index) => {
         res.write(sse.token(index, words.token(index), index === request.maxTokens - 1));
@@ -83,6 +88,7 @@ export function serveGeneration(res: ServerResponse, g: Generation): void {
     tokens: prompt,
     maxTokens: request.maxTokens,
     ...keys,
+    media,
     remoteTokens: g.remoteTokens,
     onToken: (index) => {
       if (cutAfter !== null && index + 1 >= cutAfter) cut();

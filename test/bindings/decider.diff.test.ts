@@ -78,6 +78,45 @@ function settle(kits: readonly Kit[], step: Extract<Step, { kind: 'first' | 'rel
 const comparable = (d: Decision) => ({ slot: d.slot, cost: d.cost, overlapBlocks: d.overlapBlocks, cachedBlocks: d.cachedBlocks, counts: d.counts, routed: d.routed });
 
 /**
+ * Runs the steps on a wasm kit and on its twin (each given `setup` first),
+ * checking that every decision, best depth and the ledger after every step
+ * agree exactly; returns the wasm kit's decisions with their steps.
+ */
+function decideAgainstTwin(steps: readonly Step[], seed: number, setup: (kit: Kit) => void = () => {}): { step: Extract<Step, { kind: 'decide' }>; decision: Decision }[] {
+  const wasm = wasmKit(seed);
+  const twin = twinKit(seed);
+  setup(wasm);
+  setup(twin);
+  const decisions: { step: Extract<Step, { kind: 'decide' }>; decision: Decision }[] = [];
+  const live: string[][] = [[], []];
+  let n = 0;
+  let now = 0;
+  for (const step of steps) {
+    now += 7;
+    if (step.kind === 'decide') {
+      const tokens = promptOf(step);
+      const prompts = [wasm.decider.prepare(tokens, DEFAULT_SEED), twin.decider.prepare(tokens, DEFAULT_SEED)] as const;
+      expect([...prompts[0].local, ...prompts[0].sequence]).toEqual([...prompts[1].local, ...prompts[1].sequence]);
+      const id = `r${n++}`;
+      const [a, b] = [wasm, twin].map((kit, i) => kit.decider.decide(requestOf(kit, step, prompts[i]!, id, now)));
+      expect(comparable(a!)).toEqual(comparable(b!));
+      decisions.push({ step, decision: a! });
+      if (step.book && a!.slot >= 0) live.forEach((l) => l.push(id));
+      const constraints = [constraintsOf(wasm, step), constraintsOf(twin, step)] as const;
+      expect(wasm.decider.bestDepth(prompts[0], constraints[0])).toBe(twin.decider.bestDepth(prompts[1], constraints[1]));
+    } else if (step.kind === 'first' || step.kind === 'release') {
+      settle([wasm, twin], step, live);
+    } else {
+      applyFleetStep(wasm, step, live[0]!);
+      applyFleetStep(twin, step, live[1]!);
+    }
+    expect(Array.from(wasm.ledger.columns.activePrefillTokens)).toEqual(Array.from(twin.ledger.columns.activePrefillTokens));
+    expect(Array.from(wasm.ledger.columns.decodingRequests)).toEqual(Array.from(twin.ledger.columns.decodingRequests));
+  }
+  return decisions;
+}
+
+/**
  * Today's path on a kit's wasm kernels: findMatches, project, select over the
  * allowed slots computed here (listed, in an allowed group, not excluded), and
  * for a booking, add (and insertRouted on a worker without KV events).
@@ -121,33 +160,9 @@ describe('Decider (fused decision) against its twin', () => {
     const ttftPaths = { fast: 0, scan: 0 };
     fc.assert(
       fc.property(fc.array(stepArb(WORKERS), { minLength: 1, maxLength: 70 }), fc.nat(), (steps, seed) => {
-        const wasm = wasmKit(seed);
-        const twin = twinKit(seed);
-        const live: string[][] = [[], []];
-        let n = 0;
-        let now = 0;
-        for (const step of steps) {
-          now += 7;
-          if (step.kind === 'decide') {
-            const tokens = promptOf(step);
-            const prompts = [wasm.decider.prepare(tokens, DEFAULT_SEED), twin.decider.prepare(tokens, DEFAULT_SEED)] as const;
-            expect([...prompts[0].local, ...prompts[0].sequence]).toEqual([...prompts[1].local, ...prompts[1].sequence]);
-            const id = `r${n++}`;
-            const [a, b] = [wasm, twin].map((kit, i) => kit.decider.decide(requestOf(kit, step, prompts[i]!, id, now)));
-            paths[a!.path]++;
-            if (COSTS[step.cost]!.kind === CostKind.ttft) ttftPaths[a!.path]++;
-            expect(comparable(a!)).toEqual(comparable(b!));
-            if (step.book && a!.slot >= 0) live.forEach((l) => l.push(id));
-            const constraints = [constraintsOf(wasm, step), constraintsOf(twin, step)] as const;
-            expect(wasm.decider.bestDepth(prompts[0], constraints[0])).toBe(twin.decider.bestDepth(prompts[1], constraints[1]));
-          } else if (step.kind === 'first' || step.kind === 'release') {
-            settle([wasm, twin], step, live);
-          } else {
-            applyFleetStep(wasm, step, live[0]!);
-            applyFleetStep(twin, step, live[1]!);
-          }
-          expect(Array.from(wasm.ledger.columns.activePrefillTokens)).toEqual(Array.from(twin.ledger.columns.activePrefillTokens));
-          expect(Array.from(wasm.ledger.columns.decodingRequests)).toEqual(Array.from(twin.ledger.columns.decodingRequests));
+        for (const { step, decision } of decideAgainstTwin(steps, seed)) {
+          paths[decision.path]++;
+          if (COSTS[step.cost]!.kind === CostKind.ttft) ttftPaths[decision.path]++;
         }
       }),
       { numRuns: 250 },
@@ -252,5 +267,57 @@ describe('Decider against its twin where workers tie', () => {
       }),
       { numRuns: 400 },
     );
+  });
+});
+
+describe('Decider against its twin with credited matches (storage tiers)', () => {
+  /**
+   * Matches as a tier matcher reports them: the index's, each credited its
+   * depth times its worker's weight (a share held in slower tiers). Never the
+   * same epoch twice, so every decision stages them afresh.
+   */
+  function creditedMatcher(kit: Kit, weights: readonly number[]) {
+    let epoch = 0;
+    return {
+      epoch: () => ++epoch,
+      find(local: BigUint64Array) {
+        const found = kit.index.findMatches(local);
+        const slots = found.slots.slice(0, found.count);
+        const depths = found.depths.slice(0, found.count);
+        const credits = Float64Array.from(depths, (depth, i) => depth * weights[slots[i]! % weights.length]!);
+        return { count: found.count, slots, depths, credits };
+      },
+    };
+  }
+
+  it('decides, books and credits exactly as the twin: cost, pick, overlap and credited blocks, ledger after each step', () => {
+    const weight = fc.constantFrom(0, 0.25, 0.3, 0.5, 0.75, 1);
+    // Every worker present with room, most holding a prefix, before the random steps: picks then land on cached prefixes.
+    const fleet: Step[] = Array.from({ length: WORKERS }, (_, w) => ({ kind: 'worker', worker: w, group: w % 3, totalBlocks: 500, maxBatchedTokens: 500, routed: false }));
+    const stores = fc.array(fc.record({ kind: fc.constant('store' as const), worker: fc.nat({ max: WORKERS - 1 }), chain: fc.nat({ max: CHAINS.length - 1 }), blocks: fc.integer({ min: 1, max: 10 }) }), { minLength: 4, maxLength: 20 });
+    let credited = 0;
+    fc.assert(
+      fc.property(stores, fc.array(stepArb(WORKERS), { minLength: 1, maxLength: 60 }), fc.array(weight, { minLength: 1, maxLength: WORKERS }), fc.nat(), (cached, random, weights, seed) => {
+        const decisions = decideAgainstTwin([...fleet, ...cached, ...random], seed, (kit) => kit.decider.useMatcher(creditedMatcher(kit, weights)));
+        credited += decisions.filter(({ decision }) => decision.cachedBlocks < decision.overlapBlocks).length;
+      }),
+      { numRuns: 200 },
+    );
+    // the credits must have mattered: picks whose prefix was credited below its depth
+    expect(credited).toBeGreaterThan(0);
+  });
+
+  it('books a pick whose prefix is credited c blocks with the prompt less c blocks as prefill', () => {
+    const kit = wasmKit(1);
+    const slot = kit.workers.ensure('w0');
+    kit.ledger.setWorker(slot, { totalBlocks: 1000, maxBatchedTokens: 1000 });
+    const tokens = CHAINS[0]!.slice(0, 8 * BS);
+    kit.index.applyStored({ id: 'w0', rank: 0 }, null, Array.from({ length: 8 }, (_, i) => BigInt(i + 1)), kit.localHashes(tokens));
+    kit.decider.useMatcher(creditedMatcher(kit, [0.5]));
+    const prompt = kit.decider.prepare(tokens, DEFAULT_SEED);
+    const decision = kit.decider.decide({ prompt, promptTokens: tokens.length, busy: null, constraints: { slots: null, excluded: null, groups: null }, cost: COSTS[0]!, book: { requestId: 'r', now: 0 }, fullScan: false });
+    expect(decision).toMatchObject({ slot, overlapBlocks: 8, cachedBlocks: 4 });
+    // 8 blocks cached at half weight: 4 blocks' tokens (16) are booked as prefill
+    expect(kit.ledger.columns.activePrefillTokens[slot]).toBe(16);
   });
 });

@@ -21,9 +21,13 @@ function jsonBody(batch: KvEventBatch, workerId: string, seq?: number): unknown 
           block_size: e.blockSize,
           lora_name: e.loraName,
           medium: e.medium,
+          extra_keys: e.extraKeys,
+          group_idx: e.groupIdx,
+          kv_cache_spec_kind: e.specKind,
+          kv_cache_spec_sliding_window: e.slidingWindow,
         };
       case 'removed':
-        return { type: 'removed', block_hashes: e.blockHashes.map(hash), medium: e.medium };
+        return { type: 'removed', block_hashes: e.blockHashes.map(hash), medium: e.medium, group_idx: e.groupIdx };
       case 'cleared':
         return { type: 'cleared' };
     }

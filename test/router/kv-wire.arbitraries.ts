@@ -14,6 +14,10 @@ export const u64Hash = fc.oneof(
 
 const label = fc.option(fc.string({ maxLength: 12 }), { nil: null });
 
+const mediaKey = fc.record({ id: fc.string({ minLength: 1, maxLength: 8 }), offset: fc.integer({ min: -64, max: 64 }) });
+const group = fc.option(fc.nat({ max: 4 }), { nil: undefined });
+
+// The newer optional fields, each present only sometimes (absent: as an engine that predates them).
 const storedEvent: fc.Arbitrary<KvEvent> = fc
   .record({
     blockSize: fc.integer({ min: 1, max: 8 }),
@@ -22,22 +26,36 @@ const storedEvent: fc.Arbitrary<KvEvent> = fc
     loraName: label,
     medium: label,
     tokenSeed: fc.array(fc.nat(0xffffffff), { minLength: 32, maxLength: 32 }),
+    media: fc.option(fc.array(fc.option(fc.array(mediaKey, { minLength: 1, maxLength: 2 }), { nil: null }), { minLength: 4, maxLength: 4 }), { nil: undefined }),
+    groupIdx: group,
+    specKind: fc.option(fc.constantFrom('full_attention', 'sliding_window', 'mamba'), { nil: undefined }),
+    slidingWindow: fc.option(fc.integer({ min: 1, max: 4096 }), { nil: undefined }),
   })
-  .map(({ blockSize, blockHashes, parentBlockHash, loraName, medium, tokenSeed }) => ({
-    type: 'stored' as const,
-    blockHashes,
-    parentBlockHash,
-    tokenIds: tokenSeed.slice(0, blockHashes.length * blockSize),
-    blockSize,
-    loraName,
-    medium,
-  }));
+  .map(({ blockSize, blockHashes, parentBlockHash, loraName, medium, tokenSeed, media, groupIdx, specKind, slidingWindow }) => {
+    const event: KvEvent = {
+      type: 'stored' as const,
+      blockHashes,
+      parentBlockHash,
+      tokenIds: tokenSeed.slice(0, blockHashes.length * blockSize),
+      blockSize,
+      loraName,
+      medium,
+    };
+    const perBlock = media?.slice(0, blockHashes.length);
+    if (perBlock?.some((m) => m !== null)) {
+      // Published among the block's extra keys, as the engine lists them.
+      event.media = perBlock;
+      event.extraKeys = perBlock.map((keys) => keys?.map((k) => [k.id, k.offset]) ?? null);
+    }
+    if (groupIdx !== undefined) event.groupIdx = groupIdx;
+    if (specKind !== undefined) event.specKind = specKind;
+    if (slidingWindow !== undefined) event.slidingWindow = slidingWindow;
+    return event;
+  });
 
-const removedEvent: fc.Arbitrary<KvEvent> = fc.record({
-  type: fc.constant('removed' as const),
-  blockHashes: fc.array(u64Hash, { maxLength: 4 }),
-  medium: label,
-});
+const removedEvent: fc.Arbitrary<KvEvent> = fc
+  .record({ blockHashes: fc.array(u64Hash, { maxLength: 4 }), medium: label, groupIdx: group })
+  .map(({ blockHashes, medium, groupIdx }) => (groupIdx === undefined ? { type: 'removed' as const, blockHashes, medium } : { type: 'removed' as const, blockHashes, medium, groupIdx }));
 
 const clearedEvent: fc.Arbitrary<KvEvent> = fc.constant({ type: 'cleared' as const });
 

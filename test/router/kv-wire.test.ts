@@ -138,8 +138,10 @@ describe('decodeKvBatch: engine layouts', () => {
           loraName: null,
           medium: 'GPU',
           extraKeys: [null],
+          groupIdx: 0,
+          specKind: 'full_attention',
         },
-        { type: 'removed', blockHashes: [1n << 63n], medium: 'GPU' },
+        { type: 'removed', blockHashes: [1n << 63n], medium: 'GPU', groupIdx: 0 },
         { type: 'cleared' },
       ],
     });
@@ -247,7 +249,7 @@ describe('decodeKvBatch: bad input names the field', () => {
     ['empty hash bytes', pack([1, [['BlockRemoved', [new Uint8Array(0)]]]]), 'events[0].block_hashes[0]'],
     ['a bad parent', pack([1, [['BlockStored', [1], 'p', [1], 1]]]), 'events[0].parent_block_hash'],
     ['a negative token', pack([1, [['BlockStored', [1], null, [-1], 1]]]), 'events[0].token_ids[0]'],
-    ['block size 0', pack([1, [['BlockStored', [1], null, [], 0]]]), 'events[0].block_size'],
+    ['block size 0 with tokens', pack([1, [['BlockStored', [1], null, [1], 0]]]), 'events[0].block_size'],
     ['too few tokens for the blocks', pack([1, [['BlockStored', [1, 2], null, [1, 2, 3], 2]]]), 'events[0].token_ids'],
     ['a numeric medium', pack([1, [['BlockRemoved', [1], 3]]]), 'events[0].medium'],
   ])('%s -> %s', (_name, payload, field) => {

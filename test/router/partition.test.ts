@@ -73,13 +73,17 @@ describe('Partition: cache-aware placement from KV events', () => {
     expect(p.cachedTokens(p.prepare(fields({ loraName: 'sql-adapter' }), prompt(16)), null)).toBe(16);
   });
 
-  it('ignores offloaded tiers and forgets a stale worker', () => {
+  it('indexes offloaded tiers, skips a medium it does not know, and forgets a stale worker', () => {
     const { p } = setup();
     const cpu = stored(prompt(16));
     (cpu.events[0] as { medium: string }).medium = 'CPU';
+    const unknown = stored(prompt(16));
+    (unknown.events[0] as { medium: string }).medium = 'NPU';
     p.applyEvents(w('a'), cpu);
+    p.applyEvents(w('a'), unknown);
+    expect(p.eventCounts('a')).toMatchObject({ stored: 1, otherMedium: 1 });
+    p.applyEvents(w('a'), { ts: 0, events: [{ type: 'cleared' }], dpRank: null });
     p.applyEvents(w('b'), stored(prompt(16)));
-    expect(p.eventCounts('a')).toMatchObject({ otherMedium: 1 });
     p.markStale(w('b'));
     expect(p.cachedTokens(p.prepare(fields(), prompt(16)), null)).toBe(0);
     expect(p.eventCounts('b')).toMatchObject({ stale: 1 });
