@@ -1,6 +1,6 @@
 // npm run bench -- --only decision
 //
-// One whole routing decision through the partition, as the server makes it:
+// One whole routing decision through the model fleet, as the server makes it:
 // hash an 8,192-token prompt at block size 64 and find its cached prefixes
 // (prepare: one core call), then project load onto the workers it touches,
 // cost and pick (choose: one core call), with busy thresholds on. The fleets
@@ -15,8 +15,8 @@
 import { VirtualClock } from '../router/clock.js';
 import { RouterError } from '../router/errors.js';
 import type { KvEventBatch } from '../router/kv-events.js';
-import { Partition, plainFields, type RequestFields } from '../router/partition.js';
-import { createSelectionPolicy } from '../router/plugins/selection/index.js';
+import { ModelFleet, plainFields, type RequestFields } from '../router/model-fleet.js';
+import { createSelectionPolicy } from '../router/selection/policies/index.js';
 import type { BusyThresholds } from '../router/scheduler/contracts.js';
 import type { WorkerKey } from '../bindings/workers.js';
 import type { BenchSuite, Figure } from './figures.js';
@@ -59,9 +59,9 @@ interface FleetOptions {
   policy?: 'kv' | 'ttft';
 }
 
-function buildFleet(workers: number, { kernels, taints = false, idle = false, policy = 'kv' }: FleetOptions): Partition {
+function buildFleet(workers: number, { kernels, taints = false, idle = false, policy = 'kv' }: FleetOptions): ModelFleet {
   const selection = createSelectionPolicy(policy, {});
-  const p = new Partition({ model: 'bench', blockSize: BLOCK, clock: new VirtualClock(0), seed: 1, kernels, fastPathBusy: BUSY, policy: selection });
+  const p = new ModelFleet({ model: 'bench', blockSize: BLOCK, clock: new VirtualClock(0), seed: 1, kernels, fastPathBusy: BUSY, policy: selection });
   const holders16 = Math.max(1, Math.floor(workers / 10));
   const holders64 = Math.max(1, Math.floor(holders16 / 100));
   for (let w = 0; w < workers; w++) {
@@ -88,7 +88,7 @@ interface Decision {
   exclude?: readonly WorkerKey[];
 }
 
-function decide(p: Partition, { request = {}, busy = BUSY, exclude = [] }: Decision = {}): () => void {
+function decide(p: ModelFleet, { request = {}, busy = BUSY, exclude = [] }: Decision = {}): () => void {
   return () => {
     const routed = p.prepare(fields(request), promptTokens);
     const choice = p.choose(routed, null, busy, null, exclude);

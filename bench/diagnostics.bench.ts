@@ -11,7 +11,7 @@
 import { configFromDocument } from '../server/config/load.js';
 import { createRuntime } from '../server/runtime.js';
 import type { KvEventBatch } from '../router/kv-events.js';
-import { plainFields } from '../router/partition.js';
+import { plainFields } from '../router/model-fleet.js';
 import type { BenchSuite, Figure } from './figures.js';
 import { percentile, round, sampleMicros, sideBySide } from './stats.js';
 

@@ -1,6 +1,6 @@
 // The prefix index at fleet scale (bench/index-fleet.ts generates the fleet).
 //
-// fleet: 10,000 workers with real caches, loaded into a Partition's index
+// fleet: 10,000 workers with real caches, loaded into a ModelFleet's index
 // (split over as many wasm cores as its memory bound needs) through KV-event
 // stores: every worker's system prompts first, then its sessions until it
 // holds its share of blocks. The full fleet is 27,000 blocks per worker
@@ -9,12 +9,12 @@
 // prompts (blocks shared by many workers) and for the sessions (one worker
 // each); the stores' rate per core while loading; findMatches over 8k-token
 // prompts (a worker's session continued to 512 blocks) and the whole decision
-// through the Partition (hash, match, project, pick) for such prompts.
+// through the ModelFleet (hash, match, project, pick) for such prompts.
 //
 // ingest: engines at their cache capacity publishing KV events as vLLM does
 // (new turns chained to their sessions, removals of the oldest sessions),
 // encoded as ZeroMQ payloads beforehand. Timed end to end: msgpack decode
-// (router/kv-wire.ts) and Partition.applyEvents (tokens hashed, index
+// (router/kv-wire.ts) and ModelFleet.applyEvents (tokens hashed, index
 // updated); and per core: the same events, hashed beforehand, straight into
 // the index. Both alone and with a request stream beside them (one decision
 // per batch, between batches, untimed): what the decisions' cache traffic
@@ -27,7 +27,7 @@ import type { WorkerKey } from '../bindings/workers.js';
 import { VirtualClock } from '../router/clock.js';
 import type { KvEvent, KvEventBatch } from '../router/kv-events.js';
 import { decodeKvBatch, encodeKvBatch } from '../router/kv-wire.js';
-import { Partition, plainFields, type RoutedRequest } from '../router/partition.js';
+import { ModelFleet, plainFields, type RoutedRequest } from '../router/model-fleet.js';
 import type { BenchOptions, BenchSuite, Figure } from './figures.js';
 import { BLOCK_SIZE, Fleet, Random, externalOf, tokensOf, type FleetShape, type Session } from './index-fleet.js';
 import { median, percentile, round } from './stats.js';
@@ -70,7 +70,7 @@ function wasmBytes(cores: Core[]): number {
 
 interface LoadedFleet {
   fleet: Fleet;
-  partition: Partition;
+  partition: ModelFleet;
   index: ShardedPrefixIndex;
   workers: WorkerKey[];
   shared: { pairs: number; bytes: number };
@@ -91,7 +91,7 @@ function loadFleet(shape: FleetShape): LoadedFleet {
   const pairs = shape.workers * shape.blocksPerWorker;
   // Enough cores for the fleet at about 60 bytes a pair, nothing evicted.
   const bound = Math.max(64 * 2 ** 20, Math.ceil((pairs * 60) / 2 ** 30) * 2 ** 30);
-  const partition = new Partition({ model: 'fleet', blockSize: BLOCK_SIZE, clock: new VirtualClock(0), indexMemoryBytes: bound });
+  const partition = new ModelFleet({ model: 'fleet', blockSize: BLOCK_SIZE, clock: new VirtualClock(0), indexMemoryBytes: bound });
   const index = partition.index as ShardedPrefixIndex;
   const workers = keys(shape.workers);
   for (const w of workers) partition.addWorker({ id: w.id, totalBlocks: FULL_BLOCKS_PER_WORKER, maxBatchedTokens: 8192 });
@@ -243,7 +243,7 @@ async function fleetFigures(quick: boolean): Promise<Figure[]> {
   }
   matchMicros.sort();
 
-  // The whole decision through the Partition: hash the 8k tokens, match, project, pick.
+  // The whole decision through the ModelFleet: hash the 8k tokens, match, project, pick.
   const prompts = Array.from({ length: quick ? 200 : 600 }, () => tokensFor(promptFor(loaded, rnd, fresh)));
   const selectMicros = new Float64Array(prompts.length);
   for (const [i, tokens] of prompts.entries()) {
@@ -300,7 +300,7 @@ async function fleetFigures(quick: boolean): Promise<Figure[]> {
       key: 'select_p50_us_full_fleet',
       value: round(percentile(selectMicros, 50), 1),
       unit: 'us',
-      note: `Partition.prepare (hash 8,192 tokens) + choose (match, project, pick) over ${shape.workers.toLocaleString('en')} workers; p99 ${round(percentile(selectMicros, 99), 1)} us`,
+      note: `ModelFleet.prepare (hash 8,192 tokens) + choose (match, project, pick) over ${shape.workers.toLocaleString('en')} workers; p99 ${round(percentile(selectMicros, 99), 1)} us`,
     },
   ];
 }
@@ -395,9 +395,9 @@ async function ingestFigures(quick: boolean): Promise<Figure[]> {
   const timedBlocks = timed.reduce((n, s) => n + s.blocks, 0);
   const rnd = new Random(5);
 
-  // End to end: decode and Partition.applyEvents, with or without one decision per batch beside it.
+  // End to end: decode and ModelFleet.applyEvents, with or without one decision per batch beside it.
   const endToEnd = (withRequests: boolean): number => {
-    const partition = new Partition({ model: 'ingest', blockSize: BLOCK_SIZE, clock: new VirtualClock(0) });
+    const partition = new ModelFleet({ model: 'ingest', blockSize: BLOCK_SIZE, clock: new VirtualClock(0) });
     for (const w of keysOf) partition.addWorker({ id: w.id, totalBlocks: capacity, maxBatchedTokens: 8192 });
     for (const s of steps.slice(0, start)) partition.applyEvents(keysOf[s.worker]!, decodeKvBatch(s.payload));
     const requests = withRequests ? requestsFor(partition, rnd, workers) : [];
@@ -438,15 +438,15 @@ async function ingestFigures(quick: boolean): Promise<Figure[]> {
   const [e2e, e2eBusy, core, coreBusy] = [0, 1, 2, 3].map((k) => median(rounds.map((r) => r[k]!)));
   const scene = `${workers.toLocaleString('en')} engines at ${capacity.toLocaleString('en')} blocks each, one batch per step (a turn of 8-64 blocks, removals past capacity); ${timed.length.toLocaleString('en')} batches, ${timedBlocks.toLocaleString('en')} stored blocks timed, median of ${samples} rounds`;
   return [
-    { key: 'ingest_blocks_per_s_end_to_end', value: Math.round(e2e), unit: 'blocks/s', goal: '>= 5000000', note: `msgpack decode + Partition.applyEvents (hash tokens, store, remove); ${scene}` },
-    { key: 'ingest_blocks_per_s_end_to_end_with_requests', value: Math.round(e2eBusy), unit: 'blocks/s', note: 'the same, with one 8k-token decision (Partition.choose) between batches, untimed' },
+    { key: 'ingest_blocks_per_s_end_to_end', value: Math.round(e2e), unit: 'blocks/s', goal: '>= 5000000', note: `msgpack decode + ModelFleet.applyEvents (hash tokens, store, remove); ${scene}` },
+    { key: 'ingest_blocks_per_s_end_to_end_with_requests', value: Math.round(e2eBusy), unit: 'blocks/s', note: 'the same, with one 8k-token decision (ModelFleet.choose) between batches, untimed' },
     { key: 'ingest_blocks_per_s_per_core', value: Math.round(core), unit: 'blocks/s', note: 'the same events, hashed beforehand, into one core (PrefixIndex.applyStored/applyRemoved)' },
     { key: 'ingest_blocks_per_s_per_core_with_requests', value: Math.round(coreBusy), unit: 'blocks/s', note: 'the same, with one findMatches between batches, untimed' },
   ];
 }
 
 /** Requests over the engines' prompts: a system prompt and a fresh tail, 8k tokens. */
-function requestsFor(partition: Partition, rnd: Random, workers: number): RoutedRequest[] {
+function requestsFor(partition: ModelFleet, rnd: Random, workers: number): RoutedRequest[] {
   const fleet = new Fleet({ workers, blocksPerWorker: 0, systemPrompts: 300, promptsPerWorker: 6, seed: 3 });
   return Array.from({ length: 64 }, (_, i) => {
     const w = rnd.between(0, workers - 1);

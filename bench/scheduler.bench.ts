@@ -8,7 +8,7 @@
 // - drr_arbitrate_ns: one deficit-round-robin arbitration across 16 classes.
 // - wake_cost_us_per_event_10k_waiting: overload. 10,000 sessions wait in
 //   lanes of two busy classes (one in ten pinned to a worker) in front of a
-//   saturated fleet (a Partition on the wasm core, 256 workers), and a stream
+//   saturated fleet (a ModelFleet on the wasm core, 256 workers), and a stream
 //   of capacity changes (first tokens, completions, aborts, ticks) arrives.
 //   The cost of one change is the scheduler's CPU time for it minus the
 //   admissions it makes (selection and booking of the heads that go, the same
@@ -23,7 +23,7 @@ import { ReferenceLaneHeap } from '../bindings/reference/lane-heap.js';
 import type { WorkerKey } from '../bindings/workers.js';
 import { RealClock, VirtualClock, type Clock } from '../router/clock.js';
 import type { RouterError } from '../router/errors.js';
-import { Partition, plainFields, type RoutedRequest } from '../router/partition.js';
+import { ModelFleet, plainFields, type RoutedRequest } from '../router/model-fleet.js';
 import type { Admission, BusyThresholds, CapacityVerdict, Placement, PolicyClass, SchedRequest } from '../router/scheduler/contracts.js';
 import { DeficitRoundRobin, type DrrClass, type DrrOffer } from '../router/scheduler/drr.js';
 import { Scheduler } from '../router/scheduler/scheduler.js';
@@ -106,10 +106,10 @@ const OVERLOAD_CLASSES: PolicyClass[] = [
   { name: 'batch', quantum: 1024, queuePolicy: 'wspt', busy: { prefillTokens: 4096, decodeFraction: 0.7 }, queueLimit: noLimit, sloMs: null },
 ];
 
-/** The partition as the scheduler's placement, timing its admissions (the part every wake rule pays alike). */
+/** The model fleet as the scheduler's placement, timing its admissions (the part every wake rule pays alike). */
 class TimedPlacement implements Placement<RoutedRequest> {
   admitMicros = 0;
-  constructor(private readonly p: Partition) {}
+  constructor(private readonly p: ModelFleet) {}
   liveWorkers = () => this.p.liveWorkers();
   cachedTokens = (r: RoutedRequest, a: readonly WorkerKey[] | null) => this.p.cachedTokens(r, a);
   rows = (r: RoutedRequest, a: readonly WorkerKey[] | null, i: WorkerInputMask): WorkerRows => this.p.rows(r, a, i);
@@ -134,7 +134,7 @@ class Overload {
   readonly placement: TimedPlacement;
   readonly scheduler: Scheduler<RoutedRequest>;
   dispatched = 0;
-  private readonly partition: Partition;
+  private readonly partition: ModelFleet;
   private readonly prefilling: string[] = [];
   private readonly decoding: string[] = [];
   private requests = 0;
@@ -156,7 +156,7 @@ class Overload {
     wake: 'targeted' | 'everything',
     private readonly waiting: number,
   ) {
-    this.partition = new Partition({ model: 'bench', blockSize: BLOCK_SIZE, clock, seed: 7, fastPathBusy: OVERLOAD_CLASSES[0]!.busy });
+    this.partition = new ModelFleet({ model: 'bench', blockSize: BLOCK_SIZE, clock, seed: 7, fastPathBusy: OVERLOAD_CLASSES[0]!.busy });
     for (let i = 0; i < FLEET; i++) this.partition.addWorker({ id: `w${i}`, totalBlocks: 2048, maxBatchedTokens: 8192 });
     this.placement = new TimedPlacement(this.partition);
     this.scheduler = new Scheduler({ clock, placement: this.placement, classes: OVERLOAD_CLASSES, wake, laneKeySecret: Buffer.alloc(32, 5) });

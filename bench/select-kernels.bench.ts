@@ -91,7 +91,7 @@ function decisionRequest(workers: number): ProjectionRequest {
   return { seqHashes, promptTokens: PROMPT_BLOCKS * BLOCK_SIZE - 5, blockSize: BLOCK_SIZE, overlaps };
 }
 
-/** The partition's parameters, fixed ahead so the wasm selector can take its fast path. */
+/** The model fleet's parameters, fixed ahead so the wasm selector can take its fast path. */
 const FAST_PATH: FastPathConfig = { blockSize: BLOCK_SIZE, busy: OPTIONS.busy };
 const FULL_SCAN: SelectOptions = { ...OPTIONS, fullScan: true };
 /** Decisions before the fast path is timed: a microsecond call needs many to reach optimised code. */

@@ -3,7 +3,7 @@
 // prepare and read there by the decision, its constraints staged as short
 // slot lists and per-group tables, and its outputs read from the core's
 // decision block. It shares one Core with the BlockHasher, PrefixIndex,
-// LoadTable and Selector of a partition.
+// LoadTable and Selector of a model fleet.
 //
 // prepare copies the prompt's tokens in once and both hash lists out once
 // (one allocation), and remembers that they and the prompt's matches are in

@@ -3,7 +3,7 @@
 // finds a prompt's cached prefixes, projects it onto the workers it touches,
 // picks a worker under the request's constraints and books it. Constraints
 // arrive as slot sets and per-taint-group tables the caller keeps up to date
-// (router/partition/), never as per-worker arrays built per request.
+// (router/model-fleet/), never as per-worker arrays built per request.
 import type { MatchResult } from './prefix-index-api.js';
 import { checkFinite, costWeights, type BusyThresholds, type EligibilityCounts, type SelectionPath } from './selection-contract.js';
 

@@ -40,7 +40,7 @@ export const SHARD_BOUND_BYTES = 3 * 2 ** 30;
 export interface ShardedIndexOptions extends PrefixIndexOptions {
   /** Shards; default: enough for memoryBoundBytes at SHARD_BOUND_BYTES each (1 without a bound). */
   shards?: number;
-  /** The core shard 0 lives in (e.g. the partition's, beside its ledger); the others get their own. */
+  /** The core shard 0 lives in (e.g. the model fleet's, beside its ledger); the others get their own. */
   core?: Core;
   workers?: WorkerSlots;
   /** Per shard, for takeEvictions() (see PrefixIndex). */

@@ -128,7 +128,7 @@ export interface BusyThresholds {
   /**
    * Busy when the request's predicted time to first token on the worker it
    * would go to exceeds this (ms), and waiting could bring it under: judged
-   * by the router from the learned speeds (router/partition/speeds.ts) at
+   * by the router from the learned speeds (router/model-fleet/speeds.ts) at
    * admission, not by the core's per-worker eligibility.
    */
   ttftMs?: number;
@@ -166,7 +166,7 @@ export interface SelectOptions extends EligibilityOptions, CostOptions {
 }
 
 /**
- * The parameters a partition decides with, fixed ahead of its decisions so the
+ * The parameters a model fleet decides with, fixed ahead of its decisions so the
  * ledger can keep every worker's request-independent cost (under the kv cost
  * with these weights and block size) and its busy state under these
  * thresholds in trees (Selector.enableFastPath). A select() whose block size
@@ -220,7 +220,7 @@ export interface WorkerSelector {
   readonly columns: SelectorColumns;
   /** How the last select() was answered (undefined before any). */
   readonly lastPath: SelectionPath | undefined;
-  /** Fixes the partition's parameters and turns the fast path on (O(rows)); call again to change them. */
+  /** Fixes the model fleet's parameters and turns the fast path on (O(rows)); call again to change them. */
   enableFastPath(config: FastPathConfig): void;
   reseed(seed: number): void;
   /** The generator's next raw u32 (advances the stream the picker draws from). */

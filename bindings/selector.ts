@@ -1,7 +1,7 @@
 // Worker selection over the wasm core (assembly/select.ts, select-fast.ts):
 // eligibility, the default cost and the picker, over the rows of a LoadTable in
 // the same Core. After enableFastPath, select() answers temperature-0 decisions
-// with the partition's parameters from the workers the request touches and the
+// with the model fleet's parameters from the workers the request touches and the
 // ledger's trees, without the full scan, and picks the worker the scan would.
 // Decisions are reproducible: the core's generator is seeded here.
 import type { CoreExports } from './core.js';

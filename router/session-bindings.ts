@@ -2,7 +2,7 @@
 // of a session binds it to the chosen worker; the binding lives while turns
 // keep coming (an idle TTL, counted from the last dispatch) and ends early when
 // a dispatch to its worker fails or the worker leaves. Later turns offer the
-// bound worker to selection as a soft target (see observed-placement.ts for
+// bound worker to selection as a soft target (see affinity-placement.ts for
 // when it is honoured).
 //
 // Replicas share bindings (server/nats): when two replicas bind the same

@@ -4,7 +4,7 @@
 // nothing per request and is never stale.
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { shardsFor } from '../bindings/prefix-index-sharded.js';
-import type { EventCounts } from '../router/partition.js';
+import type { EventCounts } from '../router/model-fleet.js';
 import type { BodyParser } from './request/body-parser.js';
 import { CounterFamily, HistogramFamily, type CounterSeries, type HistogramSeries } from './request-instruments.js';
 import { registerRouteMetrics } from './route-metrics.js';
@@ -23,7 +23,7 @@ export interface MetricsSource {
 /** How a request ended, as counted in kvrouter_requests_total. */
 export type Outcome = 'success' | 'error' | 'interrupted' | 'aborted' | 'rejected';
 
-/** Metric type labels of the partition's per-worker event counts. */
+/** Metric type labels of the model fleet's per-worker event counts. */
 const INDEX_EVENTS: readonly [string, keyof EventCounts][] = [
   ['stored', 'stored'],
   ['removed', 'removed'],

@@ -20,7 +20,7 @@
 // the worker-independent constant K = r x P, and the cost
 //   cost = (key + K) - r x C
 // times the host's group multiplier, which carries b_w / b_ref: the host puts
-// workers of one speed in one group (router/partition/core-groups.ts), so the
+// workers of one speed in one group (router/model-fleet/core-groups.ts), so the
 // cost is in tokens at the reference speed b_ref. A worker the request does
 // not touch (C = 0) costs exactly key + K - 0: non-decreasing in the key, as
 // cost/kind.ts requires. The pure-TS twin (bindings/reference/selector.ts)

@@ -8,8 +8,8 @@
 import type { BusyThresholds } from '../../bindings/selection-contract.js';
 import type { WorkerKey } from '../../bindings/workers.js';
 import { RouterError } from '../errors.js';
-import type { ModelRoute } from '../model-route.js';
-import type { Explanation, RequestFields, RoutedRequest } from '../partition.js';
+import type { ModelRouter } from '../model-router.js';
+import type { Explanation, RequestFields, RoutedRequest } from '../model-fleet.js';
 import type { Admission } from '../scheduler/contracts.js';
 import type { DispatchHandlers } from '../scheduler/scheduler.js';
 import { decideDisaggregation, type DisaggDecision, type DisaggSettings } from './decider.js';
@@ -42,7 +42,7 @@ export class DisaggPlanner {
   private readonly removeHolder: () => void;
 
   constructor(
-    private readonly route: ModelRoute,
+    private readonly route: ModelRouter,
     readonly settings: DisaggSettings,
   ) {
     this.removeHolder = route.addBookingHolder((id) => this.decoding.has(id));

@@ -65,7 +65,7 @@ export interface Admission {
   cachedTokens: number;
 }
 
-/** The scheduler's view of the workers of its partition; implemented by router/partition.ts. */
+/** The scheduler's view of the workers of its model fleet; implemented by router/model-fleet.ts. */
 export interface Placement<R extends SchedRequest = SchedRequest> {
   liveWorkers(): number;
   /** Best cached prefix, in tokens, over the eligible workers. */

@@ -1,4 +1,4 @@
-// The admission scheduler of one routing partition (model). It owns a
+// The admission scheduler of one model fleet. It owns a
 // request's wait: class resolution and classification (intake.ts), the lane it
 // waits in (lanes.ts), the drain loop with deficit round robin, the dispatch
 // gate and the capacity check (drain.ts), deadlines, holds and the tick

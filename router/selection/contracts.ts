@@ -2,7 +2,7 @@
 // one picker chooses a row. Each component declares the worker-input groups it
 // reads; only declared groups are built, once per decision, for the eligible
 // workers. A core cost (CoreCost) runs fused in the wasm core instead.
-import type { SpeedPrior } from '../partition/speeds.js';
+import type { SpeedPrior } from '../model-fleet/speeds.js';
 import type { CostWeights } from '../../bindings/selection-contract.js';
 import type { WorkerInputMask, WorkerRows } from '../worker-inputs.js';
 
@@ -13,7 +13,7 @@ export interface SelectionContext {
   readonly promptBlocks: number;
   /** The session the request belongs to, if any. */
   readonly sessionId: string | null;
-  /** Uniform in [0, 1) from the partition's seeded generator (decisions are reproducible). */
+  /** Uniform in [0, 1) from the model fleet's seeded generator (decisions are reproducible). */
   random(): number;
 }
 
@@ -69,7 +69,7 @@ export interface SelectionPolicy {
   readonly picker?: WorkerPicker;
   /** Present when the default cost (in the core) scores and picks. */
   readonly coreCost?: CoreCost;
-  /** What a worker's prefill speed is taken to be until the router has learned it (router/partition/speeds.ts). */
+  /** What a worker's prefill speed is taken to be until the router has learned it (router/model-fleet/speeds.ts). */
   readonly speedPrior?: SpeedPrior;
 }
 

@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { Option, type Command } from 'commander';
 import { BlockHasher, DEFAULT_SEED, seedFor } from '../../bindings/block-hasher.js';
-import { saltedPrompt } from '../../router/partition/block-keys.js';
+import { saltedPrompt } from '../../router/model-fleet/block-keys.js';
 import { BAD_INPUT, integer, u64 } from './options.js';
 
 interface HashOptions {
@@ -56,7 +56,7 @@ function blockHashes(args: string[], options: HashOptions): BigUint64Array {
   // Elements of a tokens file are checked here (a RangeError/TypeError naming tokens[i]).
   const local = hasher.localHashes(tokens as ArrayLike<number>, options.blockSize, seed);
   const unsalted = { local, sequence: hasher.sequenceHashes(local, seed) };
-  // A salt keys the first block only, as vLLM's extra keys do (router/partition/block-keys.ts).
+  // A salt keys the first block only, as vLLM's extra keys do (router/model-fleet/block-keys.ts).
   const salted = seedFor({ seed: options.seed, lora: options.lora, salt: options.salt });
   const prompt = options.salt ? saltedPrompt(hasher, unsalted, tokens as ArrayLike<number>, options.blockSize, { base: seed, salted }) : unsalted;
   return options.chained ? prompt.sequence : prompt.local;

@@ -9,7 +9,7 @@
 import { writeFileSync } from 'node:fs';
 import { Option, type Command } from 'commander';
 import { PluginConfigError } from '../../router/plugins/params.js';
-import { SELECTION_POLICIES } from '../../router/plugins/selection/index.js';
+import { SELECTION_POLICIES } from '../../router/selection/policies/index.js';
 import { ENGINE_DEFAULTS, resolveEngineShape, type EngineShape } from '../../sim/mocker/engine-options.js';
 import { GENERATORS } from '../../sim/replay/generators.js';
 import { renderHtmlReport, type HtmlReportInput } from '../../sim/replay/html-report.js';

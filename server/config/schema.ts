@@ -3,9 +3,9 @@
 // RouterConfig or throws a ConfigError naming the bad field. Plugins
 // (selection policies, request classifiers) are built once here so their
 // parameter errors surface at start-up with the field's path.
-import { DEFAULT_CLASS } from '../../router/model-route.js';
+import { DEFAULT_CLASS } from '../../router/model-router.js';
 import { PluginConfigError } from '../../router/plugins/params.js';
-import { createSelectionPolicy } from '../../router/plugins/selection/index.js';
+import { createSelectionPolicy } from '../../router/selection/policies/index.js';
 import type { BusyThresholds, PolicyClass } from '../../router/scheduler/contracts.js';
 import { TIKTOKEN_ENCODINGS } from '../../router/tokenize/index.js';
 import { createClassifier } from '../../router/plugins/classifiers.js';
@@ -13,7 +13,7 @@ import { totalmem } from 'node:os';
 import { SHARD_BOUND_BYTES } from '../../bindings/prefix-index-sharded.js';
 import { firstCollision, rankSockets, type RankSocket } from '../kv-events/rank-endpoints.js';
 import { ConfigError, describe, Fields, join } from './fields.js';
-import { DEFAULT_TIER_WEIGHTS, type Tier, type TierWeights } from '../../router/partition/tiers.js';
+import { DEFAULT_TIER_WEIGHTS, type Tier, type TierWeights } from '../../router/model-fleet/tiers.js';
 import type { EngineKind } from '../../router/disagg/roles.js';
 import { checkFleetRoles, checkWorkerRole, DISAGG_DEFAULTS, readDisaggregation, readEngine, readWorkerRole, type DisaggregationConfig, type WorkerRoleConfig } from './disaggregation.js';
 import { DIAGNOSTICS_DEFAULTS, readDiagnostics, type DiagnosticsConfig } from '../diagnostics/config.js';
@@ -50,7 +50,7 @@ export interface PluginRef {
 
 export interface ModelConfig {
   name: string;
-  /** LoRA adapters served under their own model names: a request naming one routes in this model's partition, hashed under the adapter. */
+  /** LoRA adapters served under their own model names: a request naming one routes in this model's model fleet, hashed under the adapter. */
   adapters: string[];
   tokenizer: string;
   blockSize: number;

@@ -8,7 +8,7 @@ import { Core } from '../../bindings/core.js';
 import { BlockHasher, DEFAULT_SEED, seedFor } from '../../bindings/block-hasher.js';
 import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
 import type { KvEventBatch } from '../../router/kv-events.js';
-import type { RequestFields, RoutedRequest } from '../../router/partition.js';
+import type { RequestFields, RoutedRequest } from '../../router/model-fleet.js';
 import type { Admission } from '../../router/scheduler/contracts.js';
 import type { KvSourceCounters } from '../workers/kv-sources.js';
 import type { ModelRuntime } from '../workers/model-runtime.js';
@@ -284,7 +284,7 @@ export class Diagnostics implements TapSink {
     watch.batch(batch, this.now(), (tokens, lora) => this.hasher.localHashes(tokens, model.config.blockSize, this.seedOf(lora)));
   }
 
-  /** The seed the partition hashes a stored event with (its LoRA adapter, no salt). */
+  /** The seed the model fleet hashes a stored event with (its LoRA adapter, no salt). */
   private seedOf(lora: string | null): bigint {
     if (!lora) return DEFAULT_SEED;
     let seed = this.seeds.get(lora);

@@ -2,7 +2,7 @@
 // relayed: the time to its first byte, the gaps between streamed events
 // (inter-token latency), and at the end the usage the engine reported.
 import type { WorkerKey } from '../../bindings/workers.js';
-import type { RequestFields, RoutedRequest } from '../../router/partition.js';
+import type { RequestFields, RoutedRequest } from '../../router/model-fleet.js';
 import { UsageTail, type ReportedUsage } from './usage-tail.js';
 
 export interface TapSink {

@@ -14,7 +14,7 @@
 // through NATS outages (the index is then stale, not empty).
 import { DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import type { ModelRoute } from '../../router/model-route.js';
+import type { ModelRouter } from '../../router/model-router.js';
 import { decodeKvBatch } from '../../router/kv-wire.js';
 import type { WorkerConfig } from '../config/schema.js';
 import type { WorkerSequencer } from '../kv-events/sequencer.js';
@@ -67,7 +67,7 @@ export class NatsKvSource implements KvSource {
 
   constructor(
     private readonly worker: WorkerConfig,
-    route: ModelRoute,
+    route: ModelRouter,
     private readonly warn: Logger,
     private readonly options: NatsKvSourceOptions,
   ) {

@@ -21,8 +21,8 @@
 // partition, snapshots the server refuses) has them dropped then, whatever
 // ops still arrive, so no booking outlives the snapshots that confirm it.
 import { randomInt } from 'node:crypto';
-import type { ModelRoute } from '../../router/model-route.js';
-import { plainFields, type RoutedRequest } from '../../router/partition.js';
+import type { ModelRouter } from '../../router/model-router.js';
+import { plainFields, type RoutedRequest } from '../../router/model-fleet.js';
 import type { Admission } from '../../router/scheduler/contracts.js';
 import { snapshotParts, type Booking, type SnapshotPart, type SyncMessage } from './sync-codec.js';
 
@@ -72,7 +72,7 @@ export class LedgerSync {
   readonly detach: () => void;
 
   constructor(
-    private readonly route: ModelRoute,
+    private readonly route: ModelRouter,
     private readonly options: LedgerSyncOptions,
   ) {
     this.now = options.now ?? (() => Date.now());
@@ -260,7 +260,7 @@ export class LedgerSync {
   }
 }
 
-/** What Partition.book needs of a peer's request. */
+/** What ModelFleet.book needs of a peer's request. */
 function peerRequest(id: string, b: Booking): RoutedRequest {
   return {
     ...plainFields(id),

@@ -4,8 +4,8 @@
 // replica metrics. Built by createRuntime when the config names a NATS server.
 import { hostname } from 'node:os';
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { ModelRoute } from '../../router/model-route.js';
-import type { RouteListener } from '../../router/observed-placement.js';
+import type { ModelRouter } from '../../router/model-router.js';
+import type { RouteListener } from '../../router/affinity-placement.js';
 import type { NatsConfig, WorkerConfig } from '../config/schema.js';
 import type { KvSource, Logger } from '../workers/kv-sources.js';
 import type { ModelRuntime } from '../workers/model-runtime.js';
@@ -36,7 +36,7 @@ export function frameBudget(maxPayload: number): number {
 }
 
 interface ModelSync {
-  route: ModelRoute;
+  route: ModelRouter;
   ledger: LedgerSync | null;
   sessions: SessionSync | null;
   /** Sends the queued messages as one frame now. */
@@ -86,7 +86,7 @@ export class Replication {
   }
 
   /** The KV source of a worker with `kv_events.source: nats`. */
-  kvSource(worker: WorkerConfig, route: ModelRoute, warn: Logger): KvSource {
+  kvSource(worker: WorkerConfig, route: ModelRouter, warn: Logger): KvSource {
     return new NatsKvSource(worker, route, warn, { link: this.link, names: this.names, retention: this.config.kvStream });
   }
 
@@ -189,7 +189,7 @@ export class Replication {
     });
   }
 
-  private attach(route: ModelRoute): void {
+  private attach(route: ModelRouter): void {
     const subject = this.names.sync(route.model);
     const counters = this.counters;
     let queued: SyncMessage[] = [];

@@ -7,7 +7,7 @@
 // its own answers with its own, so the late one converges too. Bindings are
 // advisory: a lost message costs at most a turn routed by cost alone.
 import type { WorkerKey } from '../../bindings/workers.js';
-import type { ModelRoute } from '../../router/model-route.js';
+import type { ModelRouter } from '../../router/model-router.js';
 import type { SessionBinding, SessionBindings } from '../../router/session-bindings.js';
 import type { SyncMessage } from './sync-codec.js';
 
@@ -24,7 +24,7 @@ export class SessionSync {
   private readonly sessions: SessionBindings;
 
   constructor(
-    route: ModelRoute,
+    route: ModelRouter,
     private readonly replica: string,
     private readonly publish: (message: SyncMessage) => void,
     private readonly now: () => number,

@@ -13,7 +13,7 @@
 //   x-preferred-taints   "key=value:weight,..." workers carrying them cost less
 import type { IncomingHttpHeaders } from 'node:http';
 import { RouterError } from '../../router/errors.js';
-import type { PreferredTaint, RequestFields } from '../../router/partition.js';
+import type { PreferredTaint, RequestFields } from '../../router/model-fleet.js';
 import { checkJsonDepth, checkToolArgumentsDepth } from './json-depth.js';
 
 /** The lane heap keys lanes by a 32-bit tier (bindings/lane-heap.ts). */

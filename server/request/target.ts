@@ -1,11 +1,11 @@
 // What a request's body says about how its blocks are named and where they
 // may go, beyond the prompt: the `model` it names (a model, or one of a
 // model's LoRA adapters) and its `cache_salt`. An adapter request is routed
-// in its base model's partition, hashed under the adapter and kept to the
+// in its base model's model fleet, hashed under the adapter and kept to the
 // workers that serve it; a salted request's blocks match only blocks cached
-// under the same salt (router/partition/block-keys.ts).
+// under the same salt (router/model-fleet/block-keys.ts).
 import { RouterError } from '../../router/errors.js';
-import type { RequestFields } from '../../router/partition.js';
+import type { RequestFields } from '../../router/model-fleet.js';
 import type { RouterRuntime } from '../runtime.js';
 import { adapterConstraints } from '../workers/adapters.js';
 import type { ModelRuntime } from '../workers/model-runtime.js';

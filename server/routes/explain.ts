@@ -7,7 +7,7 @@
 // last cleared) says so: its overlap may be more than the index still knows.
 import type { FastifyInstance } from 'fastify';
 import { workerLabel } from '../../bindings/workers.js';
-import type { Explanation, Partition } from '../../router/partition.js';
+import type { Explanation, ModelFleet } from '../../router/model-fleet.js';
 import { requestFields } from '../request/fields.js';
 import { promptIds, type PromptKind } from '../request/prompt.js';
 import type { RouterRuntime } from '../runtime.js';
@@ -105,7 +105,7 @@ function handlesByLabel(rt: RouterRuntime, model: string): Map<string, WorkerHan
 }
 
 /** Per worker label, the ids the index evicted since the worker was last cleared (workers with none left out). */
-function evictedByLabel(partition: Partition): Map<string, number> {
+function evictedByLabel(partition: ModelFleet): Map<string, number> {
   const out = new Map<string, number>();
   for (const [, key] of partition.workers.entries()) {
     const n = partition.index.evictedBlocks(key);

@@ -17,7 +17,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
 import type { DisaggPlan, DisaggPlanner } from '../../router/disagg/planner.js';
 import { RouterError } from '../../router/errors.js';
-import type { RequestFields, RoutedRequest } from '../../router/partition.js';
+import type { RequestFields, RoutedRequest } from '../../router/model-fleet.js';
 import type { ModelRuntime } from '../workers/model-runtime.js';
 import type { WorkerHandle } from '../workers/registry.js';
 import { Exchange, upstreamFailure, UpstreamStatusError, type Attempt, type ExchangeContext } from './exchange.js';

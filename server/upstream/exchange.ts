@@ -5,7 +5,7 @@
 //   completed  the worker's response ended (a status below 500)
 //   aborted    the client went away, the stream broke, it timed out, shutdown
 //   retry      a failure before the first byte (a 5xx answer included)
-//              re-places it through admission (ModelRoute.retry, which
+//              re-places it through admission (ModelRouter.retry, which
 //              releases the failed booking; a failed retry settles it). A
 //              retry that finds every worker busy waits in the queue, and the
 //              scheduler dispatches or rejects it later like any request
@@ -16,7 +16,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
 import { RouterError } from '../../router/errors.js';
-import type { RequestFields, RoutedRequest } from '../../router/partition.js';
+import type { RequestFields, RoutedRequest } from '../../router/model-fleet.js';
 import type { Admission } from '../../router/scheduler/contracts.js';
 import type { DispatchHandlers } from '../../router/scheduler/scheduler.js';
 import type { LimitsConfig } from '../config/schema.js';

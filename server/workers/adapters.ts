@@ -1,13 +1,13 @@
 // LoRA adapters as routing constraints. vLLM and SGLang serve an adapter
 // under its own model name; the router runs its requests in the base model's
-// partition (same workers, same index: an adapter's blocks are told apart by
+// model fleet (same workers, same index: an adapter's blocks are told apart by
 // their hashes) and keeps them to the workers that serve the adapter. Each
 // worker carries one taint per adapter it serves and one per adapter it has
 // loaded, under keys clients' taints cannot mean anything by; an adapter
 // request requires the first and prefers the second, so it goes only where
 // the adapter runs, and where it is loaded unless those workers cost more
 // even after the preference.
-import type { PreferredTaint } from '../../router/partition.js';
+import type { PreferredTaint } from '../../router/model-fleet.js';
 import type { WorkerConfig } from '../config/schema.js';
 
 const SERVES = 'kvrouter.adapter';

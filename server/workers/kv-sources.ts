@@ -6,7 +6,7 @@
 // closed. Workers without a source run in approximate mode.
 import type { WorkerKey } from '../../bindings/workers.js';
 import type { KvEventBatch } from '../../router/kv-events.js';
-import type { ModelRoute } from '../../router/model-route.js';
+import type { ModelRouter } from '../../router/model-router.js';
 import { offsetEndpoint } from '../kv-events/rank-endpoints.js';
 import { SEQUENCER_COUNTERS, WorkerSequencer, describeStale, zeroSequencerCounters, type SequencerCounters } from '../kv-events/sequencer.js';
 import { ZmqKvListener } from '../kv-events/zmq-listener.js';
@@ -41,7 +41,7 @@ export class ZmqKvSource implements KvSource {
   readonly kind = 'zmq';
   private readonly listeners: ZmqKvListener[] = [];
 
-  constructor(worker: WorkerConfig, route: ModelRoute, warn: Logger) {
+  constructor(worker: WorkerConfig, route: ModelRouter, warn: Logger) {
     const kv = worker.kvEvents;
     if (kv.source !== 'zmq') throw new Error(`worker ${worker.id} has no ZeroMQ event source`);
     for (let rank = 0; rank < worker.dataParallelSize; rank++) {
@@ -100,7 +100,7 @@ export class HttpKvSource implements KvSource {
 
   constructor(
     private readonly worker: WorkerConfig,
-    private readonly route: ModelRoute,
+    private readonly route: ModelRouter,
     warn: Logger,
   ) {
     this.ranks = rankSequencers(worker, route, warn, 'over HTTP');
@@ -137,7 +137,7 @@ export class HttpKvSource implements KvSource {
  * One WorkerSequencer per rank, for a stream without replay (`via` says
  * which, for the log): a gap or a restarted engine clears the rank's entries.
  */
-export function rankSequencers(worker: WorkerConfig, route: ModelRoute, warn: Logger, via: string): WorkerSequencer[] {
+export function rankSequencers(worker: WorkerConfig, route: ModelRouter, warn: Logger, via: string): WorkerSequencer[] {
   return Array.from({ length: worker.dataParallelSize }, (_, rank) => {
     const key: WorkerKey = { id: worker.id, rank };
     return new WorkerSequencer(
@@ -174,9 +174,9 @@ export function rankSequencerCounters(sequencers: readonly WorkerSequencer[], ra
 }
 
 /** Builds the KV source of a worker whose events come over NATS (the replica layer has the connection). */
-export type NatsKvSourceFactory = (worker: WorkerConfig, route: ModelRoute, warn: Logger) => KvSource;
+export type NatsKvSourceFactory = (worker: WorkerConfig, route: ModelRouter, warn: Logger) => KvSource;
 
-export function startKvSource(worker: WorkerConfig, route: ModelRoute, warn: Logger, nats: NatsKvSourceFactory | null = null): KvSource | null {
+export function startKvSource(worker: WorkerConfig, route: ModelRouter, warn: Logger, nats: NatsKvSourceFactory | null = null): KvSource | null {
   if (worker.kvEvents.source === 'zmq') return new ZmqKvSource(worker, route, warn);
   if (worker.kvEvents.source === 'http') return new HttpKvSource(worker, route, warn);
   if (worker.kvEvents.source === 'nats') {

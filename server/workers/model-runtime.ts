@@ -1,11 +1,11 @@
-// One served model: its routing (ModelRoute on the real clock, with the
+// One served model: its routing (ModelRouter on the real clock, with the
 // configured selection policy, policy classes and classifier) and its
 // tokenizer. Built once per model at start-up.
 import { readFile } from 'node:fs/promises';
 import { RealClock } from '../../router/clock.js';
-import { ModelRoute } from '../../router/model-route.js';
+import { ModelRouter } from '../../router/model-router.js';
 import { DisaggPlanner } from '../../router/disagg/planner.js';
-import { createSelectionPolicy } from '../../router/plugins/selection/index.js';
+import { createSelectionPolicy } from '../../router/selection/policies/index.js';
 import { createTokenizer, type PromptTokenizer } from '../../router/tokenize/index.js';
 import { createClassifier } from '../../router/plugins/classifiers.js';
 import { ConfigError } from '../config/fields.js';
@@ -13,7 +13,7 @@ import type { ModelConfig } from '../config/schema.js';
 
 export class ModelRuntime {
   readonly name: string;
-  readonly route: ModelRoute;
+  readonly route: ModelRouter;
   /** The prefill/decode planner of a disaggregated model; null when requests run whole. */
   readonly disagg: DisaggPlanner | null;
 
@@ -22,7 +22,7 @@ export class ModelRuntime {
     readonly tokenizer: PromptTokenizer,
   ) {
     this.name = config.name;
-    this.route = new ModelRoute({
+    this.route = new ModelRouter({
       model: config.name,
       blockSize: config.blockSize,
       clock: new RealClock(),

@@ -10,8 +10,8 @@ import type { Clock } from '../../router/clock.js';
 import { DisaggPlanner, type DisaggPlan } from '../../router/disagg/planner.js';
 import { roleTaints } from '../../router/disagg/roles.js';
 import { RouterError } from '../../router/errors.js';
-import type { ModelRoute } from '../../router/model-route.js';
-import type { RequestFields } from '../../router/partition.js';
+import type { ModelRouter } from '../../router/model-router.js';
+import type { RequestFields } from '../../router/model-fleet.js';
 import type { Admission } from '../../router/scheduler/contracts.js';
 import type { DispatchHandlers } from '../../router/scheduler/scheduler.js';
 import type { EngineShape } from '../mocker/engine-options.js';
@@ -44,7 +44,7 @@ export class DisaggReplay {
   private readonly transfer: KvTransferShape;
 
   constructor(
-    private readonly route: ModelRoute,
+    private readonly route: ModelRouter,
     private readonly clock: Clock,
     private readonly options: ReplayDisaggregation,
     workers: number,

@@ -4,7 +4,7 @@
 // splits only between policies. Numbers and true/false are typed, anything
 // else is a string. A spec's label is its canonical spelling, so two runs of
 // one policy with different parameters stay apart in every table and chart.
-import { createSelectionPolicy, SELECTION_POLICIES } from '../../router/plugins/selection/index.js';
+import { createSelectionPolicy, SELECTION_POLICIES } from '../../router/selection/policies/index.js';
 import type { SelectionPolicy } from '../../router/selection/contracts.js';
 
 export type ParamValue = number | boolean | string;

@@ -4,7 +4,7 @@
 // one; each run is summarised by the usual report plus the few figures the
 // scenario is read by. docs/scenarios.md has the measured tables.
 import { createClassifier } from '../../router/plugins/classifiers.js';
-import type { RoutedRequest } from '../../router/partition.js';
+import type { RoutedRequest } from '../../router/model-fleet.js';
 import { replayRuns, type PolicyRun, type ReplayRunOptions } from './replay.js';
 import { AGENTS_SCENARIO } from './scenarios-agents.js';
 import { COLD_POOL_SCENARIO } from './scenarios-cold-pool.js';

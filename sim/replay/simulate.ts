@@ -1,4 +1,4 @@
-// One replay run: a workload through the real router (ModelRoute: scheduler,
+// One replay run: a workload through the real router (ModelRouter: scheduler,
 // prefix index, load ledger, selection policy) and N mock engines, all on one
 // VirtualClock. The router learns what each engine caches only from the
 // engine's KV events, delivered `eventDelayMs` after the engine published
@@ -6,9 +6,9 @@
 // first token, completed) reach the router at once, as the streaming
 // response carries them.
 import { VirtualClock } from '../../router/clock.js';
-import type { LearnedSpeed } from '../../router/partition/speeds.js';
+import type { LearnedSpeed } from '../../router/model-fleet/speeds.js';
 import type { KvEventBatch } from '../../router/kv-events.js';
-import { ModelRoute, type ModelRouteOptions } from '../../router/model-route.js';
+import { ModelRouter, type ModelRouterOptions } from '../../router/model-router.js';
 import type { RouterError } from '../../router/errors.js';
 import type { Admission } from '../../router/scheduler/contracts.js';
 import type { SelectionPolicy } from '../../router/selection/contracts.js';
@@ -22,7 +22,7 @@ import { traceBlockHashes } from './trace-prefixes.js';
 import { checkWorkload, promptTokens, sessionFinals, type ReplayRequest, type Workload } from './workload.js';
 
 /** Admission settings of the replayed router (policy classes, a classifier with its gate). */
-export type ReplayRouterOptions = Pick<ModelRouteOptions, 'classes' | 'defaultClass' | 'classifier' | 'tickMs'>;
+export type ReplayRouterOptions = Pick<ModelRouterOptions, 'classes' | 'defaultClass' | 'classifier' | 'tickMs'>;
 
 /** The engine knobs a replay sets (the same for every worker). */
 export type FleetEngineShape = Pick<EngineShape, 'numBlocks' | 'blockSize' | 'maxBatchedTokens' | 'maxNumSeqs' | 'speedup'>;
@@ -132,7 +132,7 @@ export function simulate(workload: Workload, options: SimulateOptions): Simulati
   const started = performance.now();
   const shape = resolveEngineShape({ ...options.engine, dpRank: 0 });
   const clock = new VirtualClock(0);
-  const route = new ModelRoute({
+  const route = new ModelRouter({
     ...options.router,
     model: 'replay',
     blockSize: shape.blockSize,

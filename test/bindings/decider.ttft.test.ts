@@ -1,6 +1,6 @@
 // The ttft cost (assembly/cost/ttft.ts) through the fused decision, wasm and
 // twin, on random fleets and ledgers: workers in speed classes (the class's
-// factor as the group multiplier, as router/partition/core-groups.ts sets it),
+// factor as the group multiplier, as router/model-fleet/core-groups.ts sets it),
 // queued prefill, decoding requests, cached and held prefixes. Each decision
 // must agree exactly with the twin, and the picked worker's predicted time to
 // first token, computed here from the scenario alone, must be the least of

@@ -1,6 +1,6 @@
 // Router replicas in the test process over a private nats-server: embedded
 // mock workers publishing KV events over ZeroMQ, a relay per worker into
-// JetStream, and routers (each with its own runtime and ModelRoutes) that read
+// JetStream, and routers (each with its own runtime and ModelRouters) that read
 // the relayed events and share ledger and session bindings over NATS.
 //
 // Two models over the same mock workers: MODEL's workers (mock-i) get their

@@ -2,13 +2,13 @@
 // lane, no session binding, no ledger booking. Random streams of submits
 // (valid and invalid tiers, priorities, pins, classes; classifier rejections
 // and odd costs), aborts, first tokens, completions, drains and clock moves
-// run through a real ModelRoute (wasm core), and everything returns to empty.
+// run through a real ModelRouter (wasm core), and everything returns to empty.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { VirtualClock } from '../../router/clock.js';
 import { RouterError } from '../../router/errors.js';
-import { ModelRoute } from '../../router/model-route.js';
-import { plainFields, type RoutedRequest } from '../../router/partition.js';
+import { ModelRouter } from '../../router/model-router.js';
+import { plainFields, type RoutedRequest } from '../../router/model-fleet.js';
 import type { ClassifyResult, PolicyClass, RequestClassifier } from '../../router/scheduler/contracts.js';
 import { ClassQueue, ItemIds } from '../../router/scheduler/lanes.js';
 import { Scheduler } from '../../router/scheduler/scheduler.js';
@@ -66,7 +66,7 @@ const op = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('drain' as const), worker: fc.constantFrom('a', 'b'), draining: fc.boolean() }) },
 );
 
-function expectNoEmptyLanes(route: ModelRoute): void {
+function expectNoEmptyLanes(route: ModelRouter): void {
   for (const [name, q] of Object.entries(route.scheduler.stats().queued)) {
     // A lane exists only while it holds a request.
     expect(q.lanes <= q.requests, `class ${name}: ${q.lanes} lanes for ${q.requests} queued requests`).toBe(true);
@@ -81,7 +81,7 @@ describe('admission leaves no state behind for refused requests', () => {
       fc.property(fc.array(op, { minLength: 1, maxLength: 60 }), (ops) => {
         const clock = new VirtualClock(0);
         const classifier = new ScriptClassifier();
-        const route = new ModelRoute({ model: 'm', blockSize: 4, clock, seed: 1, classes: CLASSES, classifier, sessionAffinity: { ttlMs: TTL_MS }, tickMs: 100 });
+        const route = new ModelRouter({ model: 'm', blockSize: 4, clock, seed: 1, classes: CLASSES, classifier, sessionAffinity: { ttlMs: TTL_MS }, tickMs: 100 });
         route.addWorker({ id: 'a', totalBlocks: 100, maxBatchedTokens: 64 });
         route.addWorker({ id: 'b', totalBlocks: 100, maxBatchedTokens: 64 });
         const calls = new Map<string, number>();

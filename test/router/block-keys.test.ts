@@ -1,5 +1,5 @@
 // Block keys as vLLM hashes them: the LoRA name on every block, the cache
-// salt on a request's first block only. Checked on the partition (both
+// salt on a request's first block only. Checked on the model fleet (both
 // kernel kinds) with hashes written out by hand from the twin hasher, and on
 // the salt rule of stored events' extra keys.
 import { describe, expect, it } from 'vitest';
@@ -7,8 +7,8 @@ import { BlockHasher } from '../../bindings/reference/block-hasher.js';
 import { seedFor } from '../../bindings/reference/hash-inputs.js';
 import { VirtualClock } from '../../router/clock.js';
 import type { BlockStored, KvEventBatch } from '../../router/kv-events.js';
-import { Partition, plainFields } from '../../router/partition.js';
-import { storedSalt } from '../../router/partition/block-keys.js';
+import { ModelFleet, plainFields } from '../../router/model-fleet.js';
+import { storedSalt } from '../../router/model-fleet/block-keys.js';
 
 const BS = 4;
 const tokens = (n: number, start = 1) => Array.from({ length: n }, (_, i) => start + i);
@@ -40,7 +40,7 @@ describe('storedSalt: the salt among a first block\'s extra keys', () => {
 
 describe.each(['wasm', 'reference'] as const)('salted and adapter blocks in the partition (%s kernels)', (kernels) => {
   const setup = () => {
-    const p = new Partition({ model: 'm', blockSize: BS, clock: new VirtualClock(0), seed: 3, kernels });
+    const p = new ModelFleet({ model: 'm', blockSize: BS, clock: new VirtualClock(0), seed: 3, kernels });
     for (const id of ['a', 'b']) p.addWorker({ id, totalBlocks: 1000, maxBatchedTokens: 8192 });
     return p;
   };

@@ -1,12 +1,12 @@
 // End to end: a steady stream of short (Warm) requests over six workers, and a
 // long uncached (Cold) prompt arriving in the middle, through the real
-// ModelRoute on virtual time. Engines answer after a fixed time per kind.
+// ModelRouter on virtual time. Engines answer after a fixed time per kind.
 import { describe, expect, it } from 'vitest';
 import { VirtualClock } from '../../router/clock.js';
-import { ModelRoute } from '../../router/model-route.js';
-import type { RoutedRequest } from '../../router/partition.js';
+import { ModelRouter } from '../../router/model-router.js';
+import type { RoutedRequest } from '../../router/model-fleet.js';
 import { coldPool } from '../../router/plugins/cold-pool/index.js';
-import { defaultCostPolicy } from '../../router/plugins/selection/default-cost.js';
+import { defaultCostPolicy } from '../../router/selection/policies/default-cost.js';
 
 interface Run {
   id: string;
@@ -26,7 +26,7 @@ const SOFT_DRAIN_MS = 3000;
 function simulate(poolWorkers = 2, policy = defaultCostPolicy()) {
   const clock = new VirtualClock(0);
   const pool = coldPool<RoutedRequest>({ requestThreshold: 2000, workers: poolWorkers, softDrainTimeoutMs: SOFT_DRAIN_MS });
-  const route = new ModelRoute({ model: 'mixed', blockSize: 16, clock, seed: 3, classifier: pool, sweepIntervalMs: 0, policy });
+  const route = new ModelRouter({ model: 'mixed', blockSize: 16, clock, seed: 3, classifier: pool, sweepIntervalMs: 0, policy });
   const workers = ['n0', 'n1', 'n2', 'n3', 'n4', 'n5'];
   for (const id of workers) route.addWorker({ id, totalBlocks: 4096, maxBatchedTokens: 8192 });
   const runs: Run[] = [];

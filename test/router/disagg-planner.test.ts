@@ -1,4 +1,4 @@
-// The disaggregation decider and planner on a real ModelRoute: which requests
+// The disaggregation decider and planner on a real ModelRouter: which requests
 // split, where each side goes, what explain says, and that the decode
 // bookings settle and the sweep leaves them alone while they are live.
 import { describe, expect, it } from 'vitest';
@@ -7,11 +7,11 @@ import { decideDisaggregation, type DisaggSettings } from '../../router/disagg/d
 import { decodeIdOf, DisaggPlanner } from '../../router/disagg/planner.js';
 import { roleTaints, type WorkerRole } from '../../router/disagg/roles.js';
 import { RouterError } from '../../router/errors.js';
-import { ModelRoute } from '../../router/model-route.js';
-import { plainFields } from '../../router/partition.js';
+import { ModelRouter } from '../../router/model-router.js';
+import { plainFields } from '../../router/model-fleet.js';
 import type { Admission } from '../../router/scheduler/contracts.js';
-import { defaultCostPolicy } from '../../router/plugins/selection/default-cost.js';
-import { ttftPolicy } from '../../router/plugins/selection/ttft.js';
+import { defaultCostPolicy } from '../../router/selection/policies/default-cost.js';
+import { ttftPolicy } from '../../router/selection/policies/ttft.js';
 import type { SelectionPolicy } from '../../router/selection/contracts.js';
 
 const BLOCK = 4;
@@ -21,7 +21,7 @@ let serial = 0;
 /** Most tests read the kv cost's terms (decode blocks, overlap); `policy` picks another. */
 function fleet(roles: Record<string, WorkerRole>, settings: Partial<DisaggSettings> = {}, policy: SelectionPolicy = defaultCostPolicy()) {
   const clock = new VirtualClock(0);
-  const route = new ModelRoute({ model: 'm', blockSize: BLOCK, clock, seed: 3, sweepIntervalMs: 0, policy });
+  const route = new ModelRouter({ model: 'm', blockSize: BLOCK, clock, seed: 3, sweepIntervalMs: 0, policy });
   const s: DisaggSettings = { engine: 'vllm', minRemotePrefillTokens: 32, decodePrefixReuse: true, ...settings };
   for (const [id, role] of Object.entries(roles)) route.addWorker({ id, totalBlocks: 1000, maxBatchedTokens: 256, taints: roleTaints(role, s.engine) });
   const planner = new DisaggPlanner(route, s);
@@ -183,7 +183,7 @@ describe('DisaggPlanner', () => {
 
   it('the ledger sweep keeps a live decode booking and reclaims it once released', () => {
     const clock = new VirtualClock(0);
-    const route = new ModelRoute({ model: 'm', blockSize: BLOCK, clock, seed: 1, sweepIntervalMs: 1000, sweepAgeMs: 5000 });
+    const route = new ModelRouter({ model: 'm', blockSize: BLOCK, clock, seed: 1, sweepIntervalMs: 1000, sweepAgeMs: 5000 });
     route.addWorker({ id: 'p', totalBlocks: 100, maxBatchedTokens: 64, taints: roleTaints('prefill', 'vllm') });
     route.addWorker({ id: 'd', totalBlocks: 100, maxBatchedTokens: 64, taints: roleTaints('decode', 'vllm') });
     const planner = new DisaggPlanner(route, { engine: 'vllm', minRemotePrefillTokens: 8, decodePrefixReuse: true });

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
 import { VirtualClock } from '../../router/clock.js';
 import { RouterError } from '../../router/errors.js';
-import { Partition, plainFields, type RoutedRequest } from '../../router/partition.js';
+import { ModelFleet, plainFields, type RoutedRequest } from '../../router/model-fleet.js';
 import type { Placement, PolicyClass, SchedRequest } from '../../router/scheduler/contracts.js';
 import { Scheduler } from '../../router/scheduler/scheduler.js';
 import { HonestGate } from './helpers/honest-gate.js';
@@ -180,7 +180,7 @@ type Action =
       named: boolean;
       holdFor: number | null;
       target: number | null;
-      /** The request requires the taint only w2 carries (a partition constraint). */
+      /** The request requires the taint only w2 carries (a model fleet constraint). */
       taint: boolean;
       reenter: boolean;
     }
@@ -224,7 +224,7 @@ const action: fc.Arbitrary<Action> = fc.oneof(
 /** The workers a run's stream acts on, behind the placement the scheduler sees. */
 interface Fleet {
   readonly placement: Placement<SchedRequest>;
-  /** The request as this placement queues it (a partition hashes the prompt). */
+  /** The request as this placement queues it (a model fleet hashes the prompt). */
   request(fields: SchedRequest, taint: boolean): SchedRequest;
   /** Books or frees load from outside (a peer replica's booking); false when there was none to free. */
   externalLoad(worker: number, add: boolean): boolean;
@@ -263,17 +263,17 @@ class TableFleet implements Fleet {
 }
 
 /**
- * A partition on the wasm core: w1 serves two data-parallel ranks, w2 carries
- * a taint, and no worker publishes KV events, so the partition records the
+ * A model fleet on the wasm core: w1 serves two data-parallel ranks, w2 carries
+ * a taint, and no worker publishes KV events, so the model fleet records the
  * prompts it routes and later turns of a session find their prefix cached.
  */
-class PartitionFleet implements Fleet {
-  readonly partition: Partition;
+class ModelFleetBacked implements Fleet {
+  readonly partition: ModelFleet;
   private readonly external = new Map<number, string[]>();
   private bookings = 0;
 
   constructor(clock: VirtualClock) {
-    this.partition = new Partition({ model: 'm', blockSize: 16, clock, seed: 11, fastPathBusy: CLASSES[0]!.busy });
+    this.partition = new ModelFleet({ model: 'm', blockSize: 16, clock, seed: 11, fastPathBusy: CLASSES[0]!.busy });
     this.partition.addWorker({ id: 'w0', totalBlocks: 64, maxBatchedTokens: 512, kvEvents: false });
     this.partition.addWorker({ id: 'w1', dataParallelSize: 2, totalBlocks: 64, maxBatchedTokens: 512, kvEvents: false });
     this.partition.addWorker({ id: 'w2', totalBlocks: 64, maxBatchedTokens: 512, kvEvents: false, taints: ['gpu=a100'] });
@@ -329,7 +329,7 @@ class Run {
   private readonly workerOf = new Map<string, WorkerKey>();
 
   constructor(wake: 'targeted' | 'everything', fleet: 'table' | 'partition') {
-    this.fleet = fleet === 'table' ? new TableFleet() : new PartitionFleet(this.clock);
+    this.fleet = fleet === 'table' ? new TableFleet() : new ModelFleetBacked(this.clock);
     this.scheduler = new Scheduler({ clock: this.clock, placement: this.fleet.placement, classes: CLASSES, classifier: this.gate, wake, laneKeySecret: Buffer.alloc(32, 3) });
   }
 

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { VirtualClock } from '../../router/clock.js';
 import { RouterError } from '../../router/errors.js';
-import { ModelRoute } from '../../router/model-route.js';
-import type { RequestFields } from '../../router/partition.js';
-import { defaultCostPolicy } from '../../router/plugins/selection/default-cost.js';
+import { ModelRouter } from '../../router/model-router.js';
+import type { RequestFields } from '../../router/model-fleet.js';
+import { defaultCostPolicy } from '../../router/selection/policies/default-cost.js';
 import type { Admission } from '../../router/scheduler/contracts.js';
 import { SessionBindings } from '../../router/session-bindings.js';
 import { req } from './helpers/requests.js';
@@ -84,7 +84,7 @@ const tokens = (len: number, start = 1) => Array.from({ length: len }, (_, i) =>
 
 function route() {
   const clock = new VirtualClock(0);
-  const r = new ModelRoute({ model: 'm', blockSize: 4, clock, seed: 1, sessionAffinity: { ttlMs: 1000 }, policy: defaultCostPolicy() });
+  const r = new ModelRouter({ model: 'm', blockSize: 4, clock, seed: 1, sessionAffinity: { ttlMs: 1000 }, policy: defaultCostPolicy() });
   r.addWorker({ id: 'a', totalBlocks: 1000, maxBatchedTokens: 64 });
   r.addWorker({ id: 'b', totalBlocks: 1000, maxBatchedTokens: 64 });
   const submit = (f: RequestFields, t: number[]): Admission => {
@@ -102,7 +102,7 @@ function route() {
   return { r, clock, submit, stored };
 }
 
-describe('session affinity in selection (ObservedPlacement)', () => {
+describe('session affinity in selection (AffinityPlacement)', () => {
   it("a bound session's next turn goes to its worker even where the load would send it elsewhere", () => {
     const { submit } = route();
     const first = submit(fields({ sessionId: 's' }), tokens(40));
@@ -147,7 +147,7 @@ describe('session affinity in selection (ObservedPlacement)', () => {
   });
 
   it('without affinity, session requests are placed by cost alone', () => {
-    const r = new ModelRoute({ model: 'm', blockSize: 4, clock: new VirtualClock(0), seed: 1, policy: defaultCostPolicy() });
+    const r = new ModelRouter({ model: 'm', blockSize: 4, clock: new VirtualClock(0), seed: 1, policy: defaultCostPolicy() });
     r.addWorker({ id: 'a', totalBlocks: 1000, maxBatchedTokens: 64 });
     r.addWorker({ id: 'b', totalBlocks: 1000, maxBatchedTokens: 64 });
     const placed: Admission[] = [];

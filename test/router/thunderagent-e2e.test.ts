@@ -1,11 +1,11 @@
 // End to end: three agent sessions with tool pauses on two workers with small
-// KV caches, through the real ModelRoute (partition, scheduler, gate) on
+// KV caches, through the real ModelRouter (model fleet, scheduler, gate) on
 // virtual time. Each turn's prompt is the session's whole context so far;
 // engines answer with a fixed prefill and decode time.
 import { describe, expect, it } from 'vitest';
 import { VirtualClock } from '../../router/clock.js';
-import { ModelRoute } from '../../router/model-route.js';
-import type { RoutedRequest } from '../../router/partition.js';
+import { ModelRouter } from '../../router/model-router.js';
+import type { RoutedRequest } from '../../router/model-fleet.js';
 import { thunderAgent } from '../../router/plugins/thunderagent/index.js';
 
 const PREFILL_MS = 100;
@@ -39,7 +39,7 @@ interface TurnLog {
 function simulate(agents: Agent[]) {
   const clock = new VirtualClock(0);
   const agent = thunderAgent<RoutedRequest>({ resumeTimeoutMs: 600_000 });
-  const route = new ModelRoute({ model: 'agents', blockSize: 16, clock, seed: 7, classifier: agent, sweepIntervalMs: 0 });
+  const route = new ModelRouter({ model: 'agents', blockSize: 16, clock, seed: 7, classifier: agent, sweepIntervalMs: 0 });
   // 60 blocks of 16 tokens: 960 tokens of KV per worker.
   route.addWorker({ id: 'gpu0', totalBlocks: 60, maxBatchedTokens: 4096 });
   route.addWorker({ id: 'gpu1', totalBlocks: 60, maxBatchedTokens: 4096 });

@@ -1,8 +1,8 @@
 import { describe, expect, it, vi } from 'vitest';
 import { VirtualClock } from '../../router/clock.js';
 import { RouterError } from '../../router/errors.js';
-import { ModelRoute } from '../../router/model-route.js';
-import type { RequestFields, RoutedRequest } from '../../router/partition.js';
+import { ModelRouter } from '../../router/model-router.js';
+import type { RequestFields, RoutedRequest } from '../../router/model-fleet.js';
 import { createClassifier } from '../../router/plugins/classifiers.js';
 import { createThunderAgent, thunderAgent, THUNDERAGENT_DEFAULTS, type ThunderAgent, type ThunderAgentOptions } from '../../router/plugins/thunderagent/index.js';
 import type { Admission, PolicyClass } from '../../router/scheduler/contracts.js';
@@ -17,7 +17,7 @@ function fleet(options: Partial<ThunderAgentOptions> = {}, setup: { workers?: st
   const clock = new VirtualClock(0);
   const agent = thunderAgent<RoutedRequest>(options);
   // No periodic tick: only the gate's own hold times and lifecycle events move the queue.
-  const route = new ModelRoute({ model: 'm', blockSize: BLOCK, clock, seed: 1, classifier: agent, tickMs: 1e9, sweepIntervalMs: 0, classes: setup.classes });
+  const route = new ModelRouter({ model: 'm', blockSize: BLOCK, clock, seed: 1, classifier: agent, tickMs: 1e9, sweepIntervalMs: 0, classes: setup.classes });
   for (const id of setup.workers ?? ['a']) route.addWorker({ id, totalBlocks: BLOCKS, maxBatchedTokens: 8192 });
   const outcome = new Map<string, Admission | RouterError>();
   const bases = new Map<string, number>();
@@ -96,8 +96,8 @@ describe('C5: ThunderAgent parameters', () => {
 
   it('one instance serves one scheduler', () => {
     const agent = thunderAgent();
-    new ModelRoute({ model: 'm', blockSize: BLOCK, clock: new VirtualClock(0), classifier: agent, sweepIntervalMs: 0 });
-    expect(() => new ModelRoute({ model: 'm', blockSize: BLOCK, clock: new VirtualClock(0), classifier: agent, sweepIntervalMs: 0 })).toThrow(/one scheduler/);
+    new ModelRouter({ model: 'm', blockSize: BLOCK, clock: new VirtualClock(0), classifier: agent, sweepIntervalMs: 0 });
+    expect(() => new ModelRouter({ model: 'm', blockSize: BLOCK, clock: new VirtualClock(0), classifier: agent, sweepIntervalMs: 0 })).toThrow(/one scheduler/);
   });
 });
 
@@ -333,7 +333,7 @@ describe('T: ThunderAgent', () => {
   it('T11: with no queue threshold configured (the documented launch), one turn per session still holds', () => {
     const clock = new VirtualClock(0);
     const agent = thunderAgent<RoutedRequest>();
-    const route = new ModelRoute({ model: 'm', blockSize: BLOCK, clock, classifier: agent });
+    const route = new ModelRouter({ model: 'm', blockSize: BLOCK, clock, classifier: agent });
     route.addWorker({ id: 'a', totalBlocks: BLOCKS, maxBatchedTokens: 8192 });
     const got: string[] = [];
     const submit = (id: string) =>

@@ -6,27 +6,27 @@
 // first token come from the speed prior: 20 ms + tokens / 48 per ms.
 import { afterEach, describe, expect, it } from 'vitest';
 import { VirtualClock } from '../../router/clock.js';
-import { ModelRoute } from '../../router/model-route.js';
-import { plainFields } from '../../router/partition.js';
+import { ModelRouter } from '../../router/model-router.js';
+import { plainFields } from '../../router/model-fleet.js';
 import type { PolicyClass } from '../../router/scheduler/contracts.js';
 
 const BS = 16;
 const tokens = (n: number, seed: number) => Uint32Array.from({ length: n }, (_, i) => seed * 100_000 + i + 1);
 
-function route(targetMs: number, sloMs: number | null = null): { route: ModelRoute; clock: VirtualClock } {
+function route(targetMs: number, sloMs: number | null = null): { route: ModelRouter; clock: VirtualClock } {
   const clock = new VirtualClock(0);
   const cls: PolicyClass = { name: 'default', quantum: 4096, queuePolicy: 'fcfs', busy: { ttftMs: targetMs }, queueLimit: { requests: null, tokens: null }, sloMs };
-  const r = new ModelRoute({ model: 'm', blockSize: BS, clock, seed: 1, classes: [cls], sweepIntervalMs: 0, tickMs: 10 });
+  const r = new ModelRouter({ model: 'm', blockSize: BS, clock, seed: 1, classes: [cls], sweepIntervalMs: 0, tickMs: 10 });
   r.addWorker({ id: 'w0', totalBlocks: 100_000, maxBatchedTokens: 8192 });
   return { route: r, clock };
 }
 
-const routes: ModelRoute[] = [];
+const routes: ModelRouter[] = [];
 afterEach(() => {
   for (const r of routes.splice(0)) r.close();
 });
 
-function submit(r: ModelRoute, id: string, prompt: Uint32Array, outcomes: Map<string, string>): void {
+function submit(r: ModelRouter, id: string, prompt: Uint32Array, outcomes: Map<string, string>): void {
   r.submit(plainFields(id), prompt, {
     dispatch: (admission) => {
       outcomes.set(id, `dispatched:${admission.worker.id}`);

@@ -2,8 +2,8 @@
 // engine binds (port + rank, for the publisher and the replay socket) may not
 // collide, and LoRA adapter names each mean one thing.
 import { describe, expect, it } from 'vitest';
-import { ConfigError } from '../../server/config/fields.js';
 import { configFromDocument } from '../../server/config/load.js';
+import { configFailure as failure } from '../helpers/config-failure.js';
 import { validateWorker } from '../../server/config/schema.js';
 
 const zmq = (port: number, replay?: number, host = '10.0.0.5') => ({
@@ -11,15 +11,6 @@ const zmq = (port: number, replay?: number, host = '10.0.0.5') => ({
   ...(replay === undefined ? {} : { replay_endpoint: `tcp://${host}:${replay}` }),
 });
 
-function failure(document: unknown): string {
-  try {
-    configFromDocument(document, {});
-  } catch (error) {
-    expect(error).toBeInstanceOf(ConfigError);
-    return (error as Error).message;
-  }
-  throw new Error('the config was accepted');
-}
 
 describe('KV-event port collisions', () => {
   it("refuses a data-parallel worker whose rank 1 publisher would take rank 0's replay port", () => {

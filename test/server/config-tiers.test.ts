@@ -1,19 +1,10 @@
 // tier_weights: what a cached block in each storage tier is worth, at the top level and per model.
 import { describe, expect, it } from 'vitest';
-import { ConfigError } from '../../server/config/fields.js';
 import { configFromDocument } from '../../server/config/load.js';
+import { configFailure as failure } from '../helpers/config-failure.js';
 
 const worker = (over: Record<string, unknown> = {}) => ({ id: 'w0', url: 'http://10.0.0.5:8000', model: 'llama', ...over });
 
-function failure(document: unknown): string {
-  try {
-    configFromDocument(document, {});
-  } catch (error) {
-    expect(error).toBeInstanceOf(ConfigError);
-    return (error as Error).message;
-  }
-  throw new Error('the config was accepted');
-}
 
 describe('tier_weights', () => {
   it('defaults to GPU 1, CPU 0.75, disk 0.25', () => {

@@ -5,8 +5,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { VirtualClock } from '../../router/clock.js';
 import { RouterError } from '../../router/errors.js';
-import { ModelRoute } from '../../router/model-route.js';
-import type { RequestFields } from '../../router/partition.js';
+import { ModelRouter } from '../../router/model-router.js';
+import type { RequestFields } from '../../router/model-fleet.js';
 import type { Admission } from '../../router/scheduler/contracts.js';
 import { LedgerSync } from '../../server/nats/ledger-sync.js';
 import { req } from '../router/helpers/requests.js';
@@ -17,7 +17,7 @@ const PEER_TIMEOUT = 3000;
 
 interface Node {
   id: string;
-  route: ModelRoute;
+  route: ModelRouter;
   ledger: LedgerSync;
   sessions: SessionSync;
 }
@@ -37,7 +37,7 @@ function cluster(ids: string[], options: { approximate?: boolean; maxMessageByte
     }
   };
   for (const id of ids) {
-    const route = new ModelRoute({ model: 'm', blockSize: 4, clock, seed: 7, sessionAffinity: { ttlMs: 60_000 } });
+    const route = new ModelRouter({ model: 'm', blockSize: 4, clock, seed: 7, sessionAffinity: { ttlMs: 60_000 } });
     for (const w of ['w0', 'w1', 'w2']) route.addWorker({ id: w, totalBlocks: 1000, maxBatchedTokens: 256, kvEvents: !options.approximate });
     const ledger = new LedgerSync(route, {
       replica: id,

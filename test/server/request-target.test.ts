@@ -2,7 +2,7 @@
 // "model:adapter" (SGLang); cache_salt is a non-empty string.
 import { describe, expect, it } from 'vitest';
 import { RouterError } from '../../router/errors.js';
-import { plainFields } from '../../router/partition.js';
+import { plainFields } from '../../router/model-fleet.js';
 import { cacheSaltOf, resolveTarget, withBlockKeys } from '../../server/request/target.js';
 import type { ModelRuntime } from '../../server/workers/model-runtime.js';
 

@@ -1,7 +1,7 @@
 // End-to-end replays on small traces and fleets: the real router and mock
 // engines in virtual time.
 import { describe, expect, it } from 'vitest';
-import { createSelectionPolicy } from '../../router/plugins/selection/index.js';
+import { createSelectionPolicy } from '../../router/selection/policies/index.js';
 import { agentSessions } from '../../sim/replay/agent-sessions.js';
 import { coldPrompts } from '../../sim/replay/cold-prompts.js';
 import { parseMooncakeTrace } from '../../sim/replay/mooncake.js';

@@ -3,7 +3,7 @@
 // learned speed converges to what that model takes, from a prior far off, and
 // a worker slowed mid-run gets less work within seconds.
 import { describe, expect, it } from 'vitest';
-import { createSelectionPolicy } from '../../router/plugins/selection/index.js';
+import { createSelectionPolicy } from '../../router/selection/policies/index.js';
 import { prefillMs } from '../../sim/mocker/timing.js';
 import { simulate, type SimulationResult } from '../../sim/replay/simulate.js';
 import type { ReplayRequest, Workload } from '../../sim/replay/workload.js';

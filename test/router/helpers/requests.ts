@@ -1,5 +1,5 @@
 import type { WorkerKey } from '../../../bindings/workers.js';
-import { plainFields } from '../../../router/partition.js';
+import { plainFields } from '../../../router/model-fleet.js';
 import { RouterError } from '../../../router/errors.js';
 import type { Admission, PolicyClass, SchedRequest } from '../../../router/scheduler/contracts.js';
 import type { DispatchHandlers } from '../../../router/scheduler/scheduler.js';

@@ -1,4 +1,4 @@
-// The kernels one partition decides with, on one wasm Core or on the pure-TS
+// The kernels one model fleet decides with, on one wasm Core or on the pure-TS
 // twins: the block hasher its KV events are hashed with, the prefix index, the
 // load ledger, the selector (its generator and columns) and the fused
 // decision, all over one WorkerSlots so a slot means the same worker in each.
@@ -20,7 +20,7 @@ import type { WorkerSlots } from '../../bindings/workers.js';
 import type { MediaHasher } from '../media-keys.js';
 import type { KeyedHasher } from './block-keys.js';
 
-/** What the partition needs of a block hasher for KV events, salted prompts and media keys: the wasm one and its twin both fit. */
+/** What the model fleet needs of a block hasher for KV events, salted prompts and media keys: the wasm one and its twin both fit. */
 export type EventHasher = KeyedHasher & MediaHasher;
 
 export interface Kernels {

@@ -1,4 +1,4 @@
-// The decision pipeline of a partition: a request's constraints, a gate's or
+// The decision pipeline of a model fleet: a request's constraints, a gate's or
 // session's soft target, the fused core decision (or the JS policy pipeline),
 // the booking, and the errors that name why no worker could take it. A busy
 // class asks for capacity before it admits: the decision made for the

@@ -1,21 +1,21 @@
 // ttft: the worker where the request's first token would come out soonest,
 // evaluated in the wasm core for every worker (assembly/cost/ttft.ts): the
 // fixed part of a first token there, plus its queued prefill and its own
-// uncached tokens at the worker's learned speed (router/partition/speeds.ts),
+// uncached tokens at the worker's learned speed (router/model-fleet/speeds.ts),
 // plus a decoding request's weight per request already decoding there; past
 // capacity uncached tokens weigh more (reuse_weight x the fleet's queued
 // prefill in engine steps), so the fleet keeps reusing what it cached.
 // Cheapest wins (ties at random), or a softmax over normalised costs at
 // temperature > 0.
 import type { SelectionPolicy } from '../../selection/contracts.js';
-import { DEFAULT_SPEED_PRIOR } from '../../partition/speeds.js';
-import { readParams } from '../params.js';
+import { DEFAULT_SPEED_PRIOR } from '../../model-fleet/speeds.js';
+import { readParams } from '../../plugins/params.js';
 
 const spec = {
   reuse_weight: { type: 'number', default: 4, min: 0 },
   decode_weight: { type: 'number', default: 300, min: 0 },
   temperature: { type: 'number', default: 0, min: 0 },
-  // The speed prior (router/partition/speeds.ts): what a worker does before its first tokens are measured.
+  // The speed prior (router/model-fleet/speeds.ts): what a worker does before its first tokens are measured.
   prior_tokens_per_s: { type: 'number', default: DEFAULT_SPEED_PRIOR.tokensPerSecond, min: 0, exclusiveMin: true },
   prior_base_ms: { type: 'number', default: DEFAULT_SPEED_PRIOR.baseMs, min: 0 },
   speed_memory: { type: 'number', default: DEFAULT_SPEED_PRIOR.memory, min: 2 },

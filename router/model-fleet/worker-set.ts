@@ -1,4 +1,4 @@
-// The workers of a partition: their specs and ranks (slots), whether they take
+// The workers of a model fleet: their specs and ranks (slots), whether they take
 // new requests, their taint groups, and every change carried into the
 // kernels. What requests ask of it (live ranks, capacities, slots) is kept up
 // to date as workers change, so no request walks the fleet.

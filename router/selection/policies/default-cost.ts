@@ -4,7 +4,7 @@
 // requests), times the preferred-taint multiplier; cheapest wins (ties at
 // random), or a softmax over normalised costs at temperature > 0.
 import type { SelectionPolicy } from '../../selection/contracts.js';
-import { readParams } from '../params.js';
+import { readParams } from '../../plugins/params.js';
 
 const spec = {
   overlap_credit: { type: 'number', default: 1, min: 0 },

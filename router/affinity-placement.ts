@@ -1,4 +1,4 @@
-// The scheduler's view of a partition, with what a bare Partition does not
+// The scheduler's view of a model fleet, with what a bare ModelFleet does not
 // do: session affinity, and a listener that hears of this router's own
 // bookings and bindings (so replicas can share them).
 //
@@ -15,7 +15,7 @@ import type { WorkerKey } from '../bindings/workers.js';
 import type { BusyThresholds } from '../bindings/selection-contract.js';
 import type { Clock } from './clock.js';
 import { RouterError } from './errors.js';
-import type { Partition, RoutedRequest } from './partition.js';
+import type { ModelFleet, RoutedRequest } from './model-fleet.js';
 import type { Admission, CapacityVerdict, Placement, WorkerCapacity } from './scheduler/contracts.js';
 import type { SessionBinding, SessionBindings } from './session-bindings.js';
 import type { WorkerInputMask, WorkerRows } from './worker-inputs.js';
@@ -32,11 +32,11 @@ export interface RouteListener {
   sessionInvalidated?(session: string, worker: WorkerKey): void;
 }
 
-export class ObservedPlacement implements Placement<RoutedRequest> {
+export class AffinityPlacement implements Placement<RoutedRequest> {
   listener: RouteListener | null = null;
 
   constructor(
-    private readonly partition: Partition,
+    private readonly partition: ModelFleet,
     private readonly clock: Clock,
     readonly sessions: SessionBindings | null,
   ) {}

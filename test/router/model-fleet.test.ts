@@ -3,8 +3,8 @@ import { BlockHasher } from '../../bindings/reference/block-hasher.js';
 import { VirtualClock } from '../../router/clock.js';
 import { RouterError } from '../../router/errors.js';
 import type { KvEventBatch } from '../../router/kv-events.js';
-import { Partition, plainFields, type RequestFields, type RoutedRequest, type WorkerSpec } from '../../router/partition.js';
-import { createSelectionPolicy } from '../../router/plugins/selection/index.js';
+import { ModelFleet, plainFields, type RequestFields, type RoutedRequest, type WorkerSpec } from '../../router/model-fleet.js';
+import { createSelectionPolicy } from '../../router/selection/policies/index.js';
 import type { Admission } from '../../router/scheduler/contracts.js';
 import { WorkerInputs } from '../../router/worker-inputs.js';
 
@@ -17,7 +17,7 @@ const fields = (over: Partial<RequestFields> = {}): RequestFields => plainFields
 
 function setup(workers: string[] = ['a', 'b', 'c'], policy = 'kv', extra: Partial<WorkerSpec> = {}) {
   const clock = new VirtualClock(0);
-  const p = new Partition({ model: 'm', blockSize: BS, clock, seed: 7, policy: createSelectionPolicy(policy) });
+  const p = new ModelFleet({ model: 'm', blockSize: BS, clock, seed: 7, policy: createSelectionPolicy(policy) });
   for (const id of workers) p.addWorker(spec(id, extra));
   return { p, clock };
 }
@@ -31,13 +31,13 @@ function stored(tokens: number[], parent: bigint | null = null, engineTag = 1000
 
 const prompt = (len: number, start = 1) => Array.from({ length: len }, (_, i) => start + i);
 
-function admit(p: Partition, r: RoutedRequest, busy = null as Parameters<Partition['admit']>[2], target: { id: string; rank: number } | null = null): Admission {
+function admit(p: ModelFleet, r: RoutedRequest, busy = null as Parameters<ModelFleet['admit']>[2], target: { id: string; rank: number } | null = null): Admission {
   const a = p.admit(r, r.allowedWorkers, busy, target, []);
   if (RouterError.is(a)) throw a;
   return a;
 }
 
-describe('Partition: cache-aware placement from KV events', () => {
+describe('ModelFleet: cache-aware placement from KV events', () => {
   it('sends a prompt to the worker whose cache holds its prefix, with the overlap and cached tokens', () => {
     const { p } = setup();
     p.applyEvents(w('b'), stored(prompt(16)));
@@ -97,7 +97,7 @@ describe('Partition: cache-aware placement from KV events', () => {
   });
 });
 
-describe('Partition: eligibility and errors', () => {
+describe('ModelFleet: eligibility and errors', () => {
   it('rejects a pin to an unknown worker or rank with 400', () => {
     const { p } = setup();
     expect(() => p.prepare(fields({ pin: w('zz') }), prompt(8))).toThrow(expect.objectContaining({ code: 'KVR_ERR_UNKNOWN_WORKER', status: 400 }));
@@ -152,7 +152,7 @@ describe('Partition: eligibility and errors', () => {
   });
 });
 
-describe('Partition: load ledger through the lifecycle', () => {
+describe('ModelFleet: load ledger through the lifecycle', () => {
   it('books prefill load until the first token and decode load until release, and balances by it', () => {
     const { p } = setup(['a', 'b']);
     const r1 = p.prepare(fields(), prompt(400));
@@ -220,7 +220,7 @@ describe('Partition: load ledger through the lifecycle', () => {
   });
 });
 
-describe('Partition: explain', () => {
+describe('ModelFleet: explain', () => {
   it('explains why a request misses or hits the cache on each worker without booking anything', () => {
     const { p } = setup(['a', 'b']);
     p.applyEvents(w('b'), stored(prompt(12)));
@@ -242,7 +242,7 @@ describe('Partition: explain', () => {
   });
 });
 
-describe('Partition: classifier rows', () => {
+describe('ModelFleet: classifier rows', () => {
   it('W2: builds only the declared groups, for the eligible workers including busy ones', () => {
     const { p } = setup(['a', 'b']);
     p.applyEvents(w('a'), stored(prompt(8)));
@@ -267,8 +267,8 @@ describe('Partition: classifier rows', () => {
   });
 });
 
-describe('Partition: built-in selection policies', () => {
-  const pick = (p: Partition, len = 8, start = 1) => admit(p, p.prepare(fields(), prompt(len, start))).worker.id;
+describe('ModelFleet: built-in selection policies', () => {
+  const pick = (p: ModelFleet, len = 8, start = 1) => admit(p, p.prepare(fields(), prompt(len, start))).worker.id;
 
   it('round-robin cycles through the workers in order', () => {
     const { p } = setup(['a', 'b', 'c'], 'round-robin');

@@ -1,6 +1,6 @@
 // random: a uniformly random eligible worker.
 import type { SelectionPolicy } from '../../selection/contracts.js';
-import { readParams } from '../params.js';
+import { readParams } from '../../plugins/params.js';
 
 export function randomPolicy(params?: unknown): SelectionPolicy {
   readParams('random', params, {});

@@ -1,6 +1,6 @@
-// The public shapes of a partition: what it is given (worker specs, request
+// The public shapes of a model fleet: what it is given (worker specs, request
 // fields, options) and what it answers (routed requests, explanations, event
-// counts). router/partition.ts re-exports them.
+// counts). router/model-fleet.ts re-exports them.
 import type { BusyThresholds } from '../../bindings/selection-contract.js';
 import type { Clock } from '../clock.js';
 import type { SchedRequest } from '../scheduler/contracts.js';
@@ -28,7 +28,7 @@ export interface PreferredTaint {
   weight: number;
 }
 
-/** A request the partition has hashed: what the scheduler and selection need. */
+/** A request the model fleet has hashed: what the scheduler and selection need. */
 export interface RoutedRequest extends SchedRequest {
   readonly localHashes: BigUint64Array;
   readonly seqHashes: BigUint64Array;
@@ -50,7 +50,7 @@ export function plainFields(id: string, overrides: Partial<RequestFields> = {}):
   return { id, sessionId: null, sessionFinal: false, policyClass: null, priority: 0, tier: 0, pin: null, allowedWorkers: null, ...overrides };
 }
 
-export interface PartitionOptions {
+export interface ModelFleetOptions {
   model: string;
   blockSize: number;
   clock: Clock;

@@ -1,4 +1,4 @@
-// A partition's headroom for a class (live workers not busy under its
+// A model fleet's headroom for a class (live workers not busy under its
 // thresholds) and busyFor (this worker serves and is busy under them), which
 // the scheduler's wake rule reads on capacity changes: they agree with the
 // capacity check of a request pinned to each worker, on the
@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import type { BusyThresholds } from '../../bindings/selection-contract.js';
 import { VirtualClock } from '../../router/clock.js';
 import { RouterError } from '../../router/errors.js';
-import { Partition, plainFields } from '../../router/partition.js';
+import { ModelFleet, plainFields } from '../../router/model-fleet.js';
 
 const IDS = ['a', 'b', 'c', 'd', 'e'];
 /** More threshold sets than the core keeps views open (8), so views are evicted and opened again. */
@@ -40,14 +40,14 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 3, arbitrary: fc.record({ kind: fc.constantFrom('first' as const, 'free' as const), pick: fc.nat() }) },
 );
 
-/** One partition fed the operations; `live` holds the requests booked on it. */
+/** One model fleet fed the operations; `live` holds the requests booked on it. */
 class Fleet {
-  readonly p: Partition;
+  readonly p: ModelFleet;
   readonly live: string[] = [];
   private n = 0;
 
   constructor(kernels: 'wasm' | 'reference') {
-    this.p = new Partition({ model: 'm', blockSize: 16, clock: new VirtualClock(0), seed: 5, kernels, fastPathBusy: THRESHOLDS[0] });
+    this.p = new ModelFleet({ model: 'm', blockSize: 16, clock: new VirtualClock(0), seed: 5, kernels, fastPathBusy: THRESHOLDS[0] });
   }
 
   apply(o: Op): void {
@@ -103,7 +103,7 @@ class Fleet {
   }
 }
 
-describe('Partition.headroom and busyFor', () => {
+describe('ModelFleet.headroom and busyFor', () => {
   it('agree with what a request pinned to each worker finds, for every class thresholds, on the core and on the twins', () => {
     fc.assert(
       fc.property(fc.array(op, { minLength: 10, maxLength: 120 }), fc.array(fc.nat(THRESHOLDS.length - 1), { minLength: 1, maxLength: 6 }), (ops, asked) => {
@@ -126,7 +126,7 @@ describe('Partition.headroom and busyFor', () => {
   });
 
   it('counts a worker that is busy, draining or ejected as no headroom', () => {
-    const p = new Partition({ model: 'm', blockSize: 16, clock: new VirtualClock(0), seed: 1, fastPathBusy: { prefillTokens: 100 } });
+    const p = new ModelFleet({ model: 'm', blockSize: 16, clock: new VirtualClock(0), seed: 1, fastPathBusy: { prefillTokens: 100 } });
     for (const id of ['a', 'b', 'c', 'd']) p.addWorker({ id, totalBlocks: 64, maxBatchedTokens: 1024 });
     const busy = { prefillTokens: 100 };
     expect(p.headroom(busy)).toBe(4);

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { VirtualClock } from '../../router/clock.js';
 import { RouterError } from '../../router/errors.js';
 import type { KvEventBatch } from '../../router/kv-events.js';
-import { Partition } from '../../router/partition.js';
+import { ModelFleet } from '../../router/model-fleet.js';
 
 const BS = 4;
 // Prompts drawn from a few shared prefixes so caches and active sequences overlap.
@@ -23,12 +23,12 @@ const step = fc.oneof(
   fc.record({ kind: fc.constant('release' as const), pick: fc.nat() }),
 );
 
-describe('Partition on the wasm core against the same partition on the pure-TS twins', () => {
+describe('ModelFleet on the wasm core against the same partition on the pure-TS twins', () => {
   it('makes the same decision, with the same overlap, at every step of random event and request streams', () => {
     fc.assert(
       fc.property(fc.array(step, { maxLength: 60 }), fc.nat(1000), (steps, seed) => {
         const make = (kernels: 'wasm' | 'reference') => {
-          const p = new Partition({ model: 'm', blockSize: BS, clock: new VirtualClock(0), seed, kernels });
+          const p = new ModelFleet({ model: 'm', blockSize: BS, clock: new VirtualClock(0), seed, kernels });
           for (const id of ['a', 'b', 'c', 'd']) p.addWorker({ id, totalBlocks: 64, maxBatchedTokens: 64 });
           return p;
         };
@@ -73,7 +73,7 @@ describe('Partition on the wasm core against the same partition on the pure-TS t
   });
 });
 
-describe('Partition on the wasm core against the twins and an index sharded over two cores, with constraints and busy classes', () => {
+describe('ModelFleet on the wasm core against the twins and an index sharded over two cores, with constraints and busy classes', () => {
   const TAINTS = [[], ['zone=a'], ['zone=a', 'gpu=fast'], ['gpu=fast']];
   const BUSY = [null, { prefillTokens: 60 }, { decodeFraction: 0.3 }];
   const routeStep = fc.record({
@@ -102,7 +102,7 @@ describe('Partition on the wasm core against the twins and an index sharded over
     fc.assert(
       fc.property(fc.array(anyStep, { maxLength: 60 }), fc.nat(1000), (steps, seed) => {
         const make = (kernels: 'wasm' | 'reference', indexShards?: number) => {
-          const p = new Partition({ model: 'm', blockSize: BS, clock: new VirtualClock(0), seed, kernels, fastPathBusy: BUSY[1], indexShards });
+          const p = new ModelFleet({ model: 'm', blockSize: BS, clock: new VirtualClock(0), seed, kernels, fastPathBusy: BUSY[1], indexShards });
           // e publishes no KV events: its routed prompts are recorded in the index (in the core, or by the host when sharded).
           ['a', 'b', 'c', 'd', 'e'].forEach((id, i) => p.addWorker({ id, totalBlocks: 64, maxBatchedTokens: 64, taints: TAINTS[i % TAINTS.length], kvEvents: id !== 'e' }));
           return p;

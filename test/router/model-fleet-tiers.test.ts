@@ -1,12 +1,12 @@
-// The partition's index of offloaded tiers, hybrid models' KV cache groups
+// The model fleet's index of offloaded tiers, hybrid models' KV cache groups
 // and media keys, from KV events as engines publish them, on the wasm kernels
 // and on the twins alike.
 import { describe, expect, it } from 'vitest';
 import { VirtualClock } from '../../router/clock.js';
 import { RouterError } from '../../router/errors.js';
 import type { BlockStored, KvEventBatch } from '../../router/kv-events.js';
-import { Partition, plainFields, type PartitionOptions, type RequestFields, type RoutedRequest } from '../../router/partition.js';
-import { creditedBlocks, tierOf, tierWeights } from '../../router/partition/tiers.js';
+import { ModelFleet, plainFields, type ModelFleetOptions, type RequestFields, type RoutedRequest } from '../../router/model-fleet.js';
+import { creditedBlocks, tierOf, tierWeights } from '../../router/model-fleet/tiers.js';
 import type { Admission } from '../../router/scheduler/contracts.js';
 
 const BS = 4;
@@ -15,8 +15,8 @@ let n = 0;
 const fields = (over: Partial<RequestFields> = {}): RequestFields => plainFields(`t${n++}`, over);
 const prompt = (len: number, start = 1) => Array.from({ length: len }, (_, i) => start + i);
 
-function setup(kernels: 'wasm' | 'reference', extra: Partial<PartitionOptions> = {}) {
-  const p = new Partition({ model: 'm', blockSize: BS, clock: new VirtualClock(0), seed: 3, kernels, ...extra });
+function setup(kernels: 'wasm' | 'reference', extra: Partial<ModelFleetOptions> = {}) {
+  const p = new ModelFleet({ model: 'm', blockSize: BS, clock: new VirtualClock(0), seed: 3, kernels, ...extra });
   for (const id of ['a', 'b']) p.addWorker({ id, totalBlocks: 1000, maxBatchedTokens: 8192 });
   return p;
 }
@@ -28,7 +28,7 @@ function store(tokens: number[], over: Partial<BlockStored> = {}, tag = 100n): B
 
 const batch = (...events: KvEventBatch['events']): KvEventBatch => ({ ts: 0, dpRank: null, events });
 
-function admit(p: Partition, r: RoutedRequest): Admission {
+function admit(p: ModelFleet, r: RoutedRequest): Admission {
   const a = p.admit(r, null, null, null, []);
   if (RouterError.is(a)) throw a;
   return a;
@@ -55,7 +55,7 @@ describe('tiers: weights and credit', () => {
   });
 });
 
-describe.each(['wasm', 'reference'] as const)('Partition tiers (%s kernels)', (kernels) => {
+describe.each(['wasm', 'reference'] as const)('ModelFleet tiers (%s kernels)', (kernels) => {
   it('a block moved from GPU to CPU (stored on CPU, removed on GPU) is credited at the CPU weight, and explain shows it per tier', () => {
     const p = setup(kernels);
     const tokens = prompt(16);
@@ -121,7 +121,7 @@ describe.each(['wasm', 'reference'] as const)('Partition tiers (%s kernels)', (k
   });
 });
 
-describe.each(['wasm', 'reference'] as const)('Partition hybrid KV cache groups (%s kernels)', (kernels) => {
+describe.each(['wasm', 'reference'] as const)('ModelFleet hybrid KV cache groups (%s kernels)', (kernels) => {
   it("indexes the full-attention group only; a sliding-window group's blocks are counted and ignored", () => {
     const p = setup(kernels);
     const full = store(prompt(16), { groupIdx: 0, specKind: 'full_attention' });
@@ -154,7 +154,7 @@ describe.each(['wasm', 'reference'] as const)('Partition hybrid KV cache groups 
   });
 });
 
-describe.each(['wasm', 'reference'] as const)('Partition media keys (%s kernels)', (kernels) => {
+describe.each(['wasm', 'reference'] as const)('ModelFleet media keys (%s kernels)', (kernels) => {
   // 16 tokens: text in block 0, an image's 6-token run from token 5 (blocks 1 and 2), text after.
   const tokens = prompt(16);
   const image = (id: string) => [{ id, offset: 5, length: 6 }];

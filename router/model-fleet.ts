@@ -1,8 +1,8 @@
-// One routing partition (a model): its workers, the wasm core that indexes
+// One model's fleet: its workers, the wasm core that indexes
 // their KV caches and tracks their load, and the selection policy. It hashes
 // prompts, applies KV events, and is the scheduler's Placement: cached-prefix
 // snapshots, classifier rows, capacity checks, and admission (select + book).
-// The parts live in router/partition/: the worker set and its taint groups,
+// The parts live in router/model-fleet/: the worker set and its taint groups,
 // prompts and seeds, the cache index and its KV events, constraints, the
 // decision pipeline (core and JS), explain; the kernels in bindings/.
 import type { BusyThresholds } from '../bindings/selection-contract.js';
@@ -12,40 +12,40 @@ import type { IndexFailure, PrefixIndexApi } from '../bindings/prefix-index-api.
 import type { Clock } from './clock.js';
 import { RouterError } from './errors.js';
 import type { KvEventBatch } from './kv-events.js';
-import { CacheIndex } from './partition/cache-index.js';
-import { Constraints } from './partition/constraints.js';
-import { Decisions } from './partition/decisions.js';
-import { explainDecision } from './partition/explain.js';
-import { createKernels, type Kernels } from './partition/kernels.js';
-import { Pipeline } from './partition/pipeline.js';
-import { Prompts } from './partition/prompts.js';
-import { tierWeights } from './partition/tiers.js';
-import { DEFAULT_SPEED_PRIOR, Speeds, type FleetSpeed, type LearnedSpeed } from './partition/speeds.js';
-import type { EventCounts, Explanation, PartitionOptions, RequestFields, RoutedRequest, WorkerSpec } from './partition/types.js';
-import { WorkerSet } from './partition/worker-set.js';
-import { ttftPolicy } from './plugins/selection/ttft.js';
+import { CacheIndex } from './model-fleet/cache-index.js';
+import { Constraints } from './model-fleet/constraints.js';
+import { Decisions } from './model-fleet/decisions.js';
+import { explainDecision } from './model-fleet/explain.js';
+import { createKernels, type Kernels } from './model-fleet/kernels.js';
+import { Pipeline } from './model-fleet/pipeline.js';
+import { Prompts } from './model-fleet/prompts.js';
+import { tierWeights } from './model-fleet/tiers.js';
+import { DEFAULT_SPEED_PRIOR, Speeds, type FleetSpeed, type LearnedSpeed } from './model-fleet/speeds.js';
+import type { EventCounts, Explanation, ModelFleetOptions, RequestFields, RoutedRequest, WorkerSpec } from './model-fleet/types.js';
+import { WorkerSet } from './model-fleet/worker-set.js';
+import { ttftPolicy } from './selection/policies/ttft.js';
 import type { Admission, CapacityVerdict, Placement, WorkerCapacity } from './scheduler/contracts.js';
 import { policyInputs, type SelectionPolicy } from './selection/contracts.js';
 import type { WorkerInputMask, WorkerRows } from './worker-inputs.js';
 
-export { plainFields } from './partition/types.js';
+export { plainFields } from './model-fleet/types.js';
 export type {
   EventCounts,
   Explanation,
-  PartitionOptions,
+  ModelFleetOptions,
   PreferredTaint,
   RequestFields,
   RoutedRequest,
   WorkerExplanation,
   WorkerSpec,
-} from './partition/types.js';
+} from './model-fleet/types.js';
 
-export class Partition implements Placement<RoutedRequest> {
+export class ModelFleet implements Placement<RoutedRequest> {
   readonly model: string;
   readonly blockSize: number;
   readonly policy: SelectionPolicy;
   readonly workers: WorkerSlots;
-  /** The wasm core holding this partition's kernels (undefined on the twins). */
+  /** The wasm core holding this model fleet's kernels (undefined on the twins). */
   readonly core: Core | undefined;
   /** The prefix-cache index (possibly sharded over several cores). */
   readonly index: PrefixIndexApi;
@@ -59,7 +59,7 @@ export class Partition implements Placement<RoutedRequest> {
   private readonly decisions: Decisions;
   private readonly speeds: Speeds;
 
-  constructor(options: PartitionOptions) {
+  constructor(options: ModelFleetOptions) {
     if (!Number.isInteger(options.blockSize) || options.blockSize <= 0) throw new RangeError(`block size must be a positive integer, got ${options.blockSize}`);
     this.model = options.model;
     this.blockSize = options.blockSize;
@@ -114,7 +114,7 @@ export class Partition implements Placement<RoutedRequest> {
     this.configureFastPath(options.fastPathBusy ?? null);
   }
 
-  /** Keeps a fast-path view for these busy thresholds from now on (see PartitionOptions.fastPathBusy). */
+  /** Keeps a fast-path view for these busy thresholds from now on (see ModelFleetOptions.fastPathBusy). */
   configureFastPath(busy: BusyThresholds | null): void {
     const cost = this.decisions.fastPathCost;
     if (cost) this.kernels.decider.openView(cost, busy);

@@ -1,6 +1,6 @@
 // The built-in worker-selection policies, by the names configs and replay use.
 import type { SelectionPolicy } from '../../selection/contracts.js';
-import { PluginConfigError } from '../params.js';
+import { PluginConfigError } from '../../plugins/params.js';
 import { defaultCostPolicy } from './default-cost.js';
 import { leastLoadedPolicy } from './least-loaded.js';
 import { powerOfTwoPolicy } from './power-of-two.js';

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { VirtualClock } from '../../router/clock.js';
 import { RouterError } from '../../router/errors.js';
-import { ModelRoute } from '../../router/model-route.js';
-import { plainFields, type RequestFields } from '../../router/partition.js';
+import { ModelRouter } from '../../router/model-router.js';
+import { plainFields, type RequestFields } from '../../router/model-fleet.js';
 import type { Admission } from '../../router/scheduler/contracts.js';
 
 let n = 0;
@@ -11,7 +11,7 @@ const tokens = (len: number, start = 1) => Array.from({ length: len }, (_, i) =>
 
 function route(busy: { prefillTokens: number } | null = null) {
   const clock = new VirtualClock(0);
-  const r = new ModelRoute({
+  const r = new ModelRouter({
     model: 'm',
     blockSize: 4,
     clock,
@@ -28,7 +28,7 @@ function route(busy: { prefillTokens: number } | null = null) {
   return { r, clock, done, submit };
 }
 
-describe('ModelRoute: the partition and the scheduler together', () => {
+describe('ModelRouter: the partition and the scheduler together', () => {
   it('queues on the real ledger while every worker is busy and dispatches when a prefill completes', () => {
     const { r, done, submit } = route({ prefillTokens: 50 });
     const a = submit(fields(), tokens(60));
@@ -110,7 +110,7 @@ describe('ModelRoute: the partition and the scheduler together', () => {
 
   it('the periodic sweep reclaims a booking no live request holds and wakes the queue', () => {
     const { r, clock, done, submit } = route({ prefillTokens: 50 });
-    // Booked on the partition directly, as the replica layer books a peer's choice: the scheduler does not hold it.
+    // Booked on the model fleet directly, as the replica layer books a peer's choice: the scheduler does not hold it.
     const orphan = r.partition.prepare(fields(), tokens(60, 5000));
     r.partition.book(orphan, { id: 'a', rank: 0 }, 0);
     const peer = r.partition.prepare(fields(), tokens(60, 6000));

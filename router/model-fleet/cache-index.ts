@@ -1,4 +1,4 @@
-// The prefix-cache index as the partition keeps it: engines' KV events
+// The prefix-cache index as the model fleet keeps it: engines' KV events
 // applied (their tokens re-hashed at the router's block size and seed, media
 // keys folded in), each storage tier in an index of its own, only a hybrid
 // model's full-attention group indexed, stale workers forgotten,
@@ -26,7 +26,7 @@ export interface CacheIndexParts {
   /** A new, empty index for an offloaded tier (made when an event first names it). */
   tierIndex: () => PrefixIndexApi;
   weights: TierWeights;
-  /** Called once the partition has more than the device tier: decisions match through this from then on. */
+  /** Called once the model fleet has more than the device tier: decisions match through this from then on. */
   onTiers: (matcher: TierMatcher) => void;
 }
 

@@ -11,21 +11,21 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { WorkerSlots } from '../../bindings/workers.js';
 import { VirtualClock } from '../../router/clock.js';
 import { RouterError } from '../../router/errors.js';
-import { Partition, plainFields, type RequestFields } from '../../router/partition.js';
+import { ModelFleet, plainFields, type RequestFields } from '../../router/model-fleet.js';
 
 const BS = 16;
 const BUSY = { prefillTokens: 100_000 };
 const prompt = Uint32Array.from({ length: 2048 }, (_, i) => 7 + i);
 
-function fleet(workers: number): Partition {
-  const p = new Partition({ model: 'm', blockSize: BS, clock: new VirtualClock(0), seed: 3, fastPathBusy: BUSY });
+function fleet(workers: number): ModelFleet {
+  const p = new ModelFleet({ model: 'm', blockSize: BS, clock: new VirtualClock(0), seed: 3, fastPathBusy: BUSY });
   for (let w = 0; w < workers; w++) p.addWorker({ id: `w${w}`, totalBlocks: 4096, maxBatchedTokens: 8192, taints: w % 2 === 0 ? ['zone=a'] : [] });
   return p;
 }
 
 let n = 0;
 /** One request through submit, dispatch and completion, as the scheduler drives the placement. */
-function flow(p: Partition, extra: Partial<RequestFields> = {}, retry = false): void {
+function flow(p: ModelFleet, extra: Partial<RequestFields> = {}, retry = false): void {
   const request = p.prepare(plainFields(`r${n++}`, extra), prompt);
   p.cachedTokens(request, request.allowedWorkers);
   p.liveWorkers();
@@ -41,7 +41,7 @@ function flow(p: Partition, extra: Partial<RequestFields> = {}, retry = false): 
   p.release(request.id);
 }
 
-const FLOWS: [string, (p: Partition) => void][] = [
+const FLOWS: [string, (p: ModelFleet) => void][] = [
   ['a plain request', (p) => flow(p)],
   ['required and preferred taints', (p) => flow(p, { requiredTaints: ['zone=a'], preferredTaints: [{ taint: 'zone=a', weight: 0.5 }] })],
   ['a pin', (p) => flow(p, { pin: { id: 'w2', rank: 0 } })],
@@ -116,7 +116,7 @@ function uninstall(): void {
 afterEach(uninstall);
 
 /** Elements visited and slot calls of `runs` flows, after a warm-up outside the count. */
-function work(p: Partition, step: (p: Partition) => void, runs: number): { visited: number; slotCalls: number } {
+function work(p: ModelFleet, step: (p: ModelFleet) => void, runs: number): { visited: number; slotCalls: number } {
   for (let i = 0; i < 50; i++) step(p);
   visited = 0;
   slotCalls = 0;
@@ -143,7 +143,7 @@ function youngBytes(): number {
  * was allocated, never more, so the largest of several windows is the
  * allocation (a window without a collection reads it exactly).
  */
-function allocated(p: Partition, step: (p: Partition) => void, runs: number): number {
+function allocated(p: ModelFleet, step: (p: ModelFleet) => void, runs: number): number {
   for (let i = 0; i < 2000; i++) step(p);
   let most = 0;
   for (let window = 0; window < 6; window++) {
@@ -156,7 +156,7 @@ function allocated(p: Partition, step: (p: Partition) => void, runs: number): nu
   return most;
 }
 
-describe('Partition: per-request work does not grow with the fleet', () => {
+describe('ModelFleet: per-request work does not grow with the fleet', () => {
   const small = fleet(100);
   const large = fleet(10_000);
 

@@ -1,4 +1,4 @@
-// A request's prompt as the partition keeps it: its tokens checked, its seed
+// A request's prompt as the model fleet keeps it: its tokens checked, its seed
 // (LoRA adapter and cache salt), both hash lists from one core call (which
 // also finds the prompt's cached prefixes; a prompt with media has the blocks
 // its items overlap hashed again with their keys, and is matched at its

@@ -3,7 +3,7 @@
 // least-loaded balance without looking at every worker's load.
 import type { SelectionPolicy } from '../../selection/contracts.js';
 import { WorkerInputs } from '../../worker-inputs.js';
-import { readParams } from '../params.js';
+import { readParams } from '../../plugins/params.js';
 
 export function powerOfTwoPolicy(params?: unknown): SelectionPolicy {
   readParams('power-of-two', params, {});

@@ -3,7 +3,7 @@
 import type { SelectionPolicy } from '../../selection/contracts.js';
 import { argminRandomTies } from '../../selection/row-picks.js';
 import { WorkerInputs } from '../../worker-inputs.js';
-import { readParams } from '../params.js';
+import { readParams } from '../../plugins/params.js';
 
 export function leastLoadedPolicy(params?: unknown): SelectionPolicy {
   readParams('least-loaded', params, {});

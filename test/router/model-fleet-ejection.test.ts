@@ -5,15 +5,15 @@
 import { describe, expect, it } from 'vitest';
 import { VirtualClock } from '../../router/clock.js';
 import { RouterError } from '../../router/errors.js';
-import { ModelRoute } from '../../router/model-route.js';
-import { plainFields } from '../../router/partition.js';
+import { ModelRouter } from '../../router/model-router.js';
+import { plainFields } from '../../router/model-fleet.js';
 import type { Admission } from '../../router/scheduler/contracts.js';
 
 const prompt = Array.from({ length: 32 }, (_, i) => i + 1);
 let n = 0;
 
 function setup() {
-  const route = new ModelRoute({ model: 'm', blockSize: 4, clock: new VirtualClock(0), seed: 3 });
+  const route = new ModelRouter({ model: 'm', blockSize: 4, clock: new VirtualClock(0), seed: 3 });
   for (const id of ['a', 'b']) route.addWorker({ id, totalBlocks: 100, maxBatchedTokens: 512 });
   const placed = (over = {}) => {
     const out: (Admission | RouterError)[] = [];
@@ -54,7 +54,7 @@ describe('E: ejection in the partition', () => {
   });
 
   it('E3: every rank of an ejected data-parallel worker leaves selection', () => {
-    const route = new ModelRoute({ model: 'm', blockSize: 4, clock: new VirtualClock(0) });
+    const route = new ModelRouter({ model: 'm', blockSize: 4, clock: new VirtualClock(0) });
     route.addWorker({ id: 'dp', dataParallelSize: 2, totalBlocks: 100, maxBatchedTokens: 512 });
     route.addWorker({ id: 'b', totalBlocks: 100, maxBatchedTokens: 512 });
     route.setEjected('dp', true);

@@ -6,7 +6,7 @@
 import type { SelectionPolicy } from '../../selection/contracts.js';
 import { argminRandomTies } from '../../selection/row-picks.js';
 import { WorkerInputs } from '../../worker-inputs.js';
-import { readParams } from '../params.js';
+import { readParams } from '../../plugins/params.js';
 
 const spec = {
   cache_threshold: { type: 'number', default: 0.5, min: 0, max: 1 },

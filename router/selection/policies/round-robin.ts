@@ -1,7 +1,7 @@
 // round-robin: each decision takes the next eligible worker after the last one
 // picked, in slot order, wrapping around. Ignores cache and load.
 import type { SelectionPolicy } from '../../selection/contracts.js';
-import { readParams } from '../params.js';
+import { readParams } from '../../plugins/params.js';
 
 export function roundRobinPolicy(params?: unknown): SelectionPolicy {
   readParams('round-robin', params, {});

@@ -1,4 +1,4 @@
-// Everything that routes one model: its partition (workers, cache index, load
+// Everything that routes one model: its model fleet (workers, cache index, load
 // ledger, selection) and its admission scheduler, driven by one clock. The
 // live server and the replay both go through this, so they run the same code.
 import type { IndexFailure } from '../bindings/prefix-index-api.js';
@@ -6,15 +6,15 @@ import type { WorkerKey } from '../bindings/workers.js';
 import type { Clock, Timer } from './clock.js';
 import { RouterError } from './errors.js';
 import type { KvEventBatch } from './kv-events.js';
-import { ObservedPlacement, type RouteListener } from './observed-placement.js';
-import { Partition, type Explanation, type PartitionOptions, type RequestFields, type RoutedRequest, type WorkerSpec } from './partition.js';
-import { ttftPolicy } from './plugins/selection/ttft.js';
+import { AffinityPlacement, type RouteListener } from './affinity-placement.js';
+import { ModelFleet, type Explanation, type ModelFleetOptions, type RequestFields, type RoutedRequest, type WorkerSpec } from './model-fleet.js';
+import { ttftPolicy } from './selection/policies/ttft.js';
 import type { Admission, BusyThresholds, PolicyClass, RequestClassifier } from './scheduler/contracts.js';
 import { Scheduler, type DispatchHandlers } from './scheduler/scheduler.js';
 import type { SelectionPolicy } from './selection/contracts.js';
 import { SessionBindings, type SessionBindingsOptions } from './session-bindings.js';
 
-export interface ModelRouteOptions {
+export interface ModelRouterOptions {
   model: string;
   blockSize: number;
   clock: Clock;
@@ -32,10 +32,10 @@ export interface ModelRouteOptions {
   sweepAgeMs?: number;
   routedTtlMs?: number;
   maxRoutedBlocks?: number;
-  /** The prefix index's memory bound (see PartitionOptions). */
+  /** The prefix index's memory bound (see ModelFleetOptions). */
   indexMemoryBytes?: number;
-  /** What a cached block in each storage tier is worth (see PartitionOptions). */
-  tierWeights?: PartitionOptions['tierWeights'];
+  /** What a cached block in each storage tier is worth (see ModelFleetOptions). */
+  tierWeights?: ModelFleetOptions['tierWeights'];
   /** Session affinity (requests with a session id); default off. */
   sessionAffinity?: SessionBindingsOptions | null;
 }
@@ -66,13 +66,13 @@ export const DEFAULT_CLASS: PolicyClass = Object.freeze({
   sloMs: null,
 });
 
-export class ModelRoute {
+export class ModelRouter {
   readonly model: string;
-  readonly partition: Partition;
+  readonly partition: ModelFleet;
   readonly scheduler: Scheduler<RoutedRequest>;
   /** Session bindings, when affinity is on. */
   readonly sessions: SessionBindings | null;
-  private readonly placement: ObservedPlacement;
+  private readonly placement: AffinityPlacement;
   private readonly clock: Clock;
   private readonly classes: Map<string, PolicyClass>;
   private readonly defaultClass: string;
@@ -83,14 +83,14 @@ export class ModelRoute {
   private eventObserver: EventObserver | null = null;
   readonly sweepStats: SweepStats = { reclaimed: 0, longRunning: 0 };
 
-  constructor(options: ModelRouteOptions) {
+  constructor(options: ModelRouterOptions) {
     this.model = options.model;
     this.clock = options.clock;
     // Own copies: busy thresholds change at runtime through setBusyThresholds.
     const classes = (options.classes ?? [DEFAULT_CLASS]).map((c) => ({ ...c, busy: c.busy && { ...c.busy }, queueLimit: { ...c.queueLimit } }));
     this.classes = new Map(classes.map((c) => [c.name, c]));
     this.defaultClass = options.defaultClass ?? classes[0]!.name;
-    this.partition = new Partition({
+    this.partition = new ModelFleet({
       model: options.model,
       blockSize: options.blockSize,
       clock: options.clock,
@@ -103,7 +103,7 @@ export class ModelRoute {
       fastPathBusy: this.classes.get(this.defaultClass)!.busy,
     });
     this.sessions = options.sessionAffinity ? new SessionBindings(options.sessionAffinity) : null;
-    this.placement = new ObservedPlacement(this.partition, options.clock, this.sessions);
+    this.placement = new AffinityPlacement(this.partition, options.clock, this.sessions);
     this.scheduler = new Scheduler<RoutedRequest>({
       clock: options.clock,
       placement: this.placement,

@@ -1,4 +1,4 @@
-// The partition's side of the index failure path: a batch the index cannot
+// The model fleet's side of the index failure path: a batch the index cannot
 // apply comes back as the IndexFailure (the rest of the router goes on), a
 // batch for a worker no longer registered too, and a request booked on an
 // approximate-mode worker is not failed by an index without memory.
@@ -7,7 +7,7 @@ import { IndexFailure } from '../../bindings/prefix-index-api.js';
 import { VirtualClock } from '../../router/clock.js';
 import { RouterError } from '../../router/errors.js';
 import type { KvEventBatch } from '../../router/kv-events.js';
-import { Partition, plainFields } from '../../router/partition.js';
+import { ModelFleet, plainFields } from '../../router/model-fleet.js';
 
 const BS = 4;
 const prompt = (len: number, start = 1) => Array.from({ length: len }, (_, i) => start + i);
@@ -18,7 +18,7 @@ function stored(tokens: number[], tag: bigint): KvEventBatch {
 }
 
 function setup() {
-  const p = new Partition({ model: 'm', blockSize: BS, clock: new VirtualClock(0), seed: 1 });
+  const p = new ModelFleet({ model: 'm', blockSize: BS, clock: new VirtualClock(0), seed: 1 });
   p.addWorker({ id: 'a', totalBlocks: 1000, maxBatchedTokens: 8192 });
   p.addWorker({ id: 'b', totalBlocks: 1000, maxBatchedTokens: 8192 });
   p.addWorker({ id: 'r', totalBlocks: 1000, maxBatchedTokens: 8192, kvEvents: false });
@@ -27,7 +27,7 @@ function setup() {
   return { p, failNext, overlap };
 }
 
-describe('Partition when the index cannot apply events', () => {
+describe('ModelFleet when the index cannot apply events', () => {
   it('returns the IndexFailure of a batch the index had no memory for; the worker is cleared, the others keep theirs', () => {
     const { p, failNext, overlap } = setup();
     expect(p.applyEvents({ id: 'a', rank: 0 }, stored(prompt(16), 100n))).toBeNull();

@@ -7,7 +7,7 @@ import { Decider } from '../../bindings/decider.js';
 import { VirtualClock } from '../../router/clock.js';
 import { RouterError } from '../../router/errors.js';
 import type { KvEventBatch } from '../../router/kv-events.js';
-import { Partition, plainFields, type RequestFields } from '../../router/partition.js';
+import { ModelFleet, plainFields, type RequestFields } from '../../router/model-fleet.js';
 
 const BS = 4;
 const BUSY = { prefillTokens: 100 };
@@ -21,14 +21,14 @@ function stored(tokens: number[], tag: bigint): KvEventBatch {
 }
 
 function setup(workers = ['a', 'b', 'c']) {
-  const p = new Partition({ model: 'm', blockSize: BS, clock: new VirtualClock(0), seed: 11, fastPathBusy: BUSY });
+  const p = new ModelFleet({ model: 'm', blockSize: BS, clock: new VirtualClock(0), seed: 11, fastPathBusy: BUSY });
   for (const id of workers) p.addWorker({ id, totalBlocks: 1000, maxBatchedTokens: 8192 });
   return p;
 }
 
 afterEach(() => vi.restoreAllMocks());
 
-describe('Partition: one selection for a busy class', () => {
+describe('ModelFleet: one selection for a busy class', () => {
   it('the capacity check decides once, and the admission that follows books that decision', () => {
     const p = setup();
     p.applyEvents({ id: 'b', rank: 0 }, stored(prompt(16), 100n));
@@ -44,7 +44,7 @@ describe('Partition: one selection for a busy class', () => {
   });
 
   it('decides again when the ledger, the index or the workers changed since the check', () => {
-    const changes: [string, (p: Partition) => void][] = [
+    const changes: [string, (p: ModelFleet) => void][] = [
       ['ledger', (p) => p.admit(p.prepare(fields(), prompt(8, 500)), null, BUSY, null, [])],
       ['index', (p) => p.applyEvents({ id: 'c', rank: 0 }, stored(prompt(16), 200n))],
       ['workers', (p) => p.setDraining('a', true)],
