@@ -95,6 +95,6 @@ export function registerRelay(program: Command): void {
       }
       await untilStopped(() => running.close());
       const s = running.relay.stats();
-      console.log(`kvrouter relay: stopped after relaying ${s.relayed} batches (${s.skipped} already in the stream, ${s.dropped} dropped)`);
+      console.log(`kvrouter relay: stopped after relaying ${s.relayed} batches (${s.split} in parts, ${s.skipped} already in the stream, ${s.dropped} dropped from a full queue, ${s.oversized} dropped as oversized)`);
     });
 }

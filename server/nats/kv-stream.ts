@@ -9,7 +9,9 @@
 // it handed out. The engine's own sequence numbers (header Kvr-Seq) go
 // through a WorkerSequencer per rank: batches the relay lost for good show as
 // a gap, a restarted engine as numbers going back; either clears the rank's
-// entries. Readiness: the source counts as connected once it has read
+// entries. A batch relayed in parts is joined first (kv-parts.ts) and offered
+// once whole; an incomplete one is never offered, so it too shows as a gap.
+// Readiness: the source counts as connected once it has read
 // the stream up to where it stood when the consumer started, and stays so
 // through NATS outages (the index is then stale, not empty).
 import { DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
@@ -19,6 +21,7 @@ import { decodeKvBatch } from '../../router/kv-wire.js';
 import type { WorkerConfig } from '../config/schema.js';
 import type { WorkerSequencer } from '../kv-events/sequencer.js';
 import { addSequencerCounters, rankSequencerCounters, rankSequencers, zeroCounters, type KvSource, type KvSourceCounters, type Logger } from '../workers/kv-sources.js';
+import { PartAssembler, parsePartHeader } from './kv-parts.js';
 import type { NatsLink } from './link.js';
 import { KV_HEADERS, type NatsNames } from './subjects.js';
 
@@ -58,6 +61,7 @@ export interface NatsKvSourceOptions {
 export class NatsKvSource implements KvSource {
   readonly kind = 'nats';
   private readonly ranks: WorkerSequencer[];
+  private readonly assemblers: PartAssembler[];
   private messages: ConsumerMessages | null = null;
   private caughtUp = false;
   private starting = false;
@@ -72,6 +76,7 @@ export class NatsKvSource implements KvSource {
     private readonly options: NatsKvSourceOptions,
   ) {
     this.ranks = rankSequencers(worker, route, warn, 'relayed over NATS');
+    this.assemblers = this.ranks.map(() => new PartAssembler());
     // The consumer is created on the first connection; the client keeps it going across reconnects.
     options.link.onUp((nc) => void this.start(nc));
   }
@@ -122,8 +127,23 @@ export class NatsKvSource implements KvSource {
       this.skipped++;
       return;
     }
+    const partValue = m.headers?.get(KV_HEADERS.part) ?? '';
+    const part = partValue === '' ? null : parsePartHeader(partValue);
+    const assembler = this.assemblers[rank!]!;
+    if (partValue !== '' && part === null) {
+      this.skipped++;
+      return;
+    }
     try {
-      sequencer.offer(seq, decodeKvBatch(m.data));
+      const batch = decodeKvBatch(m.data);
+      if (part === null) {
+        this.skipped += assembler.reset();
+        sequencer.offer(seq, batch);
+        return;
+      }
+      const joined = assembler.offer(seq, part.index, part.count, batch);
+      this.skipped += joined.discarded;
+      if (joined.batch) sequencer.offer(seq, joined.batch);
     } catch (error) {
       this.decodeErrors++;
       this.warn(`worker ${this.worker.id}#${rank}: relayed KV batch ${seq} skipped: ${(error as Error).message}`);

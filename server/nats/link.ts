@@ -8,6 +8,17 @@
 // would only do harm.
 import { connect, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 
+/** NATS's default max_payload, assumed until a server says otherwise. */
+export const DEFAULT_MAX_PAYLOAD = 1 << 20;
+
+/**
+ * The most bytes a frame may take: 7/8 of what the server accepts. Frame sizes are exact, and the
+ * rest is room for what a publish may add around the payload (headers count against max_payload).
+ */
+export function frameBudget(maxPayload: number): number {
+  return Math.floor(maxPayload * 0.875);
+}
+
 export type Logger = (message: string) => void;
 
 export interface NatsLinkOptions {

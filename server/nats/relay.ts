@@ -11,15 +11,19 @@
 // stream and skips the engine's replayed history up to it: a batch is taken
 // as already relayed when neither its sequence number nor its timestamp is
 // past the last one's (a restarted engine numbers from 0 again, but later).
+// A batch larger than the server's max_payload goes in parts (kv-parts.ts);
+// one holding an event too large for any message is dropped whole and
+// counted, and routers see its sequence number missing as a gap (they clear
+// the rank's entries and go on from the next batch).
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
 import type { KvEventBatch } from '../../router/kv-events.js';
-import { encodeKvBatch } from '../../router/kv-wire.js';
 import { offsetEndpoint } from '../kv-events/rank-endpoints.js';
 import { ZmqKvListener } from '../kv-events/zmq-listener.js';
 import type { Logger } from '../workers/kv-sources.js';
+import { parsePartHeader, partHeader, splitKvBatch } from './kv-parts.js';
 import { ensureKvStream, type KvStreamRetention } from './kv-stream.js';
-import type { NatsLink } from './link.js';
+import { DEFAULT_MAX_PAYLOAD, frameBudget, type NatsLink } from './link.js';
 import { KV_HEADERS, type NatsNames } from './subjects.js';
 
 export interface KvRelayOptions {
@@ -44,6 +48,10 @@ export interface KvRelayStats {
   skipped: number;
   /** Batches dropped from a full queue. */
   dropped: number;
+  /** Batches dropped because one of their events alone is larger than the server's max_payload. */
+  oversized: number;
+  /** Batches sent in more than one message. */
+  split: number;
   queued: number;
   /** Per rank: the ZeroMQ subscription is connected. */
   connected: boolean[];
@@ -64,7 +72,7 @@ export class KvRelay {
   private readonly lastSeq: (number | null)[];
   private readonly ranks: number;
   private readonly maxQueued: number;
-  private counts = { relayed: 0, skipped: 0, dropped: 0 };
+  private counts = { relayed: 0, skipped: 0, dropped: 0, oversized: 0, split: 0 };
   private pumping = false;
   private started: Promise<void> | null = null;
   private closed = false;
@@ -108,7 +116,10 @@ export class KvRelay {
       const last = await jsm.streams.getMessage(names.kvStream, { last_by_subj: names.kvSubject(worker, rank) }).catch(() => null);
       const seq = Number(last?.header.get(KV_HEADERS.seq));
       const ts = Number(last?.header.get(KV_HEADERS.ts));
-      if (last && Number.isSafeInteger(seq) && Number.isFinite(ts)) this.resume.set(rank, { seq, ts });
+      // Stopped between the parts of a batch: that batch is sent again, whole.
+      const part = last?.header.has(KV_HEADERS.part) ? parsePartHeader(last.header.get(KV_HEADERS.part)) : null;
+      const complete = part === null || part.index === part.count - 1;
+      if (last && Number.isSafeInteger(seq) && Number.isFinite(ts)) this.resume.set(rank, { seq: complete ? seq : seq - 1, ts });
     }
     if (this.closed) return;
     for (let rank = 0; rank < this.ranks; rank++) {
@@ -153,8 +164,9 @@ export class KvRelay {
         // Down: the next reconnect calls pump again.
         if (!nc) return;
         const item = this.queue[0]!;
+        let published: boolean;
         try {
-          await this.publish(nc, item);
+          published = await this.publish(nc, item);
         } catch (error) {
           if (this.options.link.up) {
             this.options.warn(`relaying batch ${item.seq} of ${this.options.worker}#${item.rank} failed (${(error as Error).message}); retrying`);
@@ -163,6 +175,7 @@ export class KvRelay {
           continue;
         }
         if (this.queue[0] === item) this.queue.shift();
+        if (!published) continue;
         this.lastSeq[item.rank] = item.seq;
         this.counts.relayed++;
       }
@@ -171,15 +184,32 @@ export class KvRelay {
     }
   }
 
-  private async publish(nc: NatsConnection, item: Pending): Promise<void> {
-    const h = headers();
-    h.set(KV_HEADERS.seq, String(item.seq));
-    h.set(KV_HEADERS.ts, String(item.batch.ts));
-    await jetstream(nc).publish(this.options.names.kvSubject(this.options.worker, item.rank), encodeKvBatch(item.batch, 'array'), {
-      headers: h,
-      timeout: 2000,
-      // The stream drops a second copy when a retry follows a publish whose ack was lost.
-      msgID: `${this.options.worker}#${item.rank}@${item.seq}/${item.batch.ts}`,
-    });
+  /** Sends the batch (in parts when it must); false when it was dropped as oversized. */
+  private async publish(nc: NatsConnection, item: Pending): Promise<boolean> {
+    const maxPayload = this.options.link.maxPayload ?? DEFAULT_MAX_PAYLOAD;
+    const split = splitKvBatch(item.batch, frameBudget(maxPayload));
+    const where = `${this.options.worker}#${item.rank}`;
+    if (split.kind === 'oversized') {
+      this.counts.oversized++;
+      this.options.warn(
+        `KV batch ${item.seq} of ${where} dropped: its event ${split.eventIndex} alone encodes to ${split.eventBytes} bytes, over the NATS server's max_payload of ${maxPayload}; routers will see a gap and clear the rank's entries`,
+      );
+      return false;
+    }
+    const { parts } = split;
+    for (let index = 0; index < parts.length; index++) {
+      const h = headers();
+      h.set(KV_HEADERS.seq, String(item.seq));
+      h.set(KV_HEADERS.ts, String(item.batch.ts));
+      if (parts.length > 1) h.set(KV_HEADERS.part, partHeader(index, parts.length));
+      await jetstream(nc).publish(this.options.names.kvSubject(this.options.worker, item.rank), parts[index]!, {
+        headers: h,
+        timeout: 2000,
+        // The stream drops a second copy when a retry follows a publish whose ack was lost.
+        msgID: `${where}@${item.seq}/${item.batch.ts}${parts.length > 1 ? `#${index}/${parts.length}` : ''}`,
+      });
+    }
+    if (parts.length > 1) this.counts.split++;
+    return true;
   }
 }

@@ -11,7 +11,7 @@ import type { KvSource, Logger } from '../workers/kv-sources.js';
 import type { ModelRuntime } from '../workers/model-runtime.js';
 import { NatsKvSource } from './kv-stream.js';
 import { LedgerSync } from './ledger-sync.js';
-import { NatsLink } from './link.js';
+import { DEFAULT_MAX_PAYLOAD, frameBudget, NatsLink } from './link.js';
 import { SessionSync } from './session-sync.js';
 import { NatsNames } from './subjects.js';
 import { encodeSyncFrames, FRAME_OVERHEAD_BYTES, readSyncMessage, unpackSyncFrame, type SyncMessage } from './sync-codec.js';
@@ -23,17 +23,6 @@ export function defaultReplicaId(): string {
 
 /** How long ledger ops wait to share a frame; small next to the sync interval. */
 const FRAME_MS = 50;
-
-/** NATS's default max_payload, assumed until a server says otherwise. */
-const DEFAULT_MAX_PAYLOAD = 1 << 20;
-
-/**
- * The most bytes a frame may take: 7/8 of what the server accepts. Frame sizes are exact, and the
- * rest is room for what a publish may add around the payload (headers count against max_payload).
- */
-export function frameBudget(maxPayload: number): number {
-  return Math.floor(maxPayload * 0.875);
-}
 
 interface ModelSync {
   route: ModelRouter;

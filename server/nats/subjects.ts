@@ -61,4 +61,6 @@ export const KV_HEADERS = {
   seq: 'Kvr-Seq',
   /** The engine's timestamp of the batch (seconds), to spot batches already relayed. */
   ts: 'Kvr-Ts',
+  /** On a batch sent in parts (kv-parts.ts): "<index>/<count>". */
+  part: 'Kvr-Part',
 } as const;

@@ -1,7 +1,7 @@
 // The admin API, behind a bearer token. Without a configured token it is not
 // mounted at all (404); a missing or wrong token is a 401.
 //
-//   GET    /admin/workers                  every worker: config, state, load, KV-event counters
+//   GET    /admin/workers                  every worker: config, state (draining, ejection), load, KV-event counters
 //   POST   /admin/workers                  add a worker (body: one `workers` entry of the config)
 //   POST   /admin/workers/:id/drain        {"draining": true|false} (default true): no new requests
 //   DELETE /admin/workers/:id              remove (requests in flight finish)
@@ -15,6 +15,7 @@ import { readBusyThresholds, validateWorker } from '../config/schema.js';
 import { parseJsonBody } from '../request/fields.js';
 import type { RouterRuntime } from '../runtime.js';
 import type { BusyThresholds } from '../../router/scheduler/contracts.js';
+import { healthBody } from '../workers/ejection-view.js';
 import type { WorkerHandle } from '../workers/registry.js';
 
 /** A 400 naming the field, from a config validation error. */
@@ -41,6 +42,7 @@ function describeWorker(w: WorkerHandle) {
     kv_events: c.kvEvents.source === 'zmq' ? { source: 'zmq', endpoint: c.kvEvents.endpoint, replay_endpoint: c.kvEvents.replayEndpoint, topic: c.kvEvents.topic } : { source: c.kvEvents.source },
     kv_connected: w.kv ? w.kv.connected() : null,
     draining: w.draining,
+    ...healthBody(w.health()),
     load: partition.load().filter((l) => l.worker === c.id || l.worker.startsWith(`${c.id}#`)),
     kv_event_counts: partition.eventCounts(c.id) ?? null,
     kv_stream: w.kv?.counters() ?? null,

@@ -9,7 +9,7 @@
 // state (draining, ejected and why, its failure streaks, its KV feed).
 import type { FastifyInstance } from 'fastify';
 import type { RouterRuntime } from '../runtime.js';
-import { ejectionBody } from '../workers/ejection-view.js';
+import { healthBody } from '../workers/ejection-view.js';
 import type { WorkerHandle } from '../workers/registry.js';
 
 export function registerHealthRoutes(app: FastifyInstance, rt: RouterRuntime): void {
@@ -38,15 +38,12 @@ function serves(w: WorkerHandle): boolean {
 }
 
 function workerState(w: WorkerHandle) {
-  const health = w.health();
   return {
     id: w.id,
     model: w.model.name,
     serving: serves(w),
     draining: w.draining,
-    ejected: health.ejection && ejectionBody(health.ejection),
-    consecutive_connect_failures: health.consecutiveConnectFailures,
-    consecutive_5xx: health.consecutive5xx,
+    ...healthBody(w.health()),
     kv_events: { source: w.config.kvEvents.source, connected: w.kv ? w.kv.connected() : null },
   };
 }

@@ -11,7 +11,9 @@
 //              scheduler dispatches or rejects it later like any request
 //   reject     the scheduler refused it (it holds no booking)
 // Each attempt's outcome also goes to the outlier detector, which takes a
-// worker that keeps failing out of selection.
+// worker that keeps failing out of selection: a 5xx when its headers come,
+// a transport failure or timeout when it happens (mid-response too), and a
+// success only when the response has ended.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
@@ -217,7 +219,7 @@ export class Exchange implements DispatchHandlers {
       attempt.failedStatus = status;
       return;
     }
-    this.health(attempt.worker, 'success');
+    // Its health is told when the response ends: a response cut mid-way is a failure, not a success.
     this.eventStream = isEventStream(headers);
     this.res.writeHead(status, clientResponseHeaders(headers, workerLabel(attempt.worker)));
     this.state = 'relaying';
@@ -259,6 +261,7 @@ export class Exchange implements DispatchHandlers {
       return this.failBeforeBytes(attempt.worker, new UpstreamStatusError(attempt.failedStatus, text));
     }
     this.state = 'done';
+    this.health(attempt.worker, 'success');
     this.res.end();
     if (this.res.statusCode < 400) this.tap?.end();
     this.settleCompleted();
@@ -269,6 +272,9 @@ export class Exchange implements DispatchHandlers {
     if (this.state !== 'relaying') return this.failBeforeBytes(attempt.worker, error);
     // Mid-response: the client already has a status line; end the stream with an error it cannot mistake for success.
     this.state = 'done';
+    // A socket that breaks mid-response counts against the worker like one that breaks before it.
+    const kind = failureKind(error);
+    if (kind) this.health(attempt.worker, kind);
     this.settleAborted();
     const routerError = new RouterError('KVR_ERR_UPSTREAM_INTERRUPTED', `worker ${workerLabel(attempt.worker)} failed mid-response: ${describe(error)}`);
     this.breakStream(routerError);

@@ -1,4 +1,4 @@
-// What an error before a worker's first byte says about the worker. Only
+// What an error of a worker's connection says about the worker. Only
 // transport failures and timeouts count against its health; errors the router
 // or the client's request caused (a header undici refuses, a request aborted
 // here) say nothing about the worker, so a client cannot get a healthy worker

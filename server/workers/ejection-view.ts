@@ -1,5 +1,5 @@
-// An ejection as /ready and /router/explain show it: in words, and as JSON.
-import type { EjectionView } from './outliers.js';
+// An ejection as /ready, /router/explain and the admin API show it: in words, and as JSON.
+import type { EjectionView, WorkerHealthView } from './outliers.js';
 
 const REASONS: Record<EjectionView['reason'], string> = {
   connect_failure: 'connection failures',
@@ -19,5 +19,14 @@ export function ejectionBody(ejection: EjectionView) {
     backoff_ms: ejection.backoffMs,
     ejected_ms_ago: Math.round(ejection.ejectedForMs),
     probing_in_ms: Math.round(ejection.probingInMs),
+  };
+}
+
+/** A worker's ejection state and failure streaks, as /ready and GET /admin/workers show them. */
+export function healthBody(health: WorkerHealthView) {
+  return {
+    ejected: health.ejection && ejectionBody(health.ejection),
+    consecutive_connect_failures: health.consecutiveConnectFailures,
+    consecutive_5xx: health.consecutive5xx,
   };
 }

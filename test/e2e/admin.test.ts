@@ -1,7 +1,10 @@
 // The admin API: off (404) without a token, 401 with a wrong one; list, add,
-// drain and remove workers; read and set busy thresholds at runtime.
+// drain and remove workers (with each one's ejection state); read and set busy
+// thresholds at runtime.
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chat, MODEL, post, startStack, type Stack } from './stack.js';
+import { chat, MODEL, post, startStack, waitFor, type Stack } from './stack.js';
 
 const TOKEN = 'admin-secret-token';
 
@@ -38,6 +41,47 @@ describe('admin API with a token', () => {
     });
   });
   afterAll(() => stack?.close());
+
+  interface ListedWorker {
+    id: string;
+    ejected: { reason: string; consecutive_failures: number; backoff_ms: number; probing_in_ms: number } | null;
+    consecutive_connect_failures: number;
+    consecutive_5xx: number;
+  }
+  const listed = async (id: string) => ((await (await admin('/admin/workers')).json()) as { workers: ListedWorker[] }).workers.find((w) => w.id === id);
+
+  it('shows each worker\'s ejection state and failure streaks', async () => {
+    // An engine that answers every request, its health check included, with a 500.
+    const failing = createServer((_req, res) => {
+      res.statusCode = 500;
+      res.end('{"error":"engine down"}');
+    });
+    await new Promise<void>((resolve) => failing.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(failing.address() as AddressInfo).port}`;
+    try {
+      expect((await admin('/admin/workers', { method: 'POST', body: { id: 'failing', url, model: MODEL } })).status).toBe(201);
+      expect(await listed('failing')).toMatchObject({ ejected: null, consecutive_connect_failures: 0, consecutive_5xx: 0 });
+      await (await post(`${stack.url}/v1/chat/completions`, chat('to the failing worker'), { 'x-worker-id': 'failing' })).arrayBuffer();
+      const once = (await listed('failing'))!;
+      expect(once.ejected).toBeNull();
+      expect(once.consecutive_5xx).toBeGreaterThanOrEqual(1);
+      // Five 5xx answers in a row (the default threshold) take it out of rotation.
+      await waitFor(
+        async () => {
+          await (await post(`${stack.url}/v1/chat/completions`, chat('to the failing worker'), { 'x-worker-id': 'failing' })).arrayBuffer();
+          return (await listed('failing'))!.ejected !== null;
+        },
+        'the failing worker to be listed as ejected',
+      );
+      const ejected = (await listed('failing'))!.ejected!;
+      expect(ejected).toMatchObject({ reason: '5xx', consecutive_failures: 5, backoff_ms: 1000 });
+      expect(ejected.probing_in_ms).toBeLessThanOrEqual(1000);
+      expect(await listed('mock-0')).toMatchObject({ ejected: null, consecutive_connect_failures: 0, consecutive_5xx: 0 });
+    } finally {
+      await admin('/admin/workers/failing', { method: 'DELETE' });
+      await new Promise((resolve) => failing.close(resolve));
+    }
+  });
 
   it('answers 401 without the token or with a wrong one', async () => {
     for (const token of [null, 'not-the-token']) {

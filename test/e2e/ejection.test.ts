@@ -32,6 +32,7 @@ interface ReadyBody {
     id: string;
     serving: boolean;
     ejected: { reason: string; consecutive_failures: number; ejections_in_a_row: number; backoff_ms: number } | null;
+    consecutive_connect_failures: number;
     consecutive_5xx: number;
   }[];
 }
@@ -235,5 +236,47 @@ describe('a worker answering 5xx', () => {
     expect(status).toBe(200);
     expect(body.workers.find((w) => w.id === 'solo')).toMatchObject({ serving: true, consecutive_5xx: 6, ejected: null });
     solo.healthy = true;
+  });
+});
+
+describe('a worker that cuts its streams mid-way', () => {
+  let stack: Stack;
+
+  beforeAll(async () => {
+    stack = await startStack({
+      edit: (doc) => {
+        doc.limits = { max_retries: 0 };
+        // A long backoff: the healthy probe must not readmit it before the test looks.
+        doc.outlier_ejection = { consecutive_connect_failures: 3, base_ejection_ms: 600_000, max_ejection_ms: 600_000 };
+      },
+    });
+  });
+  afterAll(() => stack?.close());
+
+  // The mocker closes the socket after two chunks: the client has its 200 and headers already.
+  const cut = async (i: number, worker = 'mock-0') => {
+    const res = await post(`${stack.url}/v1/chat/completions`, chat(`cut ${i}`, { stream: true, max_tokens: 8 }), { 'x-mock-disconnect-after': '2', 'x-worker-id': worker });
+    expect(res.status).toBe(200);
+    expect(await res.text()).toMatch(/KVR_ERR_UPSTREAM_INTERRUPTED/);
+  };
+
+  it('counts each cut toward its consecutive failures and is ejected at the threshold', async () => {
+    await cut(0);
+    await cut(1);
+    expect(await workerState(stack.url, 'mock-0')).toMatchObject({ serving: true, ejected: null });
+    expect(await workerState(stack.url, 'mock-0')).toMatchObject({ consecutive_connect_failures: 2 });
+    await cut(2);
+    expect((await workerState(stack.url, 'mock-0')).ejected).toMatchObject({ reason: 'connect_failure', consecutive_failures: 3 });
+    expect(await metric(stack.url, 'kvrouter_worker_ejections_total', { worker: 'mock-0', reason: 'connect_failure' })).toBe(1);
+  });
+
+  it('a stream that ends whole ends the streak', async () => {
+    await cut(3, 'mock-1');
+    await cut(4, 'mock-1');
+    expect(await workerState(stack.url, 'mock-1')).toMatchObject({ consecutive_connect_failures: 2 });
+    const whole = await post(`${stack.url}/v1/chat/completions`, chat('whole', { stream: true, max_tokens: 4 }), { 'x-worker-id': 'mock-1' });
+    expect(whole.status).toBe(200);
+    expect(await whole.text()).toMatch(/\[DONE\]/);
+    expect(await workerState(stack.url, 'mock-1')).toMatchObject({ serving: true, consecutive_connect_failures: 0, ejected: null });
   });
 });

@@ -8,13 +8,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { BlockStored } from '../../router/kv-events.js';
 import { configFromDocument } from '../../server/config/load.js';
 import { EMBEDDED_DEFAULTS, startEmbeddedFleet } from '../../server/cli/embedded-fleet.js';
 import { createLocalNatsServer, type LocalNatsServer } from '../../server/nats/local-server.js';
 import { startRouter, type RunningRouter } from '../../server/server.js';
 import { ZmqKvPublisher } from '../../sim/kv-publisher.js';
 import { spawnKvrouter } from '../server/cli-process.js';
+import { storedEvent as stored } from '../helpers/stored-event.js';
 import { metric, post, waitFor } from './stack.js';
 
 
@@ -32,18 +32,6 @@ function run(args: string[], env: Record<string, string> = {}) {
 }
 
 const ids = (n: number, start: number) => Array.from({ length: n }, (_, i) => start + i);
-let nextHash = 1n;
-function stored(tokens: number[]): BlockStored {
-  return {
-    type: 'stored',
-    blockHashes: Array.from({ length: tokens.length / 16 }, () => nextHash++),
-    parentBlockHash: null,
-    tokenIds: tokens,
-    blockSize: 16,
-    loraName: null,
-    medium: 'GPU',
-  };
-}
 
 describe('kvrouter relay', () => {
   let nats: LocalNatsServer;
