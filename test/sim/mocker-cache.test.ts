@@ -64,8 +64,8 @@ describe('block cache', () => {
     cache.store(102n, b, toks, 4);
     cache.store(200n, a, toks, 2);
     expect(cache.takeEvents()).toEqual([
-      { type: 'stored', blockHashes: [100n, 101n, 102n], parentBlockHash: null, tokenIds: [1, 2, 3, 4, 5, 6], blockSize: 2, loraName: null, medium: 'GPU' },
-      { type: 'stored', blockHashes: [200n], parentBlockHash: 100n, tokenIds: [3, 4], blockSize: 2, loraName: null, medium: 'GPU' },
+      { type: 'stored', blockHashes: [100n, 101n, 102n], parentBlockHash: null, tokenIds: new Uint32Array([1, 2, 3, 4, 5, 6]), blockSize: 2, loraName: null, medium: 'GPU' },
+      { type: 'stored', blockHashes: [200n], parentBlockHash: 100n, tokenIds: new Uint32Array([3, 4]), blockSize: 2, loraName: null, medium: 'GPU' },
     ]);
   });
 
