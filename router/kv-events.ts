@@ -24,9 +24,10 @@ export interface BlockStored {
   /**
    * Token ids of all stored blocks, concatenated (blockSize per block). Empty
    * for a placeholder store (an offloading tier that names its blocks only by
-   * hash; blockSize is then 0).
+   * hash; blockSize is then 0). The simulated engine hands a typed array
+   * (no per-token boxing on its hot path); the wire decoder a plain one.
    */
-  tokenIds: number[];
+  tokenIds: readonly number[] | Uint32Array;
   blockSize: number;
   loraName: string | null;
   /** Storage tier, e.g. "GPU", "CPU", "STORAGE"; null when the engine omits it. */

@@ -369,7 +369,8 @@ function eventAsArray(event: KvEvent): unknown[] {
           TAG_STORED,
           event.blockHashes.map(wireHash),
           event.parentBlockHash === null ? null : wireHash(event.parentBlockHash),
-          event.tokenIds,
+          // A plain array: msgpack would encode a typed array as an extension no engine sends.
+          Array.isArray(event.tokenIds) ? event.tokenIds : Array.from(event.tokenIds),
           event.blockSize,
           null,
           event.medium,

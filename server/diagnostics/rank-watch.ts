@@ -60,7 +60,7 @@ export class RankWatch {
   }
 
   /** A batch arrived for this rank; `local(event)` hashes a stored event's tokens as the router hashes prompts. */
-  batch(batch: KvEventBatch, now: number, local: (tokens: number[], lora: string | null) => BigUint64Array): void {
+  batch(batch: KvEventBatch, now: number, local: (tokens: ArrayLike<number>, lora: string | null) => BigUint64Array): void {
     this.batches++;
     this.lastEventAt = now;
     this.waitingSince = null;

@@ -245,9 +245,10 @@ export class BlockCache {
   takeEvents(): KvEvent[] {
     const offloads: KvEvent[] = [];
     for (const draft of this.drafts) {
-      draft.event.tokenIds = copyTokens(draft, this.blockSize);
+      const tokens = copyTokens(draft, this.blockSize);
+      draft.event.tokenIds = tokens;
       if (draft.media.some((keys) => keys !== null)) withMedia(draft.event, draft.media);
-      if (this.offloadBlocks > 0) this.offload(draft.event, offloads);
+      if (this.offloadBlocks > 0) this.offload(draft.event, tokens, offloads);
     }
     this.drafts.length = 0;
     const events = this.pending;
@@ -260,10 +261,11 @@ export class BlockCache {
    * in runs that chain to the block before each, then the oldest dropped past
    * the tier's capacity.
    */
-  private offload(event: BlockStored, out: KvEvent[]): void {
-    const { blockHashes, tokenIds, media } = event;
+  private offload(event: BlockStored, tokenIds: Uint32Array, out: KvEvent[]): void {
+    const { blockHashes, media } = event;
     const bs = this.blockSize;
     let run: BlockStored | null = null;
+    let runStart = 0;
     for (let i = 0; i < blockHashes.length; i++) {
       const hash = blockHashes[i]!;
       if (this.offloaded.has(hash)) {
@@ -277,9 +279,11 @@ export class BlockCache {
         else delete run.media;
         if (event.extraKeys) run.extraKeys = [];
         out.push(run);
+        runStart = i;
       }
       run.blockHashes.push(hash);
-      for (let t = i * bs; t < (i + 1) * bs; t++) run.tokenIds.push(tokenIds[t]!);
+      // A run is contiguous in its GPU event, so its tokens are a view of that event's.
+      run.tokenIds = tokenIds.subarray(runStart * bs, (i + 1) * bs);
       run.media?.push(media![i] ?? null);
       if (run.extraKeys) (run.extraKeys as (readonly unknown[] | null)[]).push(event.extraKeys![i] ?? null);
     }
@@ -347,12 +351,18 @@ function withMedia(event: BlockStored, media: (readonly MediaKey[] | null)[]): v
   });
 }
 
-/** The token ids of a draft's blocks, concatenated, into an array of the final length (growing one costs more than the copy). */
-function copyTokens(draft: StoredDraft, blockSize: number): number[] {
-  const ids = new Array<number>(draft.sources.length * blockSize);
-  for (let b = 0, k = 0; b < draft.sources.length; b++) {
-    const tokens = draft.sources[b]!;
-    for (let p = draft.starts[b]!, end = p + blockSize; p < end; p++, k++) ids[k] = tokens[p]!;
-  }
+/**
+ * The token ids of a draft's blocks, concatenated. Blocks one request stored
+ * back to back (the usual case) are already contiguous in its prompt, so
+ * they are a view of it; prompts are never written after admission.
+ */
+function copyTokens(draft: StoredDraft, blockSize: number): Uint32Array {
+  const { sources, starts } = draft;
+  const first = sources[0]!;
+  let contiguous = true;
+  for (let b = 1; b < sources.length && contiguous; b++) contiguous = sources[b] === first && starts[b] === starts[0]! + b * blockSize;
+  if (contiguous) return first.subarray(starts[0]!, starts[0]! + sources.length * blockSize);
+  const ids = new Uint32Array(sources.length * blockSize);
+  for (let b = 0; b < sources.length; b++) ids.set(sources[b]!.subarray(starts[b]!, starts[b]! + blockSize), b * blockSize);
   return ids;
 }

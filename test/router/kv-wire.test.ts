@@ -289,6 +289,12 @@ describe('encodeKvBatch', () => {
     });
   });
 
+  it('writes typed-array token ids (the simulated engine sends them) as the plain msgpack array an engine sends', () => {
+    const stored = sample.events[0]!;
+    const typed: KvEventBatch = { ...sample, events: [{ ...stored, tokenIds: new Uint32Array([1, 2, 3, 4]) } as typeof stored, ...sample.events.slice(1)] };
+    for (const form of ['array', 'map'] as const) expect(encodeKvBatch(typed, form)).toEqual(encodeKvBatch(sample, form));
+  });
+
   it('omits a null dp_rank as msgspec omits defaults', () => {
     const batch = { ...sample, dpRank: null };
     expect(plain.unpack(encodeKvBatch(batch, 'array'))).toHaveLength(2);

@@ -8,7 +8,7 @@ import { MIN_CHECKED_STORES, MIN_ROUTED, RoutedDigest } from '../../server/diagn
 
 const settings = { blockSize: 4, silentAfterMs: 1000, cachedTokensTolerance: 0.1 };
 const hasher = new BlockHasher();
-const local = (tokens: number[]) => hasher.localHashes(tokens, 4);
+const local = (tokens: ArrayLike<number>) => hasher.localHashes(tokens, 4);
 
 function stored(tokens: number[], options: Partial<BlockStored> = {}): BlockStored {
   const blockSize = options.blockSize ?? 4;

@@ -132,7 +132,7 @@ describe('mock server: engine coupling', () => {
       expect(res.status).toBe(200);
       await res.json();
       expect(events.map(([w]) => w)).toEqual([1]);
-      expect(events[0]![1].events[0]).toMatchObject({ type: 'stored', tokenIds: [1, 2, 3, 4, 5, 6, 7, 8], medium: 'GPU' });
+      expect(events[0]![1].events[0]).toMatchObject({ type: 'stored', tokenIds: new Uint32Array([1, 2, 3, 4, 5, 6, 7, 8]), medium: 'GPU' });
       expect(fleet.engines.map((e) => e.stats().completed)).toEqual([0, 1, 0]);
     } finally {
       await fleet.close();

@@ -64,8 +64,20 @@ describe('block cache', () => {
     cache.store(102n, b, toks, 4);
     cache.store(200n, a, toks, 2);
     expect(cache.takeEvents()).toEqual([
-      { type: 'stored', blockHashes: [100n, 101n, 102n], parentBlockHash: null, tokenIds: [1, 2, 3, 4, 5, 6], blockSize: 2, loraName: null, medium: 'GPU' },
-      { type: 'stored', blockHashes: [200n], parentBlockHash: 100n, tokenIds: [3, 4], blockSize: 2, loraName: null, medium: 'GPU' },
+      { type: 'stored', blockHashes: [100n, 101n, 102n], parentBlockHash: null, tokenIds: new Uint32Array([1, 2, 3, 4, 5, 6]), blockSize: 2, loraName: null, medium: 'GPU' },
+      { type: 'stored', blockHashes: [200n], parentBlockHash: 100n, tokenIds: new Uint32Array([3, 4]), blockSize: 2, loraName: null, medium: 'GPU' },
+    ]);
+  });
+
+  it('stored events: a chain continued from another prompt carries each block\'s own tokens', () => {
+    const cache = new BlockCache(8, 2, true);
+    const first = new Uint32Array([1, 2, 3, 4]);
+    const other = new Uint32Array([9, 9, 7, 8, 5, 6]);
+    const a = cache.store(100n, null, first, 0);
+    const b = cache.store(101n, a, other, 2);
+    cache.store(102n, b, other, 4);
+    expect(cache.takeEvents()).toEqual([
+      { type: 'stored', blockHashes: [100n, 101n, 102n], parentBlockHash: null, tokenIds: new Uint32Array([1, 2, 7, 8, 5, 6]), blockSize: 2, loraName: null, medium: 'GPU' },
     ]);
   });
 

@@ -16,8 +16,8 @@ describe('block cache offload tier', () => {
     const a = cache.store(1n, null, tokens, 0);
     const b = cache.store(2n, a, tokens, 2);
     expect(cache.takeEvents()).toEqual([
-      { type: 'stored', blockHashes: [1n, 2n], parentBlockHash: null, tokenIds: [100, 101, 102, 103], blockSize: 2, loraName: null, medium: 'GPU' },
-      { type: 'stored', blockHashes: [1n, 2n], parentBlockHash: null, tokenIds: [100, 101, 102, 103], blockSize: 2, loraName: null, medium: 'CPU' },
+      { type: 'stored', blockHashes: [1n, 2n], parentBlockHash: null, tokenIds: new Uint32Array([100, 101, 102, 103]), blockSize: 2, loraName: null, medium: 'GPU' },
+      { type: 'stored', blockHashes: [1n, 2n], parentBlockHash: null, tokenIds: new Uint32Array([100, 101, 102, 103]), blockSize: 2, loraName: null, medium: 'CPU' },
     ]);
     cache.release(b);
     cache.release(a);
@@ -37,7 +37,7 @@ describe('block cache offload tier', () => {
     cache.store(3n, b, tokens, 4);
     const events = cache.takeEvents();
     expect(events.slice(1)).toEqual([
-      { type: 'stored', blockHashes: [2n, 3n], parentBlockHash: 1n, tokenIds: [102, 103, 104, 105], blockSize: 2, loraName: null, medium: 'CPU' },
+      { type: 'stored', blockHashes: [2n, 3n], parentBlockHash: 1n, tokenIds: new Uint32Array([102, 103, 104, 105]), blockSize: 2, loraName: null, medium: 'CPU' },
       { type: 'removed', blockHashes: [1n], medium: 'CPU' },
     ]);
   });
