@@ -4,6 +4,7 @@
 // caches on the real clock. The defaults fit `kvrouter serve --config`
 // (examples/mock-fleet.yaml): ports apart from the router's, the router's
 // block size and default tokenizer, so the router's hashes meet the mock's.
+import { readFile } from 'node:fs/promises';
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import type { KvEventBatch } from '../../router/kv-events.js';
 import { createTokenizer } from '../../router/tokenize/index.js';
@@ -16,9 +17,6 @@ import { DEFAULTS } from '../config/schema.js';
 import { firstCollision, offsetEndpoint, rankSockets } from '../kv-events/rank-endpoints.js';
 import { count, integer, listOf, matching, port, positive } from './options.js';
 import { promptTokens } from '../request/prompt.js';
-import { readFile } from 'node:fs/promises';
-
-export { offsetEndpoint };
 
 /** The first worker's default port: away from the router's 8000, so both run on one machine. */
 export const MOCK_DEFAULT_PORT = 8100;
