@@ -151,9 +151,10 @@ export class BodyParser {
     const messages = Object.freeze(kept.messages.slice(0, at + 1).concat(fresh));
     // As a whole parse builds it: own properties in order, a repeated key taking the later value.
     const body = Object.fromEntries([...kept.keysBefore.map((k, i) => [k, kept.valuesBefore[i]]), ['messages', messages], ...Object.entries(trailing)]) as Record<string, unknown>;
-    this.add(raw, { key: keyOf(raw, ends), keysBefore: kept.keysBefore, valuesBefore: kept.valuesBefore, messages, ends });
+    const parsed = { key: keyOf(raw, ends), keysBefore: kept.keysBefore, valuesBefore: kept.valuesBefore, messages, ends };
     // The new body holds all of the old one's messages: the old one has nothing more to offer.
-    if (at === kept.ends.length - 1) this.drop(kept);
+    if (at === kept.ends.length - 1) this.extend(kept, raw, parsed);
+    else this.add(raw, parsed);
     return body;
   }
 
@@ -175,16 +176,31 @@ export class BodyParser {
     this.add(raw, { key: keyOf(raw, layout.ends), keysBefore: layout.keysBefore, valuesBefore, messages, ends: layout.ends });
   }
 
+  /**
+   * Keeps `raw` in place of `kept`, whose bytes it starts with (through
+   * kept's last message): when kept was the last body written and raw fits
+   * after it, only the bytes past kept's messages are copied.
+   */
+  private extend(kept: Kept, raw: Buffer, parsed: Omit<Kept, 'raw' | 'offset'>): void {
+    const last = this.kept.has(kept) && kept.offset + kept.raw.length === this.next;
+    this.drop(kept);
+    if (last && kept.offset + raw.length <= this.budgetBytes) this.write(raw, parsed, kept.offset, kept.ends[kept.ends.length - 1]!);
+    else this.add(raw, parsed);
+  }
+
   /** Copies `raw` into the arena, over the oldest bodies where it lands. */
   private add(raw: Buffer, parsed: Omit<Kept, 'raw' | 'offset'>): void {
-    const size = this.budgetBytes;
-    if (raw.length > size) return;
-    this.arena ??= Buffer.allocUnsafeSlow(size);
-    if (this.next + raw.length > size) this.next = 0;
-    const start = this.next;
+    if (raw.length > this.budgetBytes) return;
+    if (this.next + raw.length > this.budgetBytes) this.next = 0;
+    this.write(raw, parsed, this.next, 0);
+  }
+
+  /** Keeps `raw` at `start` in the arena, whose bytes there already equal raw's first `same`. */
+  private write(raw: Buffer, parsed: Omit<Kept, 'raw' | 'offset'>, start: number, same: number): void {
+    this.arena ??= Buffer.allocUnsafeSlow(this.budgetBytes);
     const end = start + raw.length;
     for (const old of this.kept) if (old.offset < end && old.offset + old.raw.length > start) this.drop(old);
-    raw.copy(this.arena, start);
+    raw.copy(this.arena, start + same, same);
     this.next = end;
     const kept: Kept = { ...parsed, raw: this.arena.subarray(start, end), offset: start };
     let list = this.byKey.get(kept.key);
