@@ -11,7 +11,8 @@
 // copied into one arena the size of the budget, written round (the oldest
 // bodies are overwritten first): request buffers themselves die young, as
 // they would without reuse, instead of piling up in the old generation for
-// the collector.
+// the collector. A turn that resends the last body written takes its place
+// there, and only the bytes past what they share are copied.
 import { checkJsonDepth, checkToolArgumentsDepth } from './json-depth.js';
 import { parseJsonBody } from './fields.js';
 import { keysAfter, messagesLayout, scanElements, skipSpace } from './json-layout.js';
@@ -152,9 +153,7 @@ export class BodyParser {
     // As a whole parse builds it: own properties in order, a repeated key taking the later value.
     const body = Object.fromEntries([...kept.keysBefore.map((k, i) => [k, kept.valuesBefore[i]]), ['messages', messages], ...Object.entries(trailing)]) as Record<string, unknown>;
     const parsed = { key: keyOf(raw, ends), keysBefore: kept.keysBefore, valuesBefore: kept.valuesBefore, messages, ends };
-    // The new body holds all of the old one's messages: the old one has nothing more to offer.
-    if (at === kept.ends.length - 1) this.extend(kept, raw, parsed);
-    else this.add(raw, parsed);
+    this.succeed(kept, raw, parsed, at);
     return body;
   }
 
@@ -177,15 +176,20 @@ export class BodyParser {
   }
 
   /**
-   * Keeps `raw` in place of `kept`, whose bytes it starts with (through
-   * kept's last message): when kept was the last body written and raw fits
-   * after it, only the bytes past kept's messages are copied.
+   * Keeps `raw`, whose bytes through message `at` are `kept`'s. When kept
+   * was the last body written, raw takes its place in the arena and only its
+   * bytes past that message are copied (a turn resends the conversation;
+   * kept's own later messages are what is given up). Otherwise raw is
+   * written anew, and kept stays unless raw holds all of its messages.
    */
-  private extend(kept: Kept, raw: Buffer, parsed: Omit<Kept, 'raw' | 'offset'>): void {
-    const last = this.kept.has(kept) && kept.offset + kept.raw.length === this.next;
-    this.drop(kept);
-    if (last && kept.offset + raw.length <= this.budgetBytes) this.write(raw, parsed, kept.offset, kept.ends[kept.ends.length - 1]!);
-    else this.add(raw, parsed);
+  private succeed(kept: Kept, raw: Buffer, parsed: Omit<Kept, 'raw' | 'offset'>, at: number): void {
+    if (this.kept.has(kept) && kept.offset + kept.raw.length === this.next && kept.offset + raw.length <= this.budgetBytes) {
+      this.drop(kept);
+      this.write(raw, parsed, kept.offset, kept.ends[at]!);
+      return;
+    }
+    this.add(raw, parsed);
+    if (at === kept.ends.length - 1) this.drop(kept);
   }
 
   /** Copies `raw` into the arena, over the oldest bodies where it lands. */

@@ -145,6 +145,14 @@ describe('body parser', () => {
     }
     // One body per conversation stays kept: each turn took its predecessor's place.
     expect(parser.keptBytes).toBe(body([['model', 'm']], history, []).length);
+
+    // The same history with a new last question each time (a fresh question on a long context) also takes its place.
+    for (let i = 0; i < 10; i++) {
+      const raw = body([['model', 'm']], [...history, { role: 'user', content: `question ${i}` }], []);
+      expect(parser.parse(raw)).toEqual(JSON.parse(raw.toString('utf8')));
+      expect(parser.reuse.bodies).toBe(21 + i);
+      expect(parser.keptBytes).toBe(raw.length);
+    }
   });
 
   it('parses only the new turn when a conversation resends its earlier messages', () => {
