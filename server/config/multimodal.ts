@@ -1,0 +1,62 @@
+// A model's `multimodal` section: how its engine expands an image into
+// placeholder tokens (router/multimodal/placeholders.ts). `family` picks the
+// defaults of a known model family; every other field overrides one, as the
+// model's own preprocessor config does (e.g. a deployment that lowers
+// max_pixels). `multimodal: false` turns it off for one model.
+import { FAMILY_NAMES, familyDefaults, type MultimodalConfig } from '../../router/multimodal/placeholders.js';
+import { ConfigError, type Fields } from './fields.js';
+
+const FAMILIES = [...FAMILY_NAMES, 'fixed'] as const;
+const CONTENT_FORMATS = ['openai', 'string'] as const;
+
+function readSection(f: Fields): MultimodalConfig {
+  const family = f.oneOf('family', FAMILIES);
+  const text = (key: string, fallback: string | undefined) => {
+    const value = f.string(key, fallback);
+    if (value.length === 0) throw new ConfigError(f.at(key), 'must not be empty');
+    return value;
+  };
+  if (family === 'fixed' || familyDefaults(family).kind === 'fixed') {
+    const d = family === 'fixed' ? null : familyDefaults(family);
+    const config: MultimodalConfig = {
+      kind: 'fixed',
+      placeholder: text('placeholder', d?.placeholder),
+      imageToken: text('image_token', d?.imageToken),
+      contentFormat: f.oneOf('content_format', CONTENT_FORMATS, d?.contentFormat ?? 'string'),
+      imageTokens: f.number('image_tokens', d?.kind === 'fixed' ? d.imageTokens : undefined, { integer: true, min: 1, max: 1 << 20 }),
+    };
+    return checkPlaceholder(f, config);
+  }
+  const d = familyDefaults(family);
+  if (d.kind !== 'qwen2-vl') throw new ConfigError(f.at('family'), `has no resize rule`);
+  const size = (key: string, fallback: number) => f.number(key, fallback, { integer: true, min: 1, max: 1 << 12 });
+  const pixels = (key: string, fallback: number) => f.number(key, fallback, { integer: true, min: 1 });
+  const config: MultimodalConfig = {
+    kind: 'qwen2-vl',
+    placeholder: text('placeholder', d.placeholder),
+    imageToken: text('image_token', d.imageToken),
+    contentFormat: f.oneOf('content_format', CONTENT_FORMATS, d.contentFormat),
+    patchSize: size('patch_size', d.patchSize),
+    mergeSize: size('merge_size', d.mergeSize),
+    minPixels: pixels('min_pixels', d.minPixels),
+    maxPixels: pixels('max_pixels', d.maxPixels),
+  };
+  if (config.maxPixels < config.minPixels) throw new ConfigError(f.at('max_pixels'), `must be at least min_pixels (${config.minPixels}), got ${config.maxPixels}`);
+  return checkPlaceholder(f, config);
+}
+
+function checkPlaceholder(f: Fields, config: MultimodalConfig): MultimodalConfig {
+  if (!config.placeholder.includes(config.imageToken)) {
+    throw new ConfigError(f.at('placeholder'), `must contain image_token ${JSON.stringify(config.imageToken)}, got ${JSON.stringify(config.placeholder)}`);
+  }
+  if (config.placeholder.split(config.imageToken).length !== 2) {
+    throw new ConfigError(f.at('placeholder'), `must contain image_token ${JSON.stringify(config.imageToken)} once, got ${JSON.stringify(config.placeholder)}`);
+  }
+  return Object.freeze(config);
+}
+
+export function readMultimodal(f: Fields, inherited: MultimodalConfig | null): MultimodalConfig | null {
+  if (!f.has('multimodal')) return inherited;
+  if (f.get('multimodal') === false) return null;
+  return f.object('multimodal', readSection);
+}
