@@ -32,8 +32,9 @@ function gif(b: Uint8Array): PixelSize | null {
 }
 
 function webp(b: Uint8Array): PixelSize | null {
-  if (b.length < 30) return null;
+  if (b.length < 25) return null;
   if (ascii(b, 12, 'VP8 ')) {
+    if (b.length < 30) return null;
     // Lossy: after the 3-byte frame tag, the start code 9d 01 2a, then 14-bit width and height.
     if (b[23] !== 0x9d || b[24] !== 0x01 || b[25] !== 0x2a) return null;
     return sized(le16(b, 26) & 0x3fff, le16(b, 28) & 0x3fff);
@@ -44,7 +45,7 @@ function webp(b: Uint8Array): PixelSize | null {
     const bits = b[21]! | (b[22]! << 8) | (b[23]! << 16) | (b[24]! << 24);
     return sized((bits & 0x3fff) + 1, ((bits >>> 14) & 0x3fff) + 1);
   }
-  if (ascii(b, 12, 'VP8X')) return sized(le24(b, 24) + 1, le24(b, 27) + 1);
+  if (ascii(b, 12, 'VP8X')) return b.length < 30 ? null : sized(le24(b, 24) + 1, le24(b, 27) + 1);
   return null;
 }
 
