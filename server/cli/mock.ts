@@ -114,7 +114,8 @@ export async function startKvPublishers(o: MockCommandOptions, print: (line: str
 async function mockPromptTokens(spec: string | undefined, family: MultimodalFamily | undefined): Promise<PromptTokens | undefined> {
   if (spec === undefined) return undefined;
   const tokenizer = await createTokenizer(spec, { readFile: (file) => readFile(file, 'utf8') });
-  const multimodal = family ? Object.freeze(familyDefaults(family)) : null;
+  // An engine fetches http(s) images itself (vLLM within VLLM_IMAGE_FETCH_TIMEOUT, 5 s): so does the mock, to size them.
+  const multimodal = family ? Object.freeze({ ...familyDefaults(family), fetchImages: { timeoutMs: 5000, maxBytes: 1 << 20 } }) : null;
   return (body, kind) => promptIds(tokenizer, body, kind, { multimodal });
 }
 

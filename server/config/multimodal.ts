@@ -3,13 +3,35 @@
 // defaults of a known model family; every other field overrides one, as the
 // model's own preprocessor config does (e.g. a deployment that lowers
 // max_pixels). `multimodal: false` turns it off for one model.
+// `fetch_images` lets the router read http(s) images' headers to size them
+// (off by default: see docs/configuration.md).
 import { FAMILY_NAMES, familyDefaults, type MultimodalConfig } from '../../router/multimodal/placeholders.js';
+import type { ImageFetchLimits, ModelMultimodal } from '../request/image-fetch.js';
 import { ConfigError, type Fields } from './fields.js';
+
+export const FETCH_DEFAULTS: ImageFetchLimits = { timeoutMs: 2000, maxBytes: 1 << 20 };
+
+function readFetch(f: Fields): ImageFetchLimits | null {
+  if (!f.has('fetch_images') || f.get('fetch_images') === false) {
+    f.boolean('fetch_images', false);
+    return null;
+  }
+  if (f.get('fetch_images') === true) return { ...FETCH_DEFAULTS };
+  return f.object('fetch_images', (l) => ({
+    timeoutMs: l.number('timeout_ms', FETCH_DEFAULTS.timeoutMs, { integer: true, min: 1, max: 60_000 }),
+    maxBytes: l.number('max_bytes', FETCH_DEFAULTS.maxBytes, { integer: true, min: 64, max: 64 << 20 }),
+  }));
+}
 
 const FAMILIES = [...FAMILY_NAMES, 'fixed'] as const;
 const CONTENT_FORMATS = ['openai', 'string'] as const;
 
-function readSection(f: Fields): MultimodalConfig {
+function readSection(f: Fields): ModelMultimodal {
+  const images = readImages(f);
+  return Object.freeze({ ...images, fetchImages: readFetch(f) });
+}
+
+function readImages(f: Fields): MultimodalConfig {
   const family = f.oneOf('family', FAMILIES);
   const text = (key: string, fallback: string | undefined) => {
     const value = f.string(key, fallback);
@@ -52,10 +74,10 @@ function checkPlaceholder(f: Fields, config: MultimodalConfig): MultimodalConfig
   if (config.placeholder.split(config.imageToken).length !== 2) {
     throw new ConfigError(f.at('placeholder'), `must contain image_token ${JSON.stringify(config.imageToken)} once, got ${JSON.stringify(config.placeholder)}`);
   }
-  return Object.freeze(config);
+  return config;
 }
 
-export function readMultimodal(f: Fields, inherited: MultimodalConfig | null): MultimodalConfig | null {
+export function readMultimodal(f: Fields, inherited: ModelMultimodal | null): ModelMultimodal | null {
   if (!f.has('multimodal')) return inherited;
   if (f.get('multimodal') === false) return null;
   return f.object('multimodal', readSection);

@@ -17,7 +17,7 @@ import { DEFAULT_TIER_WEIGHTS, type Tier, type TierWeights } from '../../router/
 import type { EngineKind } from '../../router/disagg/roles.js';
 import { checkFleetRoles, checkWorkerRole, DISAGG_DEFAULTS, readDisaggregation, readEngine, readWorkerRole, type DisaggregationConfig, type WorkerRoleConfig } from './disaggregation.js';
 import { DIAGNOSTICS_DEFAULTS, readDiagnostics, type DiagnosticsConfig } from '../diagnostics/config.js';
-import type { MultimodalConfig } from '../../router/multimodal/placeholders.js';
+import type { ModelMultimodal } from '../request/image-fetch.js';
 import { readMultimodal } from './multimodal.js';
 
 export type KvEventsConfig =
@@ -78,8 +78,8 @@ export interface ModelConfig {
   engine: EngineKind;
   /** Prefill/decode disaggregation; null when every request runs whole on one worker. */
   disaggregation: DisaggregationConfig | null;
-  /** How the model's engine expands an image into placeholder tokens; null: images get coarse runs. */
-  multimodal: MultimodalConfig | null;
+  /** How the model's engine expands an image into placeholder tokens (and whether http images are fetched to size them); null: images get coarse runs. */
+  multimodal: ModelMultimodal | null;
 }
 
 export interface TokenizeLimitConfig {
@@ -237,7 +237,7 @@ interface ModelDefaults {
   tokenizeLimit: { maxChars: number | null; over: 'bytes' | 'reject' };
   engine: EngineKind;
   disaggregation: DisaggregationConfig | null;
-  multimodal: MultimodalConfig | null;
+  multimodal: ModelMultimodal | null;
 }
 
 /** The smallest memory bound an index may be given (besides 0, none). */

@@ -8,10 +8,10 @@
 // A model with a `multimodal` config gets the engine's own runs: each image
 // part renders as the model's placeholder text, and its image token is
 // expanded into the run the model's processor gives the image (sized from
-// the data URL's header; see router/multimodal). An image whose size cannot
-// be known here (an http(s) URL, which the router does not fetch) keeps its
-// one image token, and its run is the rest of the prompt: the blocks before
-// it still match, none from it on can.
+// the data URL's header, or an http(s) URL's when the model lets the router
+// fetch it; see router/multimodal). An image whose size cannot be known
+// keeps its one image token, and its run is the rest of the prompt: the
+// blocks before it still match, none from it on can.
 //
 // Without one, an image renders as `<image>` and its run is the tokens its
 // message adds to the prompt: coarser than an engine's, but the text before
@@ -20,10 +20,11 @@
 import { createHash } from 'node:crypto';
 import { RouterError } from '../../router/errors.js';
 import type { MediaSpan } from '../../router/media-keys.js';
-import { dataUrlImageSize } from '../../router/multimodal/image-size.js';
+import { dataUrlImageSize, type PixelSize } from '../../router/multimodal/image-size.js';
 import { imageTokenCount, needsSize, type MultimodalConfig } from '../../router/multimodal/placeholders.js';
 import { imageUrlOf } from '../../router/tokenize/messages.js';
 import type { ChatMessage, ChatOptions, PromptTokenizer } from '../../router/tokenize/index.js';
+import { fetcherOf, type ModelMultimodal } from './image-fetch.js';
 import type { PromptBasis } from './prompt.js';
 
 const isImagePart = (part: unknown): part is object => typeof part === 'object' && part !== null && (part as { type?: unknown }).type === 'image_url';
@@ -125,14 +126,34 @@ export interface ExpandedPrompt {
   spans: MediaSpan[];
 }
 
+/** The pixel sizes of a prompt's images, in order (null where unknown), when the model's runs need them. */
+async function imageSizes(parts: readonly object[], settings: ModelMultimodal): Promise<(PixelSize | null)[]> {
+  if (!needsSize(settings)) return parts.map(() => null);
+  const fetcher = fetcherOf(settings);
+  return Promise.all(
+    parts.map((part) => {
+      const url = imageUrlOf(part, 'image_url');
+      if (fetcher && /^https?:\/\//i.test(url)) return fetcher.size(url);
+      return dataUrlImageSize(url);
+    }),
+  );
+}
+
 /**
  * The prompt ids with each image's token expanded into its run, and the
  * runs; null when the model's image token is not one token of its tokenizer
- * (the coarse runs of chatMedia apply then). Throws a RouterError (400) when
+ * (the coarse runs of chatMedia apply then). `sizes` are the images' pixel
+ * sizes in prompt order (null where unknown). Throws a RouterError (400) when
  * the prompt's image tokens do not pair with its images (text that contains
  * the image token), or an image's size is one the processor refuses.
  */
-export function expandImages(tokenizer: PromptTokenizer, messages: readonly unknown[], ids: Uint32Array, config: MultimodalConfig): ExpandedPrompt | null {
+export function expandImages(
+  tokenizer: PromptTokenizer,
+  messages: readonly unknown[],
+  ids: Uint32Array,
+  config: MultimodalConfig,
+  sizes: readonly (PixelSize | null)[],
+): ExpandedPrompt | null {
   const token = imageTokenOf(tokenizer, config.imageToken);
   if (token === null) return null;
   const parts = messages.flatMap(imagePartsOf);
@@ -141,10 +162,9 @@ export function expandImages(tokenizer: PromptTokenizer, messages: readonly unkn
   if (at.length !== parts.length) {
     throw invalid(`the prompt has ${at.length} image tokens ${JSON.stringify(config.imageToken)} for ${parts.length} images: message text must not contain the image token`);
   }
-  const counts = parts.map((part) => {
-    const size = needsSize(config) ? dataUrlImageSize(imageUrlOf(part, 'image_url')) : null;
+  const counts = parts.map((_, k) => {
     try {
-      return imageTokenCount(config, size);
+      return imageTokenCount(config, sizes[k] ?? null);
     } catch (error) {
       if (error instanceof RangeError) throw invalid(error.message);
       throw error;
@@ -214,15 +234,19 @@ export function chatMedia(tokenizer: PromptTokenizer, messages: ChatMessage[], o
  * multimodal config (the ids expanded), else the coarse ones. `shown` are the
  * messages as tokenized (renderImages' output for such a model).
  */
-export function withMedia(
+export async function withMedia(
   tokenizer: PromptTokenizer,
   messages: ChatMessage[],
   shown: ChatMessage[],
   options: ChatOptions,
   prompt: { ids: Uint32Array; basis: PromptBasis },
-  config: MultimodalConfig | null,
-): { ids: Uint32Array; media: MediaSpan[] } {
-  const expanded = config && prompt.basis === 'tokens' ? expandImages(tokenizer, messages, prompt.ids, config) : null;
+  settings: ModelMultimodal | null,
+): Promise<{ ids: Uint32Array; media: MediaSpan[] }> {
+  let expanded: ExpandedPrompt | null = null;
+  if (settings && prompt.basis === 'tokens') {
+    const sizes = await imageSizes(messages.flatMap(imagePartsOf), settings);
+    expanded = expandImages(tokenizer, messages, prompt.ids, settings, sizes);
+  }
   if (expanded) return { ids: expanded.ids, media: expanded.spans };
   return { ids: prompt.ids, media: chatMedia(tokenizer, messages, options, prompt.ids, prompt.basis, shown) };
 }

@@ -11,7 +11,7 @@
 import { RouterError } from '../../router/errors.js';
 import { packBytes, type ChatMessage, type PromptTokenizer, type TokenizePlan } from '../../router/tokenize/index.js';
 import type { MediaSpan } from '../../router/media-keys.js';
-import type { MultimodalConfig } from '../../router/multimodal/placeholders.js';
+import type { ModelMultimodal } from './image-fetch.js';
 import { hasImages, renderImages, withMedia } from './media.js';
 import { sharedTokenizePool, TokenizePoolError, type TokenizePool } from './tokenize-pool.js';
 
@@ -42,7 +42,7 @@ export interface PromptOptions {
   /** Remainders up to this many characters are encoded on the event loop (default INLINE_CHARS). */
   inlineChars?: number;
   /** How the model's engine puts images into the prompt (absent: the coarse runs of server/request/media.ts). */
-  multimodal?: MultimodalConfig | null;
+  multimodal?: ModelMultimodal | null;
 }
 
 /**
@@ -144,7 +144,7 @@ export async function promptIds(tokenizer: PromptTokenizer, body: Record<string,
   if (result.ids.length === 0) throw invalid(param, 'the prompt tokenized to no tokens');
   if (images) {
     const tools = (body.tools as unknown[] | null | undefined) ?? undefined;
-    const { ids, media } = withMedia(tokenizer, body.messages as ChatMessage[], shown.messages as ChatMessage[], { tools }, result, multimodal);
+    const { ids, media } = await withMedia(tokenizer, body.messages as ChatMessage[], shown.messages as ChatMessage[], { tools }, result, multimodal);
     result.ids = ids;
     result.media = media;
   }

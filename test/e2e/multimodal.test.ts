@@ -4,8 +4,12 @@
 // router configured with `multimodal: { family: qwen2-vl }` expands each
 // image into the run Qwen2-VL's processor gives its size, as the engines do.
 // The same image then matches past the image, another image of the same size
-// matches only up to it, and the engines count the expanded tokens.
+// matches only up to it, and the engines count the expanded tokens. An image
+// served over http is sized from its header by both (the router with
+// `fetch_images`, the mock as an engine fetches its images).
 import { readFile } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -21,10 +25,20 @@ const SYSTEM = 'You describe pictures carefully, one detail at a time. '.repeat(
 
 let stack: MockCommandStack;
 let tokenizer: PromptTokenizer;
+let images: Server;
+let imageBase: string;
+const imageHits = new Map<string, number>();
 beforeAll(async () => {
+  images = createServer((req, res) => {
+    imageHits.set(req.url!, (imageHits.get(req.url!) ?? 0) + 1);
+    res.writeHead(200, { 'content-type': 'image/png' });
+    res.end(pngHeader(224, 224));
+  });
+  await new Promise<void>((resolve) => images.listen(0, '127.0.0.1', resolve));
+  imageBase = `http://127.0.0.1:${(images.address() as AddressInfo).port}`;
   tokenizer = await createTokenizer(QWEN, { readFile: (path) => readFile(path, 'utf8') });
   stack = await startMockCommandStack({ workers: 2, tokenizer: QWEN, multimodal: 'qwen2-vl', blockSize: BLOCK }, ({ urls, eventPort, replayPort }) => ({
-    models: [{ name: 'mock-model', tokenizer: QWEN, block_size: BLOCK, multimodal: { family: 'qwen2-vl' } }],
+    models: [{ name: 'mock-model', tokenizer: QWEN, block_size: BLOCK, multimodal: { family: 'qwen2-vl', fetch_images: true } }],
     workers: urls.map((url, i) => ({
       id: `vl-${i}`,
       url,
@@ -32,7 +46,11 @@ beforeAll(async () => {
     })),
   }));
 }, 120_000);
-afterAll(() => stack?.close());
+afterAll(async () => {
+  await stack?.close();
+  images?.closeAllConnections();
+  await new Promise((resolve) => images?.close(resolve));
+});
 
 const photo = dataUrl(jpegHeader(640, 480), 'image/jpeg');
 // Another picture of the same size: other bytes, so another item with a run as long.
@@ -90,5 +108,18 @@ describe('multimodal prompts with the engine\'s placeholder runs', () => {
     const res = await complete(stack.url, ask(dataUrl(pngHeader(40, 30)), 'Tiny?'));
     expect(res.status).toBe(200);
     expect(res.body.usage.prompt_tokens).toBe(byHand('Tiny?', 6).length);
+  });
+
+  it('sizes an image served over http from its header, in the router as in the engine, and matches it past its run', async () => {
+    const url = `${imageBase}/cat.png`;
+    const first = await complete(stack.url, ask(url, 'What is in this picture?'), { 'x-worker-id': 'vl-1' });
+    expect(first.status).toBe(200);
+    // 224 x 224 -> 64 tokens.
+    expect(first.body.usage.prompt_tokens).toBe(byHand('What is in this picture?', 64).length);
+    const again = ask(url, 'Is it a cat?');
+    const pastImage = Math.floor((byHand('Is it a cat?', 64).indexOf(IMAGE_PAD) + 64) / BLOCK);
+    await waitFor(async () => overlapOn(await explain(stack.url, again), 'vl-1') >= pastImage, "the http image prompt's blocks in the router's index");
+    // Each side read it once (the router's fetcher and the mock's remember the size).
+    expect(imageHits.get('/cat.png')).toBe(2);
   });
 });

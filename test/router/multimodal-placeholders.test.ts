@@ -3,9 +3,9 @@
 // within [min_pixels, max_pixels]) and fixed counts. Every expected count is
 // worked out by hand in the comment beside it.
 import { describe, expect, it } from 'vitest';
-import { familyDefaults, imageTokenCount, smartResize, type MultimodalConfig } from '../../router/multimodal/placeholders.js';
+import { familyDefaults, imageTokenCount, smartResize, type MultimodalConfig, type SmartResizeImages } from '../../router/multimodal/placeholders.js';
 
-const qwen = familyDefaults('qwen2-vl');
+const qwen = familyDefaults('qwen2-vl') as SmartResizeImages;
 const count = (width: number, height: number, config: MultimodalConfig = qwen) => imageTokenCount(config, { width, height });
 
 describe('Qwen2-VL / Qwen2.5-VL placeholder runs', () => {

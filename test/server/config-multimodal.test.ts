@@ -23,8 +23,27 @@ describe('multimodal', () => {
         mergeSize: 2,
         minPixels: 3136,
         maxPixels: 12845056,
+        fetchImages: null,
       },
     ]);
+  });
+
+  it('fetches http(s) images to size them only when asked, within limits', () => {
+    const [on, limited, off] = multimodalOf({
+      models: [
+        { name: 'vl', multimodal: { family: 'qwen2-vl', fetch_images: true } },
+        { name: 'b', multimodal: { family: 'qwen2-vl', fetch_images: { timeout_ms: 500, max_bytes: 65536 } } },
+        { name: 'c', multimodal: { family: 'qwen2-vl', fetch_images: false } },
+      ],
+      workers: [worker(), worker({ id: 'w1', model: 'b' }), worker({ id: 'w2', model: 'c' })],
+    });
+    expect(on!.fetchImages).toEqual({ timeoutMs: 2000, maxBytes: 1048576 });
+    expect(limited!.fetchImages).toEqual({ timeoutMs: 500, maxBytes: 65536 });
+    expect(off!.fetchImages).toBeNull();
+    expect(failure({ models: [{ name: 'vl', multimodal: { family: 'qwen2-vl', fetch_images: { timeout_ms: 0 } } }], workers: [worker()] })).toMatch(
+      /^models\[0\]\.multimodal\.fetch_images\.timeout_ms: must be >= 1/,
+    );
+    expect(failure({ models: [{ name: 'vl', multimodal: { family: 'qwen2-vl', fetch_images: 'yes' } }], workers: [worker()] })).toMatch(/^models\[0\]\.multimodal\.fetch_images: /);
   });
 
   it("overrides a family's fields, is inherited from the top level, and is turned off per model with false", () => {
@@ -45,7 +64,7 @@ describe('multimodal', () => {
       ],
       workers: [worker(), worker({ id: 'w1', model: 'other' })],
     });
-    expect(llava).toEqual({ kind: 'fixed', placeholder: '<image>', imageToken: '<image>', contentFormat: 'string', imageTokens: 576 });
+    expect(llava).toEqual({ kind: 'fixed', placeholder: '<image>', imageToken: '<image>', contentFormat: 'string', imageTokens: 576, fetchImages: null });
     expect(fixed).toMatchObject({ kind: 'fixed', imageTokens: 256, contentFormat: 'string' });
   });
 
