@@ -12,11 +12,9 @@ import { ConfigError, type Fields } from './fields.js';
 export const FETCH_DEFAULTS: ImageFetchLimits = { timeoutMs: 2000, maxBytes: 1 << 20 };
 
 function readFetch(f: Fields): ImageFetchLimits | null {
-  if (!f.has('fetch_images') || f.get('fetch_images') === false) {
-    f.boolean('fetch_images', false);
-    return null;
-  }
-  if (f.get('fetch_images') === true) return { ...FETCH_DEFAULTS };
+  const value = f.get('fetch_images');
+  if (value === undefined || value === false) return null;
+  if (value === true) return { ...FETCH_DEFAULTS };
   return f.object('fetch_images', (l) => ({
     timeoutMs: l.number('timeout_ms', FETCH_DEFAULTS.timeoutMs, { integer: true, min: 1, max: 60_000 }),
     maxBytes: l.number('max_bytes', FETCH_DEFAULTS.maxBytes, { integer: true, min: 64, max: 64 << 20 }),
@@ -33,31 +31,26 @@ function readSection(f: Fields): ModelMultimodal {
 
 function readImages(f: Fields): MultimodalConfig {
   const family = f.oneOf('family', FAMILIES);
+  const d = family === 'fixed' ? null : familyDefaults(family);
   const text = (key: string, fallback: string | undefined) => {
     const value = f.string(key, fallback);
     if (value.length === 0) throw new ConfigError(f.at(key), 'must not be empty');
     return value;
   };
-  if (family === 'fixed' || familyDefaults(family).kind === 'fixed') {
-    const d = family === 'fixed' ? null : familyDefaults(family);
-    const config: MultimodalConfig = {
-      kind: 'fixed',
-      placeholder: text('placeholder', d?.placeholder),
-      imageToken: text('image_token', d?.imageToken),
-      contentFormat: f.oneOf('content_format', CONTENT_FORMATS, d?.contentFormat ?? 'string'),
-      imageTokens: f.number('image_tokens', d?.kind === 'fixed' ? d.imageTokens : undefined, { integer: true, min: 1, max: 1 << 20 }),
-    };
-    return checkPlaceholder(f, config);
+  const placeholder = {
+    placeholder: text('placeholder', d?.placeholder),
+    imageToken: text('image_token', d?.imageToken),
+    contentFormat: f.oneOf('content_format', CONTENT_FORMATS, d?.contentFormat ?? 'string'),
+  };
+  if (d === null || d.kind === 'fixed') {
+    const imageTokens = f.number('image_tokens', d?.imageTokens, { integer: true, min: 1, max: 1 << 20 });
+    return checkPlaceholder(f, { kind: 'fixed', ...placeholder, imageTokens });
   }
-  const d = familyDefaults(family);
-  if (d.kind !== 'qwen2-vl') throw new ConfigError(f.at('family'), `has no resize rule`);
   const size = (key: string, fallback: number) => f.number(key, fallback, { integer: true, min: 1, max: 1 << 12 });
   const pixels = (key: string, fallback: number) => f.number(key, fallback, { integer: true, min: 1 });
   const config: MultimodalConfig = {
     kind: 'qwen2-vl',
-    placeholder: text('placeholder', d.placeholder),
-    imageToken: text('image_token', d.imageToken),
-    contentFormat: f.oneOf('content_format', CONTENT_FORMATS, d.contentFormat),
+    ...placeholder,
     patchSize: size('patch_size', d.patchSize),
     mergeSize: size('merge_size', d.mergeSize),
     minPixels: pixels('min_pixels', d.minPixels),
