@@ -39,7 +39,7 @@ import { byteRank, NO_RANK, pairRank2, rankOf, vocabHighestRank } from './bpe-vo
 export const SHORT_MAX: u32 = 16;
 /** Bytes a window keeps, and the context it looks at past them (mergeTune). */
 let windowBytes: u32 = 16384;
-let margin: u32 = 512;
+let margin: u32 = 256;
 let windowRuns: u32 = 0;
 let widenings: u32 = 0;
 let logCapacity: u32 = 0;

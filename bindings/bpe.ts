@@ -32,7 +32,7 @@ export interface BpeOptions {
   core?: Core;
   /**
    * Bytes per window (and bytes of context past it) that pieces longer than a
-   * window are merged in; the ids never depend on them (default 16384, 512).
+   * window are merged in; the ids never depend on them (default 16384, 256).
    * Tests shrink them to exercise the windowed path on short pieces.
    */
   window?: { bytes: number; margin: number };

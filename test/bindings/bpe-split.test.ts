@@ -55,8 +55,13 @@ const classRun = fc.tuple(fc.constantFrom(...Object.values(CLASSES)), fc.integer
   fc.array(fc.constantFrom(...chars), { minLength: n, maxLength: n }).map((a) => a.join('')),
 );
 const contraction = fc.constantFrom("'s", "'S", "'t", "'re", "'RE", "'rE", "'ve", "'Ve", "'m", "'ll", "'lL", "'LL", "'d", "'D", "'x", "'r", "'l", "'");
+/** Long ASCII letter runs (scanned 16 bytes at a time) broken by characters of any class. */
+const asciiRuns = fc
+  .array(fc.tuple(fc.stringMatching(/^[a-z]{0,40}$/), fc.stringMatching(/^[A-Z]{0,40}$/), char), { maxLength: 4 })
+  .map((runs) => runs.flat().join(''));
 const text = fc.oneof(
   fc.array(char, { maxLength: 40 }).map((a) => a.join('')),
+  asciiRuns,
   fc.array(fc.oneof(classRun, contraction, char), { maxLength: 16 }).map((a) => a.join('')),
   fc.string({ unit: 'binary', maxLength: 60 }),
   fc.string({ unit: 'grapheme', maxLength: 40 }),
