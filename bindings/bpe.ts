@@ -136,8 +136,8 @@ export class BytePairEncoder {
       const n = this.k.bpeEncodeText(this.writeText(text, from, end), more ? 1 : 0);
       ids.add(this.core.u32(this.k.bpeOutPtr(), n));
       const taken = more ? this.k.bpeTakenUnits() : end - from;
-      // A piece longer than the batch: the next batch is wider.
-      units = taken === 0 ? 4 * units : this.batchUnits;
+      // A piece longer than the batch: the next batch is much wider, so a long piece is scanned about once.
+      units = taken === 0 ? 16 * units : this.batchUnits;
       from += taken;
     }
   }
