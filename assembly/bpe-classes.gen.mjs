@@ -1,10 +1,10 @@
-// Writes build/bpe-classes.ts: the character class of every code point, as
+// Writes assembly/bpe-classes.ts (not kept in git): the character class of every code point, as
 // the o200k_base pre-tokenizer (assembly/bpe-split.ts) tells them apart,
 // taken from this Node's own regular expressions (\p{..} and \s under the u
 // flag), so the core splits text exactly as the JS pattern does on the same
 // Node. Two levels: a u16 block number per 256 code points, then a u8 class
 // per code point of each distinct block. Run by `npm run build:wasm`.
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -55,8 +55,7 @@ for (let b = 0; b < 0x110000 / BLOCK; b++) {
   index.push(n);
 }
 
-const out = join(dirname(fileURLToPath(import.meta.url)), '..', 'build', 'bpe-classes.ts');
-mkdirSync(dirname(out), { recursive: true });
+const out = join(dirname(fileURLToPath(import.meta.url)), 'bpe-classes.ts');
 const lines = (values) => {
   const rows = [];
   for (let i = 0; i < values.length; i += 64) rows.push('  ' + values.slice(i, i + 64).join(','));

@@ -10,13 +10,13 @@
 // choices its backtracking would make, so the first match is the one found.
 // Every character starts some match (a letter the first two, a digit the
 // third, whitespace the last, anything else the fourth), so no text is
-// skipped. Characters are told apart by class (build/bpe-classes.ts, made
+// skipped. Characters are told apart by class (bpe-classes.ts, generated at build
 // from Node's own \p{..} and \s): the sets of the pattern are unions of them.
 //
 // Text may come in parts: in a part that is not the last (`open`), a piece
 // whose match read up to the part's end is not settled (more text could
 // change it), and splitting stops before it.
-import { BOTH, CLASS_BLOCKS, CLASS_INDEX, LOWER, MARK, NEWLINE, NUMBER, OTHER, SPACE, UPPER } from '../build/bpe-classes';
+import { BOTH, CLASS_BLOCKS, CLASS_INDEX, LOWER, MARK, NEWLINE, NUMBER, OTHER, SPACE, UPPER } from './bpe-classes';
 
 /** No position: an alternative that does not match, or a piece not settled. */
 export const NONE: usize = <usize>-1;
