@@ -184,6 +184,7 @@ export class StallWatch {
 
   private async suspect(w: Watched, waiting: number): Promise<void> {
     w.probing = true;
+    const before = w.activity;
     let healthy: boolean;
     try {
       healthy = await this.hooks.probe(w.id);
@@ -201,7 +202,7 @@ export class StallWatch {
     }
     w.probes.unhealthy++;
     // It answered something while the probe waited: not stuck after all.
-    if (w.activity !== w.seen || w.quietSince === null) return;
+    if (w.activity !== before || w.quietSince === null) return;
     const quietMs = this.clock.now() - w.quietSince;
     if (!this.hooks.eject(w.id, quietMs, waiting)) {
       w.quietSince = this.clock.now();

@@ -54,7 +54,7 @@ class Inner implements Dispatcher.DispatchHandler {
   }
 }
 
-function setup(options: { healthy?: boolean; cap?: boolean } = {}) {
+function setup(options: { healthy?: boolean; cap?: boolean; probe?: () => Promise<boolean> } = {}) {
   const clock = new VirtualClock(0);
   const probes: { id: string; at: number }[] = [];
   const ejections: { id: string; quietMs: number; waiting: number }[] = [];
@@ -62,7 +62,7 @@ function setup(options: { healthy?: boolean; cap?: boolean } = {}) {
   const watch = new StallWatch(STALL_MS, clock, {
     probe: async (id) => {
       probes.push({ id, at: clock.now() });
-      return healthy;
+      return options.probe ? options.probe() : healthy;
     },
     ejected: (id) => ejections.some((e) => e.id === id) && options.cap !== true,
     eject: (id, quietMs, waiting) => {
@@ -180,6 +180,22 @@ describe('S: stall watch', () => {
     await run(STALL_MS * 3);
     expect(probes).toEqual([]);
     expect(watch.view('a')).toMatchObject({ inFlight: 0, quietMs: 0 });
+  });
+
+  it('S10: a sign of life while the probe waits for its answer keeps the worker, even when the probe then fails', async () => {
+    let answer!: (healthy: boolean) => void;
+    const { probes, ejections, start, run } = setup({ probe: () => new Promise<boolean>((resolve) => (answer = resolve)) });
+    const a = start('a');
+    await run(STALL_MS * 1.3);
+    expect(probes).toHaveLength(1);
+    // The probe is slow to fail; meanwhile sweeps go on and the worker sends its headers.
+    await run(STALL_MS * 0.5);
+    a.handler.onResponseStart?.(a.controller, 200, {});
+    await run(STALL_MS * 0.5);
+    answer(false);
+    await run(STALL_MS * 0.1);
+    expect(ejections).toEqual([]);
+    expect(a.controller.aborted).toBe(false);
   });
 
   it('S7: stall_ms 0 turns the watch off: the handler is dispatched as it is', () => {
