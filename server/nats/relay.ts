@@ -216,7 +216,7 @@ export class KvRelay {
     let refusedAt = Infinity;
     for (;;) {
       const limit = this.limit.current();
-      if (limit.bytes >= refusedAt) return drop(`the stream refused it as too large in messages of up to ${refusedAt} bytes, within ${limit.bound} of ${limit.bytes}`);
+      if (limit.bytes >= refusedAt) return drop(`the stream refused a part as too large though none was over ${refusedAt} bytes, and ${limit.bound}, read again, is ${limit.bytes}`);
       // Every part carries headers; the largest a part of this batch can have is taken off the budget.
       const parts = Math.max(1, item.batch.events.length);
       const split = splitKvBatch(item.batch, limit.bytes - this.headers(item, parts - 1, parts).encode().length);

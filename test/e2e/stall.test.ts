@@ -158,7 +158,8 @@ describe('a worker that is slow but answers its health probe', () => {
     stack = await startStack({
       edit: (doc) => {
         (doc.workers as unknown[]).push({ id: 'slow', url, model: (doc.workers as { model: string }[])[0]!.model });
-        doc.outlier_ejection = { stall_ms: 200, stall_probe_timeout_ms: 1000 };
+        // A generous probe timeout: only a worker that does not answer at all may be taken for stalled.
+        doc.outlier_ejection = { stall_ms: 200, stall_probe_timeout_ms: 10_000 };
       },
     });
   });
