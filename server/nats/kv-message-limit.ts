@@ -5,8 +5,8 @@
 // headers with the payload. The stream's limit is read when the relay starts,
 // on every reconnect, whenever the server announces that the stream was
 // created or changed (its JetStream advisories), and after a refusal.
-import { jetstreamManager } from '@nats-io/jetstream';
-import type { NatsConnection } from '@nats-io/transport-node';
+import { JetStreamApiError, jetstreamManager } from '@nats-io/jetstream';
+import { InvalidArgumentError, type NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from '../workers/kv-sources.js';
 import { DEFAULT_MAX_PAYLOAD, type NatsLink } from './link.js';
 
@@ -21,8 +21,9 @@ const STREAM_MESSAGE_TOO_LARGE = 10054;
 
 /** Whether a publish failed because the message was too large (for the stream, or for the server). */
 export function isTooLarge(error: unknown): boolean {
-  const e = error as { api_error?: { err_code?: number }; message?: string };
-  return e?.api_error?.err_code === STREAM_MESSAGE_TOO_LARGE || /max_payload size exceeded/.test(e?.message ?? '');
+  if (error instanceof JetStreamApiError) return error.code === STREAM_MESSAGE_TOO_LARGE;
+  // The client's own check against the server's max_payload.
+  return error instanceof InvalidArgumentError && /max_payload size exceeded/.test(error.message);
 }
 
 export class KvMessageLimit {

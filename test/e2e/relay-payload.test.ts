@@ -5,12 +5,13 @@
 // and counted, the router seeing its sequence number missing as a gap; the
 // relay goes on relaying either way instead of retrying one batch forever. A
 // stream whose limit changes while the relay runs is followed both ways.
-import { jetstreamManager, type StreamConfig } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager, type StreamConfig } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BlockStored, KvEventBatch } from '../../router/kv-events.js';
 import { encodeKvBatch } from '../../router/kv-wire.js';
 import { configFromDocument } from '../../server/config/load.js';
+import { isTooLarge } from '../../server/nats/kv-message-limit.js';
 import { NatsLink } from '../../server/nats/link.js';
 import { createLocalNatsServer, type LocalNatsServer } from '../../server/nats/local-server.js';
 import { KvRelay } from '../../server/nats/relay.js';
@@ -208,6 +209,24 @@ describe('kvrouter relay into a stream whose max_msg_size is below max_payload',
     expect(await gaps()).toBe(gapsBefore + 1);
     expect(await overlap(huge)).toBe(0);
     expect(retried()).toEqual([]);
+  });
+
+  it("tells a refusal for size, the stream's or the client's, from other publish failures", async () => {
+    const nc = await connect({ servers: rig.nats.url });
+    const refusal = (publish: () => Promise<unknown>) => publish().then(() => null, (error: unknown) => error);
+    try {
+      const js = jetstream(nc);
+      const subject = rig.names.kvSubject('refusal-probe', 0);
+      const overStream = await refusal(() => js.publish(subject, new Uint8Array(MAX_MSG)));
+      const overServer = await refusal(() => js.publish(subject, new Uint8Array(nc.info!.max_payload + 1)));
+      const noStream = await refusal(() => js.publish('nostream.kv.x', new Uint8Array(8), { timeout: 500 }));
+      expect(isTooLarge(overStream)).toBe(true);
+      expect(isTooLarge(overServer)).toBe(true);
+      expect(noStream).not.toBeNull();
+      expect(isTooLarge(noStream)).toBe(false);
+    } finally {
+      await nc.close();
+    }
   });
 
   it('follows the limit back up to max_payload when the stream allows any size again: a large batch goes whole', { timeout: 120_000 }, async () => {
