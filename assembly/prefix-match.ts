@@ -1,4 +1,4 @@
-import { ORPHANS, ROOT, STAMP, UNTRACKED, INFO, adjacentChild, chainRun, childFind, memberCount, memberHas, nodeAt, treeStarted } from './prefix-nodes';
+import { ORPHANS, STAMP, UNTRACKED, INFO, adjacentChild, chainRun, childFind, memberCount, memberHas, nodeAt, rootChild, treeStarted } from './prefix-nodes';
 import { NO_SLOT, isBitmap, memberBlock, memberCopy, memberMark, memberNext, memberRank, writeWord } from './prefix-members';
 import { blockCap } from './prefix-memory';
 import { currentEpoch } from './prefix-evict';
@@ -141,7 +141,7 @@ function within(cp: usize, pp: usize): bool {
 export function findMatches(ptr: usize, count: u32, earlyExit: bool): u32 {
   out = 0;
   if (count == 0 || !treeStarted()) return 0;
-  let cur = childFind(ROOT, load<u64>(ptr));
+  let cur = rootChild(load<u64>(ptr));
   if (cur == 0) return 0;
   let curAt = nodeAt(cur);
   let curCount = memberCount(curAt);

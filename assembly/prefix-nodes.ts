@@ -324,6 +324,29 @@ export function childFind(parent: u32, local: u64): u32 {
   return 0;
 }
 
+// The root's children by block, direct-mapped, for findMatches: every lookup
+// starts at the root, and the root's children share the children table with
+// every wide node's, so its slot there is rarely in cache; these 4 KiB are.
+// An entry is a node id (0: none) and is only a hint: rootChild takes it when
+// the record is a live child of the root for the block (the only one), and
+// otherwise asks childFind and remembers the answer. Nothing else writes here,
+// so no change to the tree needs to touch it.
+const ROOT_HINT_BITS: u32 = 10;
+const rootHints: usize = memory.data(4 << ROOT_HINT_BITS, 16);
+
+/** childFind(ROOT, local) through the hints. */
+export function rootChild(local: u64): u32 {
+  const hint = rootHints + ((<usize>(<u32>local & ((1 << ROOT_HINT_BITS) - 1))) << 2);
+  const c = load<u32>(hint);
+  if (c != 0 && c < poolTop) {
+    const cp = nodeAt(c);
+    if (load<u64>(cp, LOCAL) == local && load<u32>(cp, PARENT) == ROOT && (load<u32>(cp, INFO) & FREE) == 0) return c;
+  }
+  const found = childFind(ROOT, local);
+  if (found != 0) store<u32>(hint, found);
+  return found;
+}
+
 /**
  * Makes room for one more child of `parent` (its child array and the
  * children table); false when there is no memory. With poolReserve(1), a
