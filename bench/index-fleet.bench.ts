@@ -26,7 +26,8 @@ import { ShardedPrefixIndex } from '../bindings/prefix-index-sharded.js';
 import type { WorkerKey } from '../bindings/workers.js';
 import { VirtualClock } from '../router/clock.js';
 import type { KvEvent, KvEventBatch } from '../router/kv-events.js';
-import { decodeKvBatch, encodeKvBatch } from '../router/kv-wire.js';
+import { encodeKvBatch } from '../router/kv-wire.js';
+import { readKvBatch } from '../router/kv-wire-batch.js';
 import { ModelFleet, plainFields, type RoutedRequest } from '../router/model-fleet.js';
 import type { BenchOptions, BenchSuite, Figure } from './figures.js';
 import { BLOCK_SIZE, Fleet, Random, externalOf, tokensOf, type FleetShape, type Session } from './index-fleet.js';
@@ -399,12 +400,12 @@ async function ingestFigures(quick: boolean): Promise<Figure[]> {
   const endToEnd = (withRequests: boolean): number => {
     const partition = new ModelFleet({ model: 'ingest', blockSize: BLOCK_SIZE, clock: new VirtualClock(0) });
     for (const w of keysOf) partition.addWorker({ id: w.id, totalBlocks: capacity, maxBatchedTokens: 8192 });
-    for (const s of steps.slice(0, start)) partition.applyEvents(keysOf[s.worker]!, decodeKvBatch(s.payload));
+    for (const s of steps.slice(0, start)) partition.applyEvents(keysOf[s.worker]!, readKvBatch(s.payload));
     const requests = withRequests ? requestsFor(partition, rnd, workers) : [];
     let ms = 0;
     for (const [i, s] of timed.entries()) {
       const t0 = performance.now();
-      partition.applyEvents(keysOf[s.worker]!, decodeKvBatch(s.payload));
+      partition.applyEvents(keysOf[s.worker]!, readKvBatch(s.payload));
       ms += performance.now() - t0;
       if (withRequests) partition.choose(requests[i % requests.length]!);
     }
