@@ -1,7 +1,7 @@
-// KV-event batches read straight from their msgpack bytes: the array layout
-// vLLM and SGLang publish with msgspec's array_like (router/kv-wire.ts decodes
-// every layout in JS). Token ids are hashed and blocks stored into this core's
-// prefix index from the message bytes, without a JS value per token. Exports
+// KV-event batches read straight from their msgpack bytes, in the layouts
+// vLLM and SGLang publish (router/kv-wire.ts decodes every layout in JS).
+// Token ids are hashed and blocks stored into this core's prefix index from
+// the message bytes, without a JS value per token. Exports
 // are prefixed `wire`; the binding is bindings/kv-wire-reader.ts (scan) and
 // PrefixIndex.applyWire (apply).
 //
@@ -19,7 +19,10 @@
 //                      as each event completes, so they are right even after
 //                      a failure stops the batch.
 //
-// The layout the scan accepts (anything else is left to the JS decoder):
+// The layouts the scan accepts (anything else is left to the JS decoder):
+// positional (msgspec array_like: SGLang, older vLLM), below, or named
+// (newest vLLM): the same fields as maps keyed by their names, the event's
+// tag under `type`, the batch's dp_rank under `data_parallel_rank`.
 //   batch   [ts, events] or [ts, events, dp_rank, ...]: ts an integer or a
 //           finite float64; dp_rank nil or an integer in [0, 65535]
 //   events  "BlockStored": [tag, hashes (>= 1), parent (nil or a hash),
@@ -33,7 +36,8 @@
 //   a hash  an integer of any width (a negative one is its two's complement)
 //           or a non-empty bin whose last 8 bytes, big-endian, are the u64
 //   "any"   and the fields past the known ones: nil, booleans, integers,
-//           floats, strings, bins, and arrays of them (at most 16 deep).
+//           floats, strings, bins, and arrays and maps (string keys) of
+//           them, at most 16 deep.
 // Token ids, block_size and dp_rank in a 64-bit encoding are not accepted
 // (the JS decoder reads those as BigInt and rejects them), nor is a float32 ts
 // (msgpackr may round it), nor trailing bytes after the batch.
@@ -338,9 +342,18 @@ function skipValue(depth: u32): bool {
   if (b == 0xc6) return has(5) && skipBytes(5 + <usize>be32(pos + 1));
   if (b == 0xca) return skipBytes(5);
   if (b == 0xcb) return skipBytes(9);
+  if (depth >= MAX_DEPTH) return false;
   const n = readArray();
-  if (n < 0 || depth >= MAX_DEPTH) return false;
-  for (let i: i64 = 0; i < n; i++) if (!skipValue(depth + 1)) return false;
+  if (n >= 0) {
+    for (let i: i64 = 0; i < n; i++) if (!skipValue(depth + 1)) return false;
+    return true;
+  }
+  // A map only with string keys, none of them "__proto__" (see the named fields below).
+  const entries = readMap();
+  if (entries < 0) return false;
+  for (let i: i64 = 0; i < entries; i++) {
+    if (!readStr() || strIs(KEY_PROTO, 9) || !skipValue(depth + 1)) return false;
+  }
   return true;
 }
 
@@ -355,6 +368,111 @@ function skipRest(fields: i64, read: i64): bool {
   for (let i = read; i < fields; i++) if (!skipValue(1)) return false;
   return true;
 }
+
+// ---- named fields ----------------------------------------------------------------
+// The named layout (newest vLLM: msgspec structs without array_like) is a map
+// per batch and per event. A map is read in two steps: where each known key's
+// value starts (any key order), then the values in the order the positional
+// layout has them. A key given twice, a key that is not a string, and
+// "__proto__" (which would change what the JS decoder's object reads) are
+// left to the JS decoder.
+
+const KEY_TYPE: usize = memory.data<u8>([0x74, 0x79, 0x70, 0x65]);
+const KEY_BLOCK_HASHES: usize = memory.data<u8>([0x62, 0x6c, 0x6f, 0x63, 0x6b, 0x5f, 0x68, 0x61, 0x73, 0x68, 0x65, 0x73]);
+const KEY_PARENT_BLOCK_HASH: usize = memory.data<u8>([0x70, 0x61, 0x72, 0x65, 0x6e, 0x74, 0x5f, 0x62, 0x6c, 0x6f, 0x63, 0x6b, 0x5f, 0x68, 0x61, 0x73, 0x68]);
+const KEY_TOKEN_IDS: usize = memory.data<u8>([0x74, 0x6f, 0x6b, 0x65, 0x6e, 0x5f, 0x69, 0x64, 0x73]);
+const KEY_BLOCK_SIZE: usize = memory.data<u8>([0x62, 0x6c, 0x6f, 0x63, 0x6b, 0x5f, 0x73, 0x69, 0x7a, 0x65]);
+const KEY_LORA_ID: usize = memory.data<u8>([0x6c, 0x6f, 0x72, 0x61, 0x5f, 0x69, 0x64]);
+const KEY_MEDIUM: usize = memory.data<u8>([0x6d, 0x65, 0x64, 0x69, 0x75, 0x6d]);
+const KEY_LORA_NAME: usize = memory.data<u8>([0x6c, 0x6f, 0x72, 0x61, 0x5f, 0x6e, 0x61, 0x6d, 0x65]);
+const KEY_EXTRA_KEYS: usize = memory.data<u8>([0x65, 0x78, 0x74, 0x72, 0x61, 0x5f, 0x6b, 0x65, 0x79, 0x73]);
+const KEY_GROUP_IDX: usize = memory.data<u8>([0x67, 0x72, 0x6f, 0x75, 0x70, 0x5f, 0x69, 0x64, 0x78]);
+const KEY_KV_CACHE_SPEC_KIND: usize = memory.data<u8>([0x6b, 0x76, 0x5f, 0x63, 0x61, 0x63, 0x68, 0x65, 0x5f, 0x73, 0x70, 0x65, 0x63, 0x5f, 0x6b, 0x69, 0x6e, 0x64]);
+const KEY_KV_CACHE_SPEC_SLIDING_WINDOW: usize = memory.data<u8>([0x6b, 0x76, 0x5f, 0x63, 0x61, 0x63, 0x68, 0x65, 0x5f, 0x73, 0x70, 0x65, 0x63, 0x5f, 0x73, 0x6c, 0x69, 0x64, 0x69, 0x6e, 0x67, 0x5f, 0x77, 0x69, 0x6e, 0x64, 0x6f, 0x77]);
+const KEY_PROTO: usize = memory.data<u8>([0x5f, 0x5f, 0x70, 0x72, 0x6f, 0x74, 0x6f, 0x5f, 0x5f]);
+const KEY_TS: usize = memory.data<u8>([0x74, 0x73]);
+const KEY_EVENTS: usize = memory.data<u8>([0x65, 0x76, 0x65, 0x6e, 0x74, 0x73]);
+const KEY_DATA_PARALLEL_RANK: usize = memory.data<u8>([0x64, 0x61, 0x74, 0x61, 0x5f, 0x70, 0x61, 0x72, 0x61, 0x6c, 0x6c, 0x65, 0x6c, 0x5f, 0x72, 0x61, 0x6e, 0x6b]);
+
+/** Field ids: an event's in positional order after the tag (0 is `type`), a batch's ts, events, data_parallel_rank. */
+const EVENT_KEYS: i32 = 12;
+const UNKNOWN_KEY: i32 = -1;
+const REFUSED_KEY: i32 = -2;
+
+/** Where each known field's value starts (0: absent), for the map being read. */
+const fieldAt: usize = memory.data(EVENT_KEYS * 4, 4);
+
+function eventKey(): i32 {
+  if (strIs(KEY_TYPE, 4)) return 0;
+  if (strIs(KEY_BLOCK_HASHES, 12)) return 1;
+  if (strIs(KEY_PARENT_BLOCK_HASH, 17)) return 2;
+  if (strIs(KEY_TOKEN_IDS, 9)) return 3;
+  if (strIs(KEY_BLOCK_SIZE, 10)) return 4;
+  if (strIs(KEY_LORA_ID, 7)) return 5;
+  if (strIs(KEY_MEDIUM, 6)) return 6;
+  if (strIs(KEY_LORA_NAME, 9)) return 7;
+  if (strIs(KEY_EXTRA_KEYS, 10)) return 8;
+  if (strIs(KEY_GROUP_IDX, 9)) return 9;
+  if (strIs(KEY_KV_CACHE_SPEC_KIND, 18)) return 10;
+  if (strIs(KEY_KV_CACHE_SPEC_SLIDING_WINDOW, 28)) return 11;
+  return strIs(KEY_PROTO, 9) ? REFUSED_KEY : UNKNOWN_KEY;
+}
+
+function batchKey(): i32 {
+  if (strIs(KEY_TS, 2)) return 0;
+  if (strIs(KEY_EVENTS, 6)) return 1;
+  if (strIs(KEY_DATA_PARALLEL_RANK, 18)) return 2;
+  return strIs(KEY_PROTO, 9) ? REFUSED_KEY : UNKNOWN_KEY;
+}
+
+@inline
+function isMapHead(b: u32): bool {
+  return (b & 0xf0) == 0x80 || b == 0xde || b == 0xdf;
+}
+
+/** A map header: its entry count, or -1 (nothing consumed) when the next value is not a map. */
+function readMap(): i64 {
+  if (pos >= end) return -1;
+  const b = <u32>load<u8>(pos);
+  if ((b & 0xf0) == 0x80) {
+    pos++;
+    return <i64>(b & 0x0f);
+  }
+  if (b == 0xde && has(3)) {
+    const n = be16(pos + 1);
+    pos += 3;
+    return <i64>n;
+  }
+  if (b == 0xdf && has(5)) {
+    const n = be32(pos + 1);
+    pos += 5;
+    return <i64>n;
+  }
+  return -1;
+}
+
+/** Reads a map's entries, recording where each known key's value starts in fieldAt; the cursor ends after the map. */
+function readFields(entries: i64, batch: bool): bool {
+  memory.fill(fieldAt, 0, EVENT_KEYS * 4);
+  for (let i: i64 = 0; i < entries; i++) {
+    if (!readStr()) return false;
+    const id = batch ? batchKey() : eventKey();
+    if (id == REFUSED_KEY) return false;
+    if (id >= 0) {
+      const at = fieldAt + (<usize>id << 2);
+      if (load<u32>(at) != 0) return false;
+      store<u32>(at, <u32>pos);
+    }
+    if (!skipValue(1)) return false;
+  }
+  return true;
+}
+
+@inline
+function fieldStart(id: i32): usize {
+  return <usize>load<u32>(fieldAt + (<usize>id << 2));
+}
+
 
 // ---- the walk --------------------------------------------------------------------
 // One walk serves both calls: the scan checks (apply = false); the apply acts
@@ -377,22 +495,52 @@ function walk(len: usize): bool {
   end = buffer + min(len, bufferBytes);
   memory.fill(summary, 0, 48);
   store<i32>(summary + 8, -1);
+  if (pos < end && isMapHead(<u32>load<u8>(pos))) return walkNamed();
   const fields = readArray();
   if (fields < 2) return false;
   if (!readTs()) return false;
+  if (!readEvents()) return false;
+  if (outcome != APPLIED) return true;
+  if (fields >= 3 && !readRank()) return false;
+  return skipRest(fields, 3) && pos == end;
+}
+
+// {ts, events, data_parallel_rank?, ...}
+function walkNamed(): bool {
+  const entries = readMap();
+  if (entries < 0 || !readFields(entries, true)) return false;
+  const after = pos;
+  const ts = fieldStart(0);
+  const events = fieldStart(1);
+  const rank = fieldStart(2);
+  if (ts == 0 || events == 0) return false;
+  pos = ts;
+  if (!readTs()) return false;
+  pos = events;
+  if (!readEvents()) return false;
+  if (outcome != APPLIED) return true;
+  if (rank != 0) {
+    pos = rank;
+    if (!readRank()) return false;
+  }
+  return after == end;
+}
+
+function readEvents(): bool {
   const events = readArray();
   if (events < 0) return false;
   for (let i: i64 = 0; i < events; i++) {
     if (!readEvent()) return false;
     if (outcome != APPLIED) return true;
   }
-  if (fields >= 3) {
-    if (!readNil()) {
-      if (!readSmall(0, 0xffff)) return false;
-      store<i32>(summary + 8, <i32>intBits);
-    }
-  }
-  return skipRest(fields, 3) && pos == end;
+  return true;
+}
+
+function readRank(): bool {
+  if (readNil()) return true;
+  if (!readSmall(0, 0xffff)) return false;
+  store<i32>(summary + 8, <i32>intBits);
+  return true;
 }
 
 function readTs(): bool {
@@ -409,13 +557,50 @@ function readTs(): bool {
   return false;
 }
 
+// The event being read: its layout, and its field count (positional) or where it ends (named).
+let named = false;
+let eventFields: i64 = 0;
+let eventEnd: usize = 0;
+
+/**
+ * Moves to field `id` of the event (positional index `index`); false when the
+ * event does not have it. Positional fields are read in order, so the cursor
+ * is already there.
+ */
+function field(index: i64, id: i32): bool {
+  if (!named) return index < eventFields;
+  const at = fieldStart(id);
+  if (at == 0) return false;
+  pos = at;
+  return true;
+}
+
+/** Past the event's fields from positional index `read` on. */
+function finishEvent(read: i64): bool {
+  if (!named) return skipRest(eventFields, read);
+  pos = eventEnd;
+  return true;
+}
+
 function readEvent(): bool {
-  const fields = readArray();
-  if (fields < 1 || !readStr()) return false;
-  if (strIs(TAG_STORED, 11)) return readStored(fields);
-  if (strIs(TAG_REMOVED, 12)) return readRemoved(fields);
+  const entries = readMap();
+  if (entries >= 0) {
+    if (!readFields(entries, false)) return false;
+    named = true;
+    eventEnd = pos;
+    const tag = fieldStart(0);
+    if (tag == 0) return false;
+    pos = tag;
+  } else {
+    named = false;
+    eventFields = readArray();
+    if (eventFields < 1) return false;
+  }
+  if (!readStr()) return false;
+  if (strIs(TAG_STORED, 11)) return readStored();
+  if (strIs(TAG_REMOVED, 12)) return readRemoved();
   if (strIs(TAG_CLEARED, 16)) {
-    if (!skipRest(fields, 1)) return false;
+    if (!finishEvent(1)) return false;
     tally(20);
     if (applying) {
       indexCleared(applySlot);
@@ -447,20 +632,21 @@ function staging(count: u32): usize {
   return input;
 }
 
-function readStored(fields: i64): bool {
-  if (fields < 5) return false;
+function readStored(): bool {
   tally(12);
+  if (!field(1, 1)) return false;
   const hashesAt = pos;
   const count = readHashes(0);
   if (count < 1) return false;
   const n = <u32>count;
   let hasParent: u32 = 0;
   let parent: u64 = 0;
-  if (!readNil()) {
+  if (field(2, 2) && !readNil()) {
     if (!readHash()) return false;
     hasParent = 1;
     parent = intBits;
   }
+  if (!field(3, 3)) return false;
   const tokens = readArray();
   if (tokens < 1) return false;
   // Known before block_size, which follows the tokens: they are whole blocks
@@ -478,12 +664,12 @@ function readStored(fields: i64): bool {
   } else {
     if (!readTokens(<usize>tokens, 0)) return false;
   }
-  if (!readSmall(1, 0xffffffff) || <u64>tokens != <u64>n * intBits) return false;
-  if (fields > 5 && !skipValue(1)) return false; // lora_id: deprecated upstream, not read
-  if (fields > 6 && !readDeviceMedium()) return false;
+  if (!field(4, 4) || !readSmall(1, 0xffffffff) || <u64>tokens != <u64>n * intBits) return false;
+  if (field(5, 5) && !skipValue(1)) return false; // lora_id: deprecated upstream, not read
+  if (field(6, 6) && !readDeviceMedium()) return false;
   // lora_name, extra_keys, group_idx, kv_cache_spec_kind, kv_cache_spec_sliding_window
-  for (let f: i64 = 7; f < min<i64>(fields, 12); f++) if (!readNil()) return false;
-  if (!skipRest(fields, 12)) return false;
+  for (let f: i32 = 7; f < 12; f++) if (field(f, f) && !readNil()) return false;
+  if (!finishEvent(12)) return false;
   if (!applying) return true;
   if (!hashed) {
     tally(32);
@@ -509,15 +695,15 @@ function readBlocks(out: usize, n: u32): bool {
   return true;
 }
 
-function readRemoved(fields: i64): bool {
-  if (fields < 2) return false;
+function readRemoved(): bool {
   tally(16);
+  if (!field(1, 1)) return false;
   const hashesAt = pos;
   const count = readHashes(0);
   if (count < 0) return false;
-  if (fields > 2 && !readDeviceMedium()) return false;
-  if (fields > 3 && !readNil()) return false; // group_idx
-  if (!skipRest(fields, 4)) return false;
+  if (field(2, 6) && !readDeviceMedium()) return false;
+  if (field(3, 9) && !readNil()) return false; // group_idx
+  if (!finishEvent(4)) return false;
   if (!applying) return true;
   const input = staging(<u32>count);
   if (input == 0) return true;

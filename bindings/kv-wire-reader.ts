@@ -1,6 +1,6 @@
 // KV-event batches read from their msgpack bytes in the wasm core
-// (assembly/kv-wire.ts). scan() checks a payload against the array layout
-// vLLM and SGLang publish and returns what the listener needs before the
+// (assembly/kv-wire.ts). scan() checks a payload against the layouts vLLM
+// and SGLang publish and returns what the listener needs before the
 // batch is applied (ts, dp_rank, event counts), or null for anything else:
 // router/kv-wire.ts then decodes it in JS, accepting or rejecting it as it
 // always has. Applying a scanned batch (tokens hashed, blocks stored, in one

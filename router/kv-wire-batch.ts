@@ -1,7 +1,7 @@
 // KV-event batches that keep their wire bytes. readKvBatch is decodeKvBatch
-// for a hot path: a payload of the layout the core reads
-// (bindings/kv-wire-reader.ts: vLLM's and SGLang's array layout, device tier,
-// no adapter, extra keys or cache groups) is checked in the core and comes
+// for a hot path: a payload the core reads (bindings/kv-wire-reader.ts:
+// vLLM's and SGLang's positional or named layout, device tier, no adapter,
+// extra keys or cache groups) is checked in the core and comes
 // back as a WireKvBatch, whose events are decoded in JS only if someone reads
 // them; the index applies it from its bytes (CacheIndex, PrefixIndex.applyWire).
 // Anything else goes through decodeKvBatch, so every payload is accepted or

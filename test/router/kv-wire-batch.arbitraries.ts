@@ -220,8 +220,40 @@ export function eventOf(pools: Pools, blockSize: number): fc.Arbitrary<Wire> {
   return fc.oneof({ arbitrary: stored, weight: 6 }, { arbitrary: removed, weight: 3 }, { arbitrary: cleared, weight: 1 }, { arbitrary: other, weight: 1 });
 }
 
-/** A batch [ts, events, dp_rank?, ...] of such events. */
+const STORED_NAMES = ['block_hashes', 'parent_block_hash', 'token_ids', 'block_size', 'lora_id', 'medium', 'lora_name', 'extra_keys', 'group_idx', 'kv_cache_spec_kind', 'kv_cache_spec_sliding_window'];
+const REMOVED_NAMES = ['block_hashes', 'medium', 'group_idx'];
+
+/**
+ * The named layout of a positional event or batch (newest vLLM): its fields
+ * under their names in any order, now and then with a key the decoders must
+ * refuse or read past (given twice, unknown, "__proto__", not a string).
+ */
+function named(fields: Wire[], names: string[], tag: string | null): fc.Arbitrary<Wire> {
+  const entries: [string, Wire][] = [...(tag === null ? [] : [['type', tag] as [string, Wire]]), ...fields.map((v, i): [string, Wire] => [names[i] ?? `extra_${i}`, v])];
+  return fc
+    .tuple(fc.shuffledSubarray(entries, { minLength: entries.length, maxLength: entries.length }), fc.option(fc.constantFrom<[string, Wire]>(['__proto__', null], ['session_id', 's1'], ['type', 'BlockStored'], ['locality', [1, 'x']], ['block_hashes', []]), { freq: 6, nil: null }))
+    .map(([shuffled, odd]): Wire => ({ map: odd === null ? shuffled : [...shuffled, odd] }));
+}
+
+function namedEvent(event: Wire): fc.Arbitrary<Wire> {
+  if (!Array.isArray(event) || typeof event[0] !== 'string') return fc.constant(event);
+  const [tag, ...fields] = event;
+  const names = tag === 'BlockStored' ? STORED_NAMES : tag === 'BlockRemoved' ? REMOVED_NAMES : [];
+  return named(fields, names, tag);
+}
+
+/** A batch of such events in either layout. */
 export function batchOf(pools: Pools, blockSize: number, maxEvents = 5): fc.Arbitrary<Wire> {
+  return fc.tuple(positionalBatch(pools, blockSize, maxEvents), fc.boolean()).chain(([batch, asNamed]) => {
+    if (!asNamed || !Array.isArray(batch)) return fc.constant(batch);
+    const [ts, events, rank, ...rest] = batch;
+    if (!Array.isArray(events)) return named(batch, ['ts', 'events', 'data_parallel_rank'], null);
+    return fc.tuple(...events.map(namedEvent)).chain((mapped) => named([ts ?? null, mapped, ...(batch.length > 2 ? [rank ?? null, ...rest] : [])], ['ts', 'events', 'data_parallel_rank'], null));
+  });
+}
+
+/** A batch [ts, events, dp_rank?, ...] of such events. */
+function positionalBatch(pools: Pools, blockSize: number, maxEvents: number): fc.Arbitrary<Wire> {
   const ts = often<Wire>(
     fc.oneof(intIn(fc.bigInt({ min: 0n, max: 1n << 40n })), fc.double({ min: 0, max: 4e9, noNaN: true }).map((float) => ({ float, as: 'f64' as const }))),
     fc.constantFrom<Wire>(null, { float: 1.5, as: 'f32' }, { float: Infinity, as: 'f64' }, { float: NaN, as: 'f64' }, 'now'),

@@ -49,19 +49,20 @@ function checkRead(payload: Uint8Array): boolean {
 }
 
 describe('readKvBatch against decodeKvBatch', () => {
-  it('reads every payload of the array layout and its near misses as the JS decoder does', () => {
-    let scanned = 0;
+  it('reads every payload of both layouts and their near misses as the JS decoder does', () => {
+    const scanned = { positional: 0, named: 0 };
     let runs = 0;
     fc.assert(
       fc.property(batchOf(WIDE_POOLS, BS), (wire) => {
         runs++;
-        if (checkRead(pack(wire))) scanned++;
+        if (checkRead(pack(wire))) scanned[Array.isArray(wire) ? 'positional' : 'named']++;
       }),
-      { numRuns: 600 },
+      { numRuns: 800 },
     );
-    // Both kinds were exercised: batches the core reads, and batches left to JS.
-    expect(scanned).toBeGreaterThan(runs / 10);
-    expect(scanned).toBeLessThan(runs);
+    // Every kind was exercised: batches the core reads in each layout, and batches left to JS.
+    expect(scanned.positional).toBeGreaterThan(runs / 20);
+    expect(scanned.named).toBeGreaterThan(runs / 20);
+    expect(scanned.positional + scanned.named).toBeLessThan(runs);
   });
 
   it('rejects cut, changed and overlong payloads exactly as the JS decoder does', () => {
@@ -187,7 +188,7 @@ describe('the wire path against the JS path, on the index', () => {
     expect(failed).toBeGreaterThan(5);
   });
 
-  it('applies stores, parents, removals and clears from the bytes as the decoded events would', () => {
+  it.each(['array', 'map'] as const)('applies stores, parents, removals and clears from the bytes as the decoded events would (%s layout)', (form) => {
     const viaWire = fleet();
     const viaJs = fleet();
     const tokens = Array.from({ length: 12 }, (_, i) => 100_000 + i);
@@ -206,7 +207,7 @@ describe('the wire path against the JS path, on the index', () => {
       { ts: 3, dpRank: null, events: [{ type: 'removed', blockHashes: [12n, 55n], medium: 'GPU' }] },
     ];
     for (const batch of batches) {
-      const payload = encodeKvBatch(batch, 'array');
+      const payload = encodeKvBatch(batch, form);
       const wire = readKvBatch(payload);
       expect(wire).toBeInstanceOf(WireKvBatch);
       expect(viaWire.applyEvents(WORKERS[1]!, wire)).toBeNull();
@@ -215,7 +216,7 @@ describe('the wire path against the JS path, on the index', () => {
     }
     expect(viaWire.eventCounts('w1')).toMatchObject({ stored: 2, skippedStores: 1, blockSizeMismatches: 1, removed: 1 });
     expect(viaWire.indexStats()).toMatchObject({ blocks: 2, unknownParents: 1, unknownRemovals: 1 });
-    const clear = encodeKvBatch({ ts: 4, dpRank: null, events: [{ type: 'cleared' }] }, 'array');
+    const clear = encodeKvBatch({ ts: 4, dpRank: null, events: [{ type: 'cleared' }] }, form);
     expect(viaWire.applyEvents(WORKERS[1]!, readKvBatch(clear))).toBeNull();
     expect(viaWire.indexStats().blocks).toBe(0);
     expect(viaWire.eventCounts('w1')).toMatchObject({ cleared: 1 });
