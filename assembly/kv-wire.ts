@@ -49,10 +49,12 @@
 //   +32 stores of another block size            +36 removals applied
 //   +40 clears applied    +44 hashes of the event that found no memory (apply)
 //
-// Scratch (one block of u32-LE tokens, for XXH3) and the wire buffer come from
-// tryAlloc: with no memory for them the host decodes in JS instead.
+// Scratch (one block of u32-LE tokens, for XXH3) and the wire buffer are the
+// host's, not the index's: from allocIfRoom (the fallible allocator without
+// its test hook, so a test failing the index's next allocation fails the
+// index's); with no memory for them the host decodes in JS instead.
 
-import { release, tryAlloc } from './alloc';
+import { allocIfRoom, release } from './alloc';
 import { STORED, indexCleared, indexInput, indexRemoved, indexStored } from './prefix-index';
 import { xxh3 } from './xxh3';
 
@@ -718,7 +720,7 @@ function readRemoved(): bool {
 
 function reserveScratch(bytes: usize): bool {
   if (bytes <= scratchBytes) return true;
-  const grown = tryAlloc(bytes);
+  const grown = allocIfRoom(bytes);
   if (grown == 0) return false;
   if (scratch != 0) release(scratch, scratchBytes);
   scratch = grown;
@@ -733,7 +735,7 @@ export function wireInput(bytes: u32): usize {
   if (<usize>bytes > bufferBytes) {
     let next = bufferBytes < 4096 ? <usize>4096 : bufferBytes;
     while (next < <usize>bytes) next <<= 1;
-    const grown = tryAlloc(next);
+    const grown = allocIfRoom(next);
     if (grown == 0) return 0;
     if (buffer != 0) release(buffer, bufferBytes);
     buffer = grown;

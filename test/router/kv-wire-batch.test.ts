@@ -157,10 +157,6 @@ describe('the wire path against the JS path, on the index', () => {
       fc.property(fc.array(step, { minLength: 1, maxLength: 25 }), (steps) => {
         const viaWire = fleet();
         const viaJs = fleet();
-        // The wire path's own buffers are in place before any allocation is made to fail.
-        const warm = encodeKvBatch({ ts: 0, dpRank: null, events: [{ type: 'removed', blockHashes: [999n], medium: 'GPU' }] }, 'array');
-        viaWire.applyEvents(WORKERS[0]!, readKvBatch(warm));
-        viaJs.applyEvents(WORKERS[0]!, decodeKvBatch(warm));
         for (const s of steps) {
           const payload = pack(s.batch);
           let js: KvEventBatch;
