@@ -158,7 +158,7 @@ function hashOf(pools: Pools): fc.Arbitrary<Wire> {
 
 /** A token id: usually a valid one, now and then one the JS decoder rejects (64-bit, negative, float). */
 function tokenOf(pools: Pools): fc.Arbitrary<Wire> {
-  return often(
+  return often<Wire>(
     pools.tokens.chain((v) => fc.constantFrom(...formsFor(v).filter((f) => f !== 'u64' && f !== 'i64')).map((as) => ({ int: v, as }))),
     fc.oneof(
       pools.tokens.map((v) => ({ int: v, as: 'u64' as const })),
