@@ -32,7 +32,7 @@ import {
   type PrefixIndexOptions,
   type PrefixIndexStats,
 } from './prefix-index-api.js';
-import { PrefixIndex, type Eviction, type RoutedTop } from './prefix-index.js';
+import { PrefixIndex, type Eviction, type RoutedTop, type WireOutcome } from './prefix-index.js';
 
 /** Most index bytes a shard is given: a wasm32 memory holds 4 GiB, and the heap needs room to move tables. */
 export const SHARD_BOUND_BYTES = 3 * 2 ** 30;
@@ -101,6 +101,12 @@ export class ShardedPrefixIndex implements PrefixIndexApi {
       if (parent !== null) checkHashes([parent], 'parent');
     }
     return this.shardOf(this.workers.ensure(worker.id, worker.rank)).applyStored(worker, parent, external, local);
+  }
+
+  /** PrefixIndex.applyWire on the worker's shard; null (nothing applied) for a worker without a slot. */
+  applyWire(worker: WorkerKey, payload: Uint8Array, blockSize: number, seed: bigint): WireOutcome | null {
+    const slot = this.workers.slotOf(worker.id, worker.rank);
+    return slot === undefined ? null : this.shardOf(slot).applyWire(slot, payload, blockSize, seed);
   }
 
   applyRemoved(worker: WorkerKey, external: ArrayLike<bigint>): void {

@@ -96,6 +96,7 @@ export class ModelFleet implements Placement<RoutedRequest> {
       tierIndex: () => this.kernels.tierIndex(),
       weights: tierWeights(options.tierWeights),
       onTiers: (matcher) => decider.useMatcher(matcher),
+      wire: this.kernels.wire,
     });
     this.constraints = new Constraints(this.set);
     this.pipeline = new Pipeline(this.policy, policyInputs(this.policy), decider, ledger, selector, this.set, this.blockSize);
