@@ -178,6 +178,12 @@ export class ModelRouter {
     this.scheduler.capacityChanged();
   }
 
+  /** Replaces a worker's taints: what it serves, and what requests prefer it for. */
+  setTaints(id: string, taints: readonly string[]): void {
+    this.partition.setTaints(id, taints);
+    this.scheduler.capacityChanged();
+  }
+
   /** Takes a failing worker out of selection, or readmits it (outlier ejection). */
   setEjected(id: string, ejected: boolean): void {
     this.partition.setEjected(id, ejected);
