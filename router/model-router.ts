@@ -161,6 +161,23 @@ export class ModelRouter {
     return keys;
   }
 
+  /**
+   * Books a request the scheduler did not place (a disaggregated request's
+   * decode side); its first token and release go through bookedFirstToken
+   * and releaseBooking, so observers hear of all three as of any booking.
+   */
+  bookPlaced(request: RoutedRequest, admission: Admission): void {
+    this.placement.book(request, admission);
+  }
+
+  bookedFirstToken(requestId: string): void {
+    this.placement.firstToken(requestId);
+  }
+
+  releaseBooking(requestId: string): void {
+    this.placement.release(requestId);
+  }
+
   /** Hears of this route's own bookings and session bindings (replicas share them); null stops. */
   observe(listener: RouteListener | null): void {
     this.placement.listener = listener;
