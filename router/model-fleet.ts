@@ -153,6 +153,11 @@ export class ModelFleet implements Placement<RoutedRequest> {
     this.set.setEjected(id, ejected, this.kernels.ledger);
   }
 
+  /** Replaces a worker's taints (e.g. the adapters it has loaded changed). */
+  setTaints(id: string, taints: readonly string[]): void {
+    this.set.setTaints(id, taints, this.kernels.ledger);
+  }
+
   hasWorker(id: string): boolean {
     return this.set.has(id);
   }

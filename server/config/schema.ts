@@ -54,6 +54,8 @@ export interface ModelConfig {
   name: string;
   /** LoRA adapters served under their own model names: a request naming one routes in this model's model fleet, hashed under the adapter. */
   adapters: string[];
+  /** How often each worker's /v1/models is asked which adapters it has loaded, ms; 0: never (the config says). */
+  adaptersPollMs: number;
   tokenizer: string;
   blockSize: number;
   selection: PluginRef;
@@ -283,7 +285,8 @@ export function validateConfig(raw: unknown): RouterConfig {
     const f = new Fields(value, path);
     const name = f.string('name');
     const adapters = f.list('adapters', (v, p) => adapterName(v, p));
-    const model = finishModel(name, readModelDefaults(f, defaults), path, adapters);
+    const adaptersPollMs = f.number('adapters_poll_ms', 0, { integer: true, min: 0 });
+    const model = { ...finishModel(name, readModelDefaults(f, defaults), path, adapters), adaptersPollMs };
     f.done();
     return model;
   });
@@ -540,7 +543,7 @@ function finishModel(name: string, d: ModelDefaults, path: string, adapters: str
   }
   const limit = DEFAULTS.tokenizeLimit;
   const maxChars = d.tokenizeLimit.maxChars ?? (d.tokenizer.startsWith('hf:') ? limit.hfChars : limit.tiktokenChars);
-  return { name, adapters, ...d, defaultClass, tokenizeLimit: { maxChars, over: d.tokenizeLimit.over } };
+  return { name, adapters, adaptersPollMs: 0, ...d, defaultClass, tokenizeLimit: { maxChars, over: d.tokenizeLimit.over } };
 }
 
 function plugin(path: string, build: () => unknown): void {

@@ -15,11 +15,16 @@ import type { WorkerHealth } from './ejection-view.js';
 import { OutlierDetector } from './outliers.js';
 import { StallWatch } from './stall-watch.js';
 import { adapterTaints } from './adapters.js';
+import { AdapterPoller } from './adapter-poll.js';
 
 export class WorkerHandle {
   readonly pool: Pool;
   /** Path prefix of the worker's base URL ("" at the server root). */
   readonly basePath: string;
+  /** The adapters of its model it has loaded: from the config, then from the engine's /v1/models when the model polls it. */
+  loadedAdapters: readonly string[];
+  /** Asks the engine which adapters it has loaded; null when its model does not poll. */
+  adapterPoller: AdapterPoller | null = null;
 
   constructor(
     readonly config: WorkerConfig,
@@ -31,6 +36,7 @@ export class WorkerHandle {
   ) {
     const url = new URL(config.url);
     this.basePath = url.pathname === '/' ? '' : url.pathname;
+    this.loadedAdapters = config.adapters;
     this.pool = new Pool(url.origin, {
       connectTimeout: limits.connectTimeoutMs,
       headersTimeout: limits.headersTimeoutMs,
@@ -88,6 +94,11 @@ export class WorkerRegistry {
   private readonly workers = new Map<string, WorkerHandle>();
   readonly outliers: OutlierDetector;
   private readonly stalls: StallWatch;
+  /**
+   * Each LoRA adapter's base model, by the adapter's name (what clients send
+   * as `model`): the configured adapters, and those the engines list.
+   */
+  readonly adapters: Map<string, ModelRuntime>;
 
   constructor(
     readonly models: ReadonlyMap<string, ModelRuntime>,
@@ -97,6 +108,7 @@ export class WorkerRegistry {
     /** KV sources for workers whose events come over NATS; null without a NATS config. */
     private readonly natsSources: NatsKvSourceFactory | null = null,
   ) {
+    this.adapters = new Map([...models.values()].flatMap((m) => m.config.adapters.map((name) => [name, m] as const)));
     const clock = new RealClock();
     const probe = (id: string, timeoutMs: number) => this.workers.get(id)?.probe(outlierEjection.probePath, timeoutMs) ?? Promise.resolve(false);
     this.outliers = new OutlierDetector(outlierEjection, clock, {
@@ -132,8 +144,7 @@ export class WorkerRegistry {
       totalBlocks: config.totalBlocks,
       maxBatchedTokens: config.maxBatchedTokens,
       kvEvents: config.kvEvents.source !== 'none',
-      // Adapters and, in a disaggregated model, roles reach selection as taints of the router's own.
-      taints: [...config.taints, ...adapterTaints(config, model.config.adapters), ...(model.disagg ? roleTaints(config.role, model.config.engine) : [])],
+      taints: this.taintsOf(config, model, config.adapters),
     });
     let kv: KvSource | null;
     try {
@@ -146,13 +157,52 @@ export class WorkerRegistry {
     this.stalls.add(config.id);
     const handle = new WorkerHandle(config, model, kv, this.limits, this.outliers, this.stalls);
     this.workers.set(config.id, handle);
+    if (model.config.adaptersPollMs > 0) {
+      const target = { pool: handle.pool, basePath: handle.basePath, apiKey: config.apiKey, model: model.name };
+      handle.adapterPoller = new AdapterPoller(target, model.config.adaptersPollMs, (names) => this.learnAdapters(handle, names));
+      handle.adapterPoller.start();
+    }
     return handle;
+  }
+
+  /** Adapters and, in a disaggregated model, roles reach selection as taints of the router's own. */
+  private taintsOf(config: WorkerConfig, model: ModelRuntime, loaded: readonly string[]): string[] {
+    const adapters = adapterTaints({ adapters: loaded, loadAdapters: config.loadAdapters }, this.adaptersOf(model));
+    return [...config.taints, ...adapters, ...(model.disagg ? roleTaints(config.role, model.config.engine) : [])];
+  }
+
+  private adaptersOf(model: ModelRuntime): string[] {
+    return [...this.adapters].filter(([, base]) => base === model).map(([name]) => name);
+  }
+
+  /**
+   * What a worker's engine lists as loaded: adapter names no model or other
+   * model's adapter has are taken as its model's; the worker's loaded set
+   * becomes its model's adapters among them, and the taints follow (every
+   * worker of the model's when a new adapter appeared, since workers that
+   * load adapters on demand serve it too).
+   */
+  private learnAdapters(handle: WorkerHandle, names: readonly string[]): void {
+    if (this.workers.get(handle.id) !== handle) return;
+    const model = handle.model;
+    let added = false;
+    for (const name of names) {
+      if (this.models.has(name) || this.adapters.has(name)) continue;
+      this.adapters.set(name, model);
+      added = true;
+    }
+    const loaded = [...new Set(names.filter((name) => this.adapters.get(name) === model))].sort();
+    const changed = loaded.join('\n') !== [...handle.loadedAdapters].sort().join('\n');
+    handle.loadedAdapters = loaded;
+    const affected = added ? this.list().filter((h) => h.model === model) : changed ? [handle] : [];
+    for (const h of affected) model.route.setTaints(h.id, this.taintsOf(h.config, model, h.loadedAdapters));
   }
 
   /** Forgets a worker: no new requests; those in flight finish on its pool, which then closes. */
   async remove(id: string): Promise<void> {
     const handle = this.require(id);
     this.workers.delete(id);
+    handle.adapterPoller?.close();
     this.outliers.remove(id);
     this.stalls.remove(id);
     handle.model.route.removeWorker(id);
@@ -170,6 +220,7 @@ export class WorkerRegistry {
     const handles = this.list();
     this.outliers.close();
     this.stalls.close();
+    for (const h of handles) h.adapterPoller?.close();
     this.workers.clear();
     await Promise.all(handles.map(async (h) => {
       await h.kv?.close();
