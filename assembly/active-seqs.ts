@@ -1,6 +1,6 @@
 import { release } from './alloc';
 import { RecordPool, poolCreate, poolGive, poolRecord, poolTake, regrow } from './grow';
-import { MAP_EMPTY, U64Map, mapCreate, mapDelete, mapGet, mapSet } from './u64-map';
+import { MAP_EMPTY, U64Map, mapCreate, mapDelete, mapGet, mapReserve, mapSet } from './u64-map';
 
 // The ledger's reverse index of active sequence hashes: for every hash that an
 // active request names, which workers hold it and through how many of their
@@ -44,6 +44,11 @@ function holderIndex(s: usize, sid: u32, worker: u32): u32 {
   if (load<u32>(s, 20) == 0) return MAP_EMPTY;
   if (load<u32>(s, 8) == worker) return 0;
   return mapGet(holders, holderKey(sid, worker));
+}
+
+/** Room for `count` more hashes, made before a request holds its prompt's. */
+export function seqReserve(count: u32): void {
+  mapReserve(seqIds, count);
 }
 
 /** One more active request of `worker` names `hash`; true when the worker did not hold it before. */

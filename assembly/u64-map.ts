@@ -49,8 +49,7 @@ function allocTable(capacity: u32): usize {
 }
 
 export function mapCreate(capacity: u32): U64Map {
-  let cap = MIN_CAPACITY;
-  while (cap < capacity) cap <<= 1;
+  const cap = capacityFor(capacity);
   const m = changetype<U64Map>(alloc(offsetof<U64Map>()));
   m.table = allocTable(cap);
   m.mask = cap - 1;
@@ -139,8 +138,27 @@ export function mapDelete(m: U64Map, key: u64): u32 {
   store<u32>(entry(table, hole), MAP_EMPTY, 8);
   m.size--;
   const capacity = mask + 1;
-  if (capacity > MIN_CAPACITY && m.size * 8 < capacity) rehash(m, capacity >> 1);
+  // Straight to a table half full: a map emptied key by key is rehashed a few times, not once per halving.
+  if (capacity > MIN_CAPACITY && m.size * 8 < capacity) rehash(m, capacityFor(m.size * 2));
   return removed;
+}
+
+/**
+ * Grows the table once so that `extra` more keys fit under the load limit: a
+ * batch of inserts (a prompt's hashes) rehashes at most once instead of at
+ * every doubling on the way.
+ */
+export function mapReserve(m: U64Map, extra: u32): void {
+  const needed = <u64>m.size + <u64>extra;
+  if (needed * 4 <= <u64>(m.mask + 1) * 3) return;
+  rehash(m, capacityFor(<u32>((needed * 4 + 2) / 3)));
+}
+
+/** The smallest power-of-two capacity (at least MIN_CAPACITY) of `slots` or more. */
+function capacityFor(slots: u32): u32 {
+  let cap = MIN_CAPACITY;
+  while (cap < slots) cap <<= 1;
+  return cap;
 }
 
 export function mapCapacity(m: U64Map): u32 {

@@ -1,4 +1,4 @@
-import { seqActiveCount, seqHold, seqRelease } from '../active-seqs';
+import { seqActiveCount, seqHold, seqRelease, seqReserve } from '../active-seqs';
 import { alloc, release } from '../alloc';
 import { NIL, RecordPool, grownCapacity, poolCreate, poolGive, poolRecord, poolTake, regrow } from '../grow';
 import { addDecode, addDecoding, addPrefill, addRequests, isPresent } from './rows';
@@ -47,6 +47,7 @@ export function ledgerAdd(worker: u32, seqPtr: usize, seqCount: u32, prefillToke
   if (seqCount > 0) {
     hashes = alloc(<usize>seqCount << 3);
     memory.copy(hashes, seqPtr, <usize>seqCount << 3);
+    seqReserve(seqCount);
     for (let i: u32 = 0; i < seqCount; i++) {
       if (seqHold(worker, load<u64>(hashes + (<usize>i << 3)))) addDecode(worker, 1);
     }

@@ -7,6 +7,7 @@ import type { Command } from 'commander';
 import { ConfigError } from '../config/fields.js';
 import { startRouter, type RunningRouter } from '../server.js';
 import { EMBEDDED_DEFAULTS, type EmbeddedFleet } from './embedded-fleet.js';
+import { tuneRouterHeap } from './heap.js';
 import { integer, port, positive } from './options.js';
 import { EMBEDDED_HOST, serveConfig, type ServeOptions } from './serve-config.js';
 import { startReplicaPrimary, type ReplicaPrimary } from './serve-replicas.js';
@@ -69,6 +70,7 @@ export function registerServe(program: Command): void {
     .option('--replicas <n>', 'router processes sharing the port, synchronised over NATS (a private nats-server without nats.url)', processes, 1)
     .action(async (options: ServeOptions) => {
       if (options.replicas > 1 && cluster.isPrimary) return runPrimary(options);
+      tuneRouterHeap();
       let served: Served;
       // A forked replica tags its lines; the primary prints the shared address.
       const tag = cluster.isWorker ? `[${process.env.KVROUTER_REPLICA_ID}] ` : '';

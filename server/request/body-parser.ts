@@ -11,7 +11,8 @@
 // copied into one arena the size of the budget, written round (the oldest
 // bodies are overwritten first): request buffers themselves die young, as
 // they would without reuse, instead of piling up in the old generation for
-// the collector.
+// the collector. A turn that resends the last body written takes its place
+// there, and only the bytes past what they share are copied.
 import { checkJsonDepth, checkToolArgumentsDepth } from './json-depth.js';
 import { parseJsonBody } from './fields.js';
 import { keysAfter, messagesLayout, scanElements, skipSpace } from './json-layout.js';
@@ -151,9 +152,8 @@ export class BodyParser {
     const messages = Object.freeze(kept.messages.slice(0, at + 1).concat(fresh));
     // As a whole parse builds it: own properties in order, a repeated key taking the later value.
     const body = Object.fromEntries([...kept.keysBefore.map((k, i) => [k, kept.valuesBefore[i]]), ['messages', messages], ...Object.entries(trailing)]) as Record<string, unknown>;
-    this.add(raw, { key: keyOf(raw, ends), keysBefore: kept.keysBefore, valuesBefore: kept.valuesBefore, messages, ends });
-    // The new body holds all of the old one's messages: the old one has nothing more to offer.
-    if (at === kept.ends.length - 1) this.drop(kept);
+    const parsed = { key: keyOf(raw, ends), keysBefore: kept.keysBefore, valuesBefore: kept.valuesBefore, messages, ends };
+    this.succeed(kept, raw, parsed, at);
     return body;
   }
 
@@ -175,16 +175,36 @@ export class BodyParser {
     this.add(raw, { key: keyOf(raw, layout.ends), keysBefore: layout.keysBefore, valuesBefore, messages, ends: layout.ends });
   }
 
+  /**
+   * Keeps `raw`, whose bytes through message `at` are `kept`'s. When kept
+   * was the last body written, raw takes its place in the arena and only its
+   * bytes past that message are copied (a turn resends the conversation;
+   * kept's own later messages are what is given up). Otherwise raw is
+   * written anew, and kept stays unless raw holds all of its messages.
+   */
+  private succeed(kept: Kept, raw: Buffer, parsed: Omit<Kept, 'raw' | 'offset'>, at: number): void {
+    if (this.kept.has(kept) && kept.offset + kept.raw.length === this.next && kept.offset + raw.length <= this.budgetBytes) {
+      this.drop(kept);
+      this.write(raw, parsed, kept.offset, kept.ends[at]!);
+      return;
+    }
+    this.add(raw, parsed);
+    if (at === kept.ends.length - 1) this.drop(kept);
+  }
+
   /** Copies `raw` into the arena, over the oldest bodies where it lands. */
   private add(raw: Buffer, parsed: Omit<Kept, 'raw' | 'offset'>): void {
-    const size = this.budgetBytes;
-    if (raw.length > size) return;
-    this.arena ??= Buffer.allocUnsafeSlow(size);
-    if (this.next + raw.length > size) this.next = 0;
-    const start = this.next;
+    if (raw.length > this.budgetBytes) return;
+    if (this.next + raw.length > this.budgetBytes) this.next = 0;
+    this.write(raw, parsed, this.next, 0);
+  }
+
+  /** Keeps `raw` at `start` in the arena, whose bytes there already equal raw's first `same`. */
+  private write(raw: Buffer, parsed: Omit<Kept, 'raw' | 'offset'>, start: number, same: number): void {
+    this.arena ??= Buffer.allocUnsafeSlow(this.budgetBytes);
     const end = start + raw.length;
     for (const old of this.kept) if (old.offset < end && old.offset + old.raw.length > start) this.drop(old);
-    raw.copy(this.arena, start);
+    raw.copy(this.arena, start + same, same);
     this.next = end;
     const kept: Kept = { ...parsed, raw: this.arena.subarray(start, end), offset: start };
     let list = this.byKey.get(kept.key);

@@ -112,6 +112,49 @@ describe('body parser', () => {
     );
   });
 
+  it('parses interleaved conversations as JSON.parse does while each one grows in place in the arena', () => {
+    // Turns that extend a conversation are kept where its last turn was when nothing was written after it,
+    // copying only the new bytes; another conversation's turn in between, or the arena's end, moves it.
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(fc.nat(2), fc.boolean(), fc.array(message, { minLength: 1, maxLength: 2 })), { minLength: 2, maxLength: 14 }),
+        fc.constantFrom(3 * MIN_REUSE_BYTES, 5 * MIN_REUSE_BYTES, DEFAULTS.limits.bodyReuseBytes),
+        (turns, budget) => {
+          const parser = new BodyParser(budget);
+          const chats = [0, 1, 2].map((c) => conversation([{ role: 'user', content: `conversation ${c}` }]));
+          for (const [c, replace, added] of turns) {
+            chats[c] = replace && chats[c]!.length > 2 ? [...chats[c]!.slice(0, -1), ...added] : [...chats[c]!, ...added];
+            check(parser, body([['model', 'm']], chats[c]!, [['stream', true]]));
+            expect(parser.keptBytes).toBeLessThanOrEqual(budget);
+          }
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+
+  it('reuses a conversation turn after turn when each turn extends the last', () => {
+    const parser = new BodyParser(DEFAULTS.limits.bodyReuseBytes);
+    let history = conversation([{ role: 'user', content: 'start' }]);
+    parser.parse(body([['model', 'm']], history, []));
+    for (let turn = 1; turn <= 20; turn++) {
+      history = [...history, { role: 'assistant', content: `answer ${turn}` }, { role: 'user', content: `question ${turn}` }];
+      const raw = body([['model', 'm']], history, []);
+      expect(parser.parse(raw)).toEqual(JSON.parse(raw.toString('utf8')));
+      expect(parser.reuse.bodies).toBe(turn);
+    }
+    // One body per conversation stays kept: each turn took its predecessor's place.
+    expect(parser.keptBytes).toBe(body([['model', 'm']], history, []).length);
+
+    // The same history with a new last question each time (a fresh question on a long context) also takes its place.
+    for (let i = 0; i < 10; i++) {
+      const raw = body([['model', 'm']], [...history, { role: 'user', content: `question ${i}` }], []);
+      expect(parser.parse(raw)).toEqual(JSON.parse(raw.toString('utf8')));
+      expect(parser.reuse.bodies).toBe(21 + i);
+      expect(parser.keptBytes).toBe(raw.length);
+    }
+  });
+
   it('parses only the new turn when a conversation resends its earlier messages', () => {
     const parser = new BodyParser(DEFAULTS.limits.bodyReuseBytes);
     const history = conversation([{ role: 'user', content: 'fix the test' }, { role: 'assistant', content: 'done' }]);
