@@ -16,10 +16,9 @@
 //        queue behind it is read from the fleet's queues now, in requests
 //        (not tokens: a queue of short prompts delays as many requests as
 //        one of long prompts, each by the same time): kappa = 1 counts the
-//        requests that arrive while this one waits (about the queue it
-//        found, at steady load); a queue that stays busy delays the ones
-//        after them too, which the policy's default of 2 counts as as many
-//        again.
+//        requests that arrive while this one waits (at steady load, about
+//        the queue it found); a worker that stays busy delays the ones after
+//        them too, and the policy's default, 2, counts those as many again.
 //   C    min(max(O, H) x bs, P): O the cached prefix depth on w, H the prompt
 //        hashes w's active requests hold (chained hashes: a prefix too, about
 //        to be cached there)
