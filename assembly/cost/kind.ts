@@ -1,4 +1,4 @@
-import { decodeOf, decodingOf, fleetWaitingRequests, prefillOf, presentTotal, requestsOf, speedBaseOf, speedTokenOf } from '../ledger/rows';
+import { decodeOf, decodingOf, fleetBatchedTokens, fleetPrefillTokens, prefillOf, requestsOf, speedBaseOf, speedTokenOf } from '../ledger/rows';
 import { kvClamped, kvClampedCost, kvConstant, kvKey, kvUnclamped } from './kv';
 import { ttftCached, ttftCost, ttftKey, ttftReuseFactor } from './ttft';
 
@@ -84,7 +84,7 @@ export function costBegin(k: u32, s: f64, w: f64, c: f64, size: u32, promptToken
   seqCount = hashes;
   switch (kind) {
     case COST_TTFT:
-      reuse = ttftReuseFactor(<f64>fleetWaitingRequests(), <f64>presentTotal(), scale);
+      reuse = ttftReuseFactor(fleetPrefillTokens(), fleetBatchedTokens(), scale);
       constant = reuse * promptTokenCount;
       break;
     default:

@@ -8,17 +8,10 @@
 //   D    w's requests past their first token (DECODING); d, the decode weight,
 //        is how many tokens of queued prefill one of them counts as: a running
 //        decode batch slows every step, and a new prefill stalls it
-//   r    1 + kappa x N: N the requests waiting for their first token per
-//        worker, across the fleet (queued or in prefill), kappa the reuse
-//        weight. A recomputed token costs this request one token of time, and
-//        every request that queues behind it on its worker the same: past
-//        capacity every recomputed token is capacity lost. How many will
-//        queue behind it is read from the fleet's queues now, in requests
-//        (not tokens: a queue of short prompts delays as many requests as
-//        one of long prompts, each by the same time): kappa = 1 counts the
-//        requests that arrive while this one waits (at steady load, about
-//        the queue it found); a worker that stays busy delays the ones after
-//        them too, and the policy's default, 2, counts those as many again.
+//   r    1 + kappa x L: L the fleet's queued prefill in engine steps (its
+//        active prefill tokens over its max batched tokens), kappa the reuse
+//        weight. Past capacity every recomputed token is capacity lost, so
+//        uncached tokens weigh more the longer the fleet's queues are.
 //   C    min(max(O, H) x bs, P): O the cached prefix depth on w, H the prompt
 //        hashes w's active requests hold (chained hashes: a prefix too, about
 //        to be cached there)
@@ -39,10 +32,10 @@ export function ttftKey(prefillTokens: f64, decoding: u32, baseMs: f64, msPerTok
   return baseMs / msPerToken + (prefillTokens + decodeWeight * <f64>decoding);
 }
 
-/** The reuse factor r = 1 + kappa x N from the fleet's totals (N = 0 without workers). */
+/** The reuse factor r = 1 + kappa x L from the fleet's totals (L = 0 without capacity). */
 @inline
-export function ttftReuseFactor(fleetWaiting: f64, workers: f64, reuseWeight: f64): f64 {
-  return workers > 0 ? 1 + reuseWeight * (fleetWaiting / workers) : 1;
+export function ttftReuseFactor(fleetPrefill: f64, fleetBatched: f64, reuseWeight: f64): f64 {
+  return fleetBatched > 0 ? 1 + reuseWeight * (fleetPrefill / fleetBatched) : 1;
 }
 
 /** Tokens of a P-token prompt cached on a worker whose prefix is credited `overlap` blocks (of `blockSize`). */

@@ -24,9 +24,9 @@ import { grownCapacity, regrow } from '../grow';
 //  16   SPEED_TOKEN         f64   ms per prefill token
 // Ids 7-10 are the projection's columns (ledger/projection.ts).
 // The counts of present and of available (and present) workers are kept as
-// rows change, and so is the fleet total the ttft cost reads: the requests of
-// every row not yet past their first token (active requests minus decoding
-// ones, a sum of integers, so exact).
+// rows change, and so are two fleet totals the ttft cost reads: the active
+// prefill tokens of every row, and the max batched tokens of present rows
+// (both sums of integers, so exact).
 
 export const COL_PRESENT: u32 = 0;
 export const COL_AVAILABLE: u32 = 1;
@@ -59,7 +59,8 @@ let speedBaseCol: usize = 0;
 let speedTokenCol: usize = 0;
 let presentCount: u32 = 0;
 let availableCount: u32 = 0;
-let fleetWaiting: u32 = 0;
+let fleetPrefill: f64 = 0;
+let fleetBatched: f64 = 0;
 
 /** Room for `n` rows (capacity in powers of two); rows only grow. Returns whether the capacity grew. */
 export function rowsReserve(n: u32): bool {
@@ -183,10 +184,16 @@ export function speedTokenOf(w: u32): f64 {
   return load<f64>(speedTokenCol + (<usize>w << 3));
 }
 
-/** Requests of every row waiting for their first token (queued or in prefill). */
+/** Active prefill tokens of every row. */
 @inline
-export function fleetWaitingRequests(): u32 {
-  return fleetWaiting;
+export function fleetPrefillTokens(): f64 {
+  return fleetPrefill;
+}
+
+/** Max batched tokens of the present rows. */
+@inline
+export function fleetBatchedTokens(): f64 {
+  return fleetBatched;
 }
 
 export function presentTotal(): u32 {
@@ -206,6 +213,8 @@ export function setPresence(w: u32, present: bool): void {
   const wasAvailable = was && load<u8>(availableCol + w) != 0;
   store<u8>(presentCol + w, present ? 1 : 0);
   store<u8>(availableCol + w, present ? 1 : 0);
+  const batched = <f64>maxBatchedOf(w);
+  fleetBatched += present ? batched : -batched;
   presentCount += present ? 1 : -1;
   if (present) availableCount++;
   else if (wasAvailable) availableCount--;
@@ -219,8 +228,9 @@ export function setAvailability(w: u32, available: bool): void {
   availableCount += available ? 1 : -1;
 }
 
-/** A row's capacity. */
+/** A row's capacity; the fleet's batched total follows it while the row is present. */
 export function setCapacity(w: u32, totalBlocks: u32, maxBatchedTokens: u32): void {
+  if (load<u8>(presentCol + w) != 0) fleetBatched += <f64>maxBatchedTokens - <f64>maxBatchedOf(w);
   store<u32>(totalBlocksCol + (<usize>w << 2), totalBlocks);
   store<u32>(maxBatchedCol + (<usize>w << 2), maxBatchedTokens);
 }
@@ -229,6 +239,7 @@ export function setCapacity(w: u32, totalBlocks: u32, maxBatchedTokens: u32): vo
 export function addPrefill(w: u32, tokens: f64): void {
   const p = prefillCol + (<usize>w << 3);
   store<f64>(p, load<f64>(p) + tokens);
+  fleetPrefill += tokens;
 }
 
 @inline
@@ -241,14 +252,12 @@ export function addDecode(w: u32, delta: i32): void {
 export function addRequests(w: u32, delta: i32): void {
   const p = requestsCol + (<usize>w << 2);
   store<u32>(p, load<u32>(p) + <u32>delta);
-  fleetWaiting += <u32>delta;
 }
 
 @inline
 export function addDecoding(w: u32, delta: i32): void {
   const p = decodingCol + (<usize>w << 2);
   store<u32>(p, load<u32>(p) + <u32>delta);
-  fleetWaiting -= <u32>delta;
 }
 
 export function setSpeedOf(w: u32, baseMs: f64, msPerToken: f64): void {

@@ -153,18 +153,18 @@ export class ReferenceLoadTable implements LoadLedger {
   }
 
   /**
-   * The fleet's requests waiting for their first token (every row: active
-   * minus decoding) and its present workers, counted here in slot order: the
-   * same integers the core keeps as running totals.
+   * The fleet's active prefill tokens (every row) and max batched tokens
+   * (present rows), summed here in slot order: sums of integers, so the same
+   * numbers the core keeps as running totals.
    */
-  fleetTotals(): { waitingRequests: number; workers: number } {
-    let waitingRequests = 0;
-    let workers = 0;
+  fleetTotals(): { prefillTokens: number; batchedTokens: number } {
+    let prefillTokens = 0;
+    let batchedTokens = 0;
     for (let w = 0; w < this.n; w++) {
-      waitingRequests += this.cols.activeRequests[w]! - this.cols.decodingRequests[w]!;
-      if (this.cols.present[w]) workers++;
+      prefillTokens += this.cols.activePrefillTokens[w]!;
+      if (this.cols.present[w]) batchedTokens += this.cols.maxBatchedTokens[w]!;
     }
-    return { waitingRequests, workers };
+    return { prefillTokens, batchedTokens };
   }
 
   removeWorker(slot: number): string[] {

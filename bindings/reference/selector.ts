@@ -208,7 +208,7 @@ export class ReferenceSelector implements WorkerSelector {
   /**
    * The ttft cost of every eligible row: (key + K) - r x cached, with
    * key = base / msPerToken + (Q + d x D), r = 1 + kappa x
-   * (fleet requests waiting for a first token / present workers), K = r x P and cached =
+   * (fleet prefill / fleet batched tokens), K = r x P and cached =
    * min(max(overlap, held) x bs, P), in the core's order of operations.
    */
   private scoreTtft(weights: { reuseWeight: number; decodeWeight: number }, multipliers: ArrayLike<number> | undefined): void {
@@ -218,8 +218,8 @@ export class ReferenceSelector implements WorkerSelector {
     const c = this.ledger.columns;
     const overlap = this.ledger.projectedCredits;
     const held = this.ledger.projectedHeldBlocks;
-    const { waitingRequests, workers } = this.ledger.fleetTotals();
-    const reuse = workers > 0 ? 1 + weights.reuseWeight * (waitingRequests / workers) : 1;
+    const { prefillTokens, batchedTokens } = this.ledger.fleetTotals();
+    const reuse = batchedTokens > 0 ? 1 + weights.reuseWeight * (prefillTokens / batchedTokens) : 1;
     const prompt = projected.promptTokens;
     const constant = reuse * prompt;
     for (let w = 0; w < this.ledger.rows; w++) {

@@ -1,11 +1,10 @@
 // The ttft cost (assembly/cost/ttft.ts) through the fused decision, wasm and
 // twin, on random fleets and ledgers: workers in speed classes (the class's
 // factor as the group multiplier, as router/model-fleet/core-groups.ts sets it),
-// queued prefill, decoding requests, cached and held prefixes, requests waiting
-// for their first token (the reuse factor). Each decision must agree exactly
-// with the twin, and the picked worker's predicted time to first token,
-// computed here from the scenario alone, must be the least of every eligible
-// worker's (up to rounding).
+// queued prefill, decoding requests, cached and held prefixes. Each decision
+// must agree exactly with the twin, and the picked worker's predicted time to
+// first token, computed here from the scenario alone, must be the least of
+// every eligible worker's (up to rounding).
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_SEED } from '../../bindings/block-hasher.js';
@@ -65,10 +64,11 @@ function build(kit: Kit, s: Scenario): void {
 function predicted(s: Scenario, d: Scenario['decisions'][number]): number[] {
   const full = Math.floor(d.length / BS);
   const promptTokens = d.length + d.tail;
-  // The reuse factor counts the fleet's requests waiting for a first token, per worker.
-  let waiting = 0;
-  for (const b of s.bookings) if (b.worker < s.workers.length && !b.decoding) waiting++;
-  const reuse = 1 + d.reuseWeight * (waiting / s.workers.length);
+  let fleetPrefill = 0;
+  let fleetBatched = 0;
+  s.workers.forEach((w) => (fleetBatched += w.maxBatchedTokens));
+  for (const b of s.bookings) if (b.worker < s.workers.length && !b.decoding) fleetPrefill += b.prefill;
+  const reuse = 1 + d.reuseWeight * (fleetPrefill / fleetBatched);
   return s.workers.map((w, i) => {
     const factor = RATIO ** CLASSES[w.speedClass]!;
     let queued = 0;
@@ -119,7 +119,7 @@ describe('the ttft cost in the fused decision', () => {
     expect(Math.min(paths.fast, paths.scan)).toBeGreaterThan(decided / 4);
   });
 
-  it('hand-computed: the queue ahead, the uncached tokens, decoding requests and the reuse factor (requests waiting per worker)', () => {
+  it('hand-computed: the queue ahead, the uncached tokens, decoding requests and the reuse factor', () => {
     for (const kit of [wasmKit(1), twinKit(1)]) {
       const slots = [0, 1, 2].map((w) => kit.workers.ensure(`w${w}`));
       for (const slot of slots) kit.ledger.setWorker(slot, { totalBlocks: 100, maxBatchedTokens: 100 });
@@ -134,21 +134,10 @@ describe('the ttft cost in the fused decision', () => {
       const tokens = CHAINS[0]!.slice(0, 12);
       const decide = (reuseWeight: number, decodeWeight: number) =>
         kit.decider.decide({ prompt: kit.decider.prepare(tokens, DEFAULT_SEED), promptTokens: 12, busy: null, constraints: { slots: null, excluded: null, groups: null }, cost: { kind: CostKind.ttft, reuseWeight, decodeWeight, temperature: 0 }, book: null });
-      // Fleet queue: 1 request waiting for its first token ('q'; 'd' decodes) over 3 workers; r = 1 + 3 x 1/3 = 2.
-      // Costs in tokens: w0 20 + 60 + 2 x 12 = 104; w1 20 + 50 x 1 + 24 = 94; w2 20 + 2 x 4 = 28.
-      expect(decide(3, 50)).toMatchObject({ slot: slots[2], overlapBlocks: 2 });
-      expect(decide(3, 50).cost).toBeCloseTo(28, 9);
-      // Only w2 excluded: w1 (94) beats w0 (104).
-      const warmOff = kit.decider.decide({ prompt: kit.decider.prepare(tokens, DEFAULT_SEED), promptTokens: 12, busy: null, constraints: { slots: null, excluded: Uint32Array.of(slots[2]!), groups: null }, cost: { kind: CostKind.ttft, reuseWeight: 3, decodeWeight: 50, temperature: 0 }, book: null });
-      expect(warmOff).toMatchObject({ slot: slots[1] });
-      expect(warmOff.cost).toBeCloseTo(94, 9);
-      // The factor counts requests, not their tokens: a second waiting request of 0 tokens on w1 makes r = 1 + 3 x 2/3 = 3,
-      // w2 20 + 3 x 4 = 32, and the queue ahead is unchanged everywhere.
-      kit.ledger.add('z', slots[1]!, [], 0, 0);
-      expect(decide(3, 50).cost).toBeCloseTo(32, 9);
-      // Its first token takes it out again (it decodes now: w1 gains a decoding request, not a queued one).
-      kit.ledger.prefillComplete('z');
-      expect(decide(3, 50).cost).toBeCloseTo(28, 9);
+      // Fleet queue: 60 tokens over 300 batched = 0.2 steps; r = 1 + 4 x 0.2 = 1.8.
+      // Costs in tokens: w0 20 + 60 + 1.8 x 12 = 101.6; w1 20 + 50 x 1 + 21.6 = 91.6; w2 20 + 1.8 x 4 = 27.2.
+      expect(decide(4, 50)).toMatchObject({ slot: slots[2], overlapBlocks: 2 });
+      expect(decide(4, 50).cost).toBeCloseTo(27.2, 9);
       // Without the cache (another prompt), w1's decoding request at 50 tokens beats w0's 60 queued.
       const other = CHAINS[1]!.slice(0, 12);
       const cold = kit.decider.decide({ prompt: kit.decider.prepare(other, DEFAULT_SEED), promptTokens: 12, busy: null, constraints: { slots: null, excluded: null, groups: null }, cost: { kind: CostKind.ttft, reuseWeight: 0, decodeWeight: 50, temperature: 0 }, book: null });

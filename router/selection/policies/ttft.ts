@@ -3,9 +3,8 @@
 // fixed part of a first token there, plus its queued prefill and its own
 // uncached tokens at the worker's learned speed (router/model-fleet/speeds.ts),
 // plus a decoding request's weight per request already decoding there; past
-// capacity uncached tokens weigh more (reuse_weight x the requests waiting
-// for a first token per worker: each is delayed by a recomputed token ahead
-// of it), so the fleet keeps reusing what it cached.
+// capacity uncached tokens weigh more (reuse_weight x the fleet's queued
+// prefill in engine steps), so the fleet keeps reusing what it cached.
 // Cheapest wins (ties at random), or a softmax over normalised costs at
 // temperature > 0.
 import type { SelectionPolicy } from '../../selection/contracts.js';
@@ -13,7 +12,7 @@ import { DEFAULT_SPEED_PRIOR } from '../../model-fleet/speeds.js';
 import { readParams } from '../../plugins/params.js';
 
 const spec = {
-  reuse_weight: { type: 'number', default: 2, min: 0 },
+  reuse_weight: { type: 'number', default: 1, min: 0 },
   decode_weight: { type: 'number', default: 300, min: 0 },
   temperature: { type: 'number', default: 0, min: 0 },
   // The speed prior (router/model-fleet/speeds.ts): what a worker does before its first tokens are measured.
