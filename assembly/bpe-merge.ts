@@ -33,13 +33,13 @@ import { alloc, release } from './alloc';
 import { setU32, setU64, u32At, u64At } from './bpe-columns';
 import { grownCapacity } from './grow';
 import { queueAdd, queuePeek, queuePop, queueReset, queueSeal, NO_KEY } from './bpe-queue';
-import { NO_RANK, rankOf, vocabHighestRank } from './bpe-vocab';
+import { byteRank, NO_RANK, pairRank2, rankOf, vocabHighestRank } from './bpe-vocab';
 
 /** Pieces up to this many bytes take the scan; longer ones the heap. */
 export const SHORT_MAX: u32 = 16;
 /** Bytes a window keeps, and the context it looks at past them (mergeTune). */
 let windowBytes: u32 = 16384;
-let margin: u32 = 512;
+let margin: u32 = 256;
 let windowRuns: u32 = 0;
 let widenings: u32 = 0;
 let logCapacity: u32 = 0;
@@ -87,8 +87,8 @@ export function mergeShort(p: usize, n: u32, out: usize, count: u32): u32 {
   let parts = n + 1;
   for (let i: u32 = 0; i <= n; i++) {
     setU32(starts, i, i);
-    setU32(ranks, i, i + 2 <= n ? rankOf(p + i, 2) : NO_RANK);
-    setU32(tokens, i, i < n ? rankOf(p + i, 1) : NO_RANK);
+    setU32(ranks, i, i + 2 <= n ? pairRank2(p + i) : NO_RANK);
+    setU32(tokens, i, i < n ? byteRank(p + i) : NO_RANK);
   }
   while (parts > 2) {
     let best = NO_RANK;
@@ -207,9 +207,9 @@ function runQueue(p: usize, n: u32, base: u32): void {
   for (let i: u32 = 0; i < n; i++) {
     setU32(next, i, i + 1);
     setU32(prev, i, i - 1);
-    const r = i + 2 <= n ? rankOf(p + i, 2) : NO_RANK;
+    const r = i + 2 <= n ? pairRank2(p + i) : NO_RANK;
     setU32(pair, i, r);
-    setU32(token, i, rankOf(p + i, 1));
+    setU32(token, i, byteRank(p + i));
     if (r != NO_RANK) queueAdd(keyOf(r, i));
   }
   queueSeal(true, vocabHighestRank(), n);

@@ -203,7 +203,8 @@ export function queuePeek(): u64 {
   return heapSize > 0 ? u64At(heapKey, 0) : NO_KEY;
 }
 
-/** Removes the smallest key (the queue must not be empty). */
+/** Removes the smallest key (the queue must not be empty). Inlined: merging pops about twice per merge. */
+@inline
 export function queuePop(): void {
   const run = u32At(heapRun, 0);
   const at = u32At(cursor, run) + 1;

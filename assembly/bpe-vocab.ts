@@ -175,6 +175,18 @@ function wordInsert(table: usize, mask: u32, word: u32, rank: u32): bool {
   }
 }
 
+/** The rank of the byte at `p` (every byte is a token). */
+@inline
+export function byteRank(p: usize): u32 {
+  return load<u32>(single + (<usize>load<u8>(p) << 2));
+}
+
+/** The rank of the two bytes at `p`, or NO_RANK. */
+@inline
+export function pairRank2(p: usize): u32 {
+  return load<u32>(double + (<usize>load<u16>(p) << 2));
+}
+
 /** The rank of the token whose bytes are the `n` bytes at `p`, or NO_RANK. */
 export function rankOf(p: usize, n: u32): u32 {
   if (n <= 4) {
@@ -217,10 +229,10 @@ export function vocabBuild(count: u32, bytes: u32): u32 {
     if (n == 3) threes++;
     else if (n == 4) fours++;
   }
-  tripleMask = halfFull(threes) - 1;
+  tripleMask = wordTableSize(threes) - 1;
   triple = alloc((<usize>tripleMask + 1) << 3);
   memory.fill(triple, 0xff, (<usize>tripleMask + 1) << 3);
-  quadMask = halfFull(fours) - 1;
+  quadMask = wordTableSize(fours) - 1;
   quad = alloc((<usize>quadMask + 1) << 3);
   memory.fill(quad, 0xff, (<usize>quadMask + 1) << 3);
   const capacity = halfFull(count - threes - fours);
@@ -265,6 +277,15 @@ export function vocabBuild(count: u32, bytes: u32): u32 {
   }
   for (let b = 0; b < 256; b++) if (load<u32>(single + (<usize>b << 2)) == NO_RANK) return fail();
   return longest;
+}
+
+/**
+ * A power-of-two size for a word table of `count` entries, filled up to 80%:
+ * a probe rarely leaves the slot's cache line (8 slots), and the smaller
+ * tables stay in cache while long pieces are merged.
+ */
+function wordTableSize(count: u32): u32 {
+  return grownCapacity(16, count + (count >> 2));
 }
 
 /** A power-of-two table size at least twice `count` (and at least 16). */

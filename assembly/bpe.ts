@@ -1,7 +1,8 @@
-// Byte-pair encoding (tiktoken's rule) of pre-tokenized text: the host splits
-// text into pieces with the encoding's regular expression and hands over the
-// text as UTF-8 plus where each piece ends; the core encodes every piece with
-// the vocabulary (bpe-vocab.ts) and writes the token ranks, in order.
+// Byte-pair encoding (tiktoken's rule) of text cut into pieces: each piece
+// is encoded with the vocabulary (bpe-vocab.ts) and its token ranks written,
+// in order. Pieces are cut either by the host (any encoding: it runs the
+// encoding's regular expression and hands over where each piece ends) or
+// here (o200k_base: bpe-split.ts), so one call goes from text to tokens.
 //
 // Buffers (owned here, grow-only):
 //   text    UTF-8 bytes, 8 bytes of padding after the capacity (hashing reads
@@ -9,7 +10,7 @@
 //   ends    u32 per piece: the piece's end as a UTF-16 offset into the text
 //           (the host's string index), pieces in order and back to back; bit
 //           31 set marks text that belongs to no piece (skipped, no tokens).
-//           Pointer from bpePieceInput.
+//           Pointer from bpePieceInput. bpeSplit writes byte offsets here.
 //   out     u32 token ranks; capacity at least the text's byte count (a
 //           token covers at least one byte). Pointer from bpeOutPtr.
 //
@@ -18,6 +19,7 @@
 import { alloc, release } from './alloc';
 import { grownCapacity } from './grow';
 import { mergeLong, mergeShort, mergeStats, mergeTune, SHORT_MAX } from './bpe-merge';
+import { splitBegin, splitNext, NONE } from './bpe-split';
 import { NO_RANK, rankOf, vocabBuild, vocabInput, vocabReady } from './bpe-vocab';
 
 const GAP: u32 = 0x80000000;
@@ -28,6 +30,8 @@ let ends: usize = 0;
 let endsCapacity: usize = 0;
 let out: usize = 0;
 let outCapacity: usize = 0;
+/** Bytes of text bpeEncodeText encoded (the rest waits for more text). */
+let taken: usize = 0;
 
 /** The vocabulary load buffer for `count` tokens of `bytes` bytes (layout in bpe-vocab.ts). Allocates. */
 export function bpeVocabInput(count: u32, bytes: u32): usize {
@@ -71,6 +75,25 @@ function sequenceOf(lead: u32): u32 {
   return lead < 0xf0 ? 0x10003 : 0x20004;
 }
 
+/** Makes out hold the ranks of `bytes` bytes of text. Allocates. */
+function reserveOut(bytes: usize): void {
+  if (bytes <= outCapacity) return;
+  if (out) release(out, outCapacity << 2);
+  outCapacity = <usize>grownCapacity(4096, <u32>bytes);
+  out = alloc(outCapacity << 2);
+}
+
+/** Writes the ranks of the `n` (> 0) bytes at `p`, one piece, at out[written..]; returns the new count. */
+function encodePiece(p: usize, n: u32, written: u32): u32 {
+  const whole = rankOf(p, n);
+  if (whole != NO_RANK) {
+    store<u32>(out + (<usize>written << 2), whole);
+    return written + 1;
+  }
+  if (n <= SHORT_MAX) return mergeShort(p, n, out, written);
+  return mergeLong(p, n, out, written);
+}
+
 /**
  * Encodes the first `pieces` pieces of the first `bytes` bytes of text into
  * out; returns the number of ranks written. Allocates (out).
@@ -78,11 +101,7 @@ function sequenceOf(lead: u32): u32 {
 export function bpeEncode(bytes: u32, pieces: u32): u32 {
   if (!vocabReady()) return 0;
   const length = min(<usize>bytes, textCapacity);
-  if (length > outCapacity) {
-    if (out) release(out, outCapacity << 2);
-    outCapacity = <usize>grownCapacity(4096, <u32>length);
-    out = alloc(outCapacity << 2);
-  }
+  reserveOut(length);
   const count = min(<usize>pieces, endsCapacity);
   let at: usize = 0;
   let unit: u32 = 0;
@@ -99,19 +118,57 @@ export function bpeEncode(bytes: u32, pieces: u32): u32 {
     if (at > length) at = length;
     if (end & GAP) continue;
     const n = <u32>(at - start);
-    if (n == 0) continue;
-    const p = text + start;
-    const whole = rankOf(p, n);
-    if (whole != NO_RANK) {
-      store<u32>(out + (<usize>written << 2), whole);
-      written++;
-    } else if (n <= SHORT_MAX) {
-      written = mergeShort(p, n, out, written);
-    } else {
-      written = mergeLong(p, n, out, written);
-    }
+    if (n != 0) written = encodePiece(text + start, n, written);
   }
   return written;
+}
+
+/**
+ * Cuts the first `bytes` bytes of text into o200k_base pieces and encodes
+ * them into out; returns the number of ranks written. With `more`, the text
+ * goes on past them: a piece that could still change stops the encoding
+ * before it (bpeTakenUnits says where). Allocates (out).
+ */
+export function bpeEncodeText(bytes: u32, more: bool): u32 {
+  taken = 0;
+  if (!vocabReady()) return 0;
+  const length = min(<usize>bytes, textCapacity);
+  reserveOut(length);
+  splitBegin(text, length, more);
+  let written: u32 = 0;
+  let s: usize = 0;
+  while (s < length) {
+    const e = splitNext(s);
+    if (e == NONE) break;
+    written = encodePiece(text + s, <u32>(e - s), written);
+    s = e;
+  }
+  taken = s;
+  return written;
+}
+
+/** The UTF-16 units of the text the last bpeEncodeText encoded. */
+export function bpeTakenUnits(): u32 {
+  let units: u32 = 0;
+  for (let at: usize = 0; at < taken; ) {
+    const seq = sequenceOf(<u32>load<u8>(text + at));
+    at += seq & 0xffff;
+    units += seq >> 16;
+  }
+  return units;
+}
+
+/** Cuts the first `bytes` bytes of text into o200k_base pieces; writes each piece's end (a byte offset) to the piece-end buffer and returns their count. Allocates. */
+export function bpeSplit(bytes: u32): u32 {
+  const length = min(<usize>bytes, textCapacity);
+  bpePieceInput(<u32>length);
+  splitBegin(text, length, false);
+  let count: u32 = 0;
+  for (let s: usize = 0; s < length; count++) {
+    s = splitNext(s);
+    store<u32>(ends + (<usize>count << 2), <u32>s);
+  }
+  return count;
 }
 
 /** Sets the window and the context (bytes) long pieces are merged in; results never depend on them. */

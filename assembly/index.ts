@@ -99,4 +99,4 @@ export {
   indexDumpRelease,
   indexVerify,
 } from './prefix-index';
-export { bpeVocabInput, bpeVocabBuild, bpeTextInput, bpePieceInput, bpeOutPtr, bpeEncode, bpeTune, bpeStats } from './bpe';
+export { bpeVocabInput, bpeVocabBuild, bpeTextInput, bpePieceInput, bpeOutPtr, bpeEncode, bpeEncodeText, bpeTakenUnits, bpeSplit, bpeTune, bpeStats } from './bpe';

@@ -2,10 +2,12 @@
 // text that holds no special token, at a cost linear in the pieces plus
 // O(n log n) in the length of the longest one.
 //
-// The pre-tokenizer runs here, as the encoding's own regular expression (so
-// pieces are cut exactly where tiktoken cuts them); only where pieces end
-// crosses into the core. Text goes in batches of whole pieces, so the core's
-// buffers grow with the longest piece, not with the text.
+// The pre-tokenizer: o200k_base's is written out in the core (assembly/
+// bpe-split.ts), so text goes in and token ids come out; any other pattern
+// runs here as the encoding's own regular expression (so pieces are cut
+// exactly where tiktoken cuts them), and only where pieces end crosses into
+// the core. Text goes in batches of whole pieces, so the core's buffers grow
+// with the longest piece, not with the text.
 import { Core, CoreAbort } from './core.js';
 import { vocabularyProblem, type BpeVocabulary } from './bpe-vocabulary.js';
 
@@ -19,6 +21,9 @@ export interface BpeExports {
   bpePieceInput(count: number): number;
   bpeOutPtr(): number;
   bpeEncode(bytes: number, pieces: number): number;
+  bpeEncodeText(bytes: number, more: number): number;
+  bpeTakenUnits(): number;
+  bpeSplit(bytes: number): number;
   bpeTune(window: number, margin: number): void;
   bpeStats(which: number): number;
 }
@@ -27,10 +32,16 @@ export interface BpeOptions {
   core?: Core;
   /**
    * Bytes per window (and bytes of context past it) that pieces longer than a
-   * window are merged in; the ids never depend on them (default 16384, 512).
+   * window are merged in; the ids never depend on them (default 16384, 256).
    * Tests shrink them to exercise the windowed path on short pieces.
    */
   window?: { bytes: number; margin: number };
+  /**
+   * UTF-16 units of text handed to the core's pre-tokenizer at a time (more
+   * when one piece is longer); the ids never depend on it (default 65536).
+   * Tests shrink it to cut text between batches often.
+   */
+  batchUnits?: number;
 }
 
 export interface BpeStats {
@@ -45,6 +56,8 @@ const BATCH_UNITS = 1 << 16;
 const BATCH_PIECES = 1 << 14;
 /** Marks a stretch of text the pattern does not match (no tokens). */
 const GAP = 0x80000000;
+/** The o200k_base pattern, which the core's own pre-tokenizer implements. */
+export const O200K_PATTERN = String.raw`[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+('s|'S|'t|'T|'re|'rE|'Re|'RE|'ve|'vE|'Ve|'VE|'m|'M|'ll|'lL|'Ll|'LL|'d|'D)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*('s|'S|'t|'T|'re|'rE|'Re|'RE|'ve|'vE|'Ve|'VE|'m|'M|'ll|'lL|'Ll|'LL|'d|'D)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`;
 
 const utf8 = new TextEncoder();
 
@@ -54,14 +67,21 @@ export class BytePairEncoder {
   private readonly sticky: RegExp;
   private readonly search: RegExp;
   private readonly ends = new Uint32Array(BATCH_PIECES);
+  /** Whether the core cuts the pieces (the pattern is o200k_base's). */
+  private readonly splitsInCore: boolean;
+  private readonly batchUnits: number;
 
   constructor(vocab: BpeVocabulary, options: BpeOptions = {}) {
     const problem = vocabularyProblem(vocab);
     if (problem !== undefined) throw new RangeError(`byte-pair vocabulary: ${problem}`);
+    const batch = options.batchUnits ?? BATCH_UNITS;
+    if (!Number.isInteger(batch) || batch < 2 || batch > 1 << 24) throw new RangeError(`batchUnits must be an integer in 2..16777216 (got ${batch})`);
+    this.batchUnits = batch;
     // The sticky twin of the pattern reports where each piece ends without building a match
     // object; the searching one finds the next piece after text no alternative matches.
     this.sticky = new RegExp(vocab.pattern, 'uy');
     this.search = new RegExp(vocab.pattern, 'ug');
+    this.splitsInCore = vocab.pattern === O200K_PATTERN;
     this.core = options.core ?? new Core();
     this.core.claim('bpe');
     this.k = this.core.kernel<BpeExports>();
@@ -87,19 +107,57 @@ export class BytePairEncoder {
   /** Token ids of `text`, which must hold no special token (they would be encoded as plain text). */
   encode(text: string): Uint32Array {
     if (typeof text !== 'string') throw new TypeError('text must be a string');
-    let ids = new Uint32Array(Math.max(16, text.length >>> 1));
-    let written = 0;
+    const ids = new IdList(text.length);
+    if (this.splitsInCore) this.encodeInCore(text, ids);
+    else this.encodeByPattern(text, ids);
+    return ids.take();
+  }
+
+  /**
+   * Where the core's o200k_base pre-tokenizer ends each piece of `text`, as
+   * UTF-8 byte offsets (for checking it against the pattern); undefined for
+   * other encodings.
+   */
+  pieceEnds(text: string): Uint32Array | undefined {
+    if (!this.splitsInCore) return undefined;
+    const bytes = this.writeText(text, 0, text.length);
+    const count = this.k.bpeSplit(bytes);
+    return this.core.u32(this.k.bpePieceInput(0), count).slice();
+  }
+
+  private encodeInCore(text: string, ids: IdList): void {
+    let from = 0;
+    let units = this.batchUnits;
+    while (from < text.length) {
+      let end = Math.min(text.length, from + units);
+      // A surrogate pair cut in two would encode as two replacement characters.
+      if (end < text.length && isHighSurrogate(text.charCodeAt(end - 1))) end--;
+      const more = end < text.length;
+      const n = this.k.bpeEncodeText(this.writeText(text, from, end), more ? 1 : 0);
+      ids.add(this.core.u32(this.k.bpeOutPtr(), n));
+      const taken = more ? this.k.bpeTakenUnits() : end - from;
+      // A piece longer than the batch: the next batch is much wider, so a long piece is scanned about once.
+      units = taken === 0 ? 16 * units : this.batchUnits;
+      from += taken;
+    }
+  }
+
+  /** Writes text[from..end) as UTF-8 to the core's text buffer; returns its byte count. */
+  private writeText(text: string, from: number, end: number): number {
+    const units = end - from;
+    // UTF-8 takes at most 3 bytes per UTF-16 unit (a surrogate pair: 4 for 2).
+    const ptr = this.k.bpeTextInput(3 * units);
+    const { read, written } = utf8.encodeInto(from === 0 && end === text.length ? text : text.substring(from, end), this.core.u8(ptr, 3 * units));
+    if (read !== units) throw new CoreAbort(`byte-pair text buffer took ${read} of ${units} units`);
+    return written;
+  }
+
+  private encodeByPattern(text: string, ids: IdList): void {
     let batchStart = 0;
     let pieces = 0;
     const flush = (end: number) => {
       const n = this.encodeBatch(text, batchStart, end, pieces);
-      if (written + n > ids.length) {
-        const grown = new Uint32Array(Math.max(written + n, 2 * ids.length));
-        grown.set(ids.subarray(0, written));
-        ids = grown;
-      }
-      ids.set(this.core.u32(this.k.bpeOutPtr(), n), written);
-      written += n;
+      ids.add(this.core.u32(this.k.bpeOutPtr(), n));
       batchStart = end;
       pieces = 0;
     };
@@ -120,17 +178,41 @@ export class BytePairEncoder {
       if (pieces === BATCH_PIECES || at - batchStart >= BATCH_UNITS) flush(at);
     }
     if (pieces > 0) flush(at);
-    return ids.slice(0, written);
   }
 
   private encodeBatch(text: string, start: number, end: number, pieces: number): number {
-    const units = end - start;
-    // UTF-8 takes at most 3 bytes per UTF-16 unit (a surrogate pair: 4 for 2).
-    const ptr = this.k.bpeTextInput(3 * units);
+    const bytes = this.writeText(text, start, end);
     const piecePtr = this.k.bpePieceInput(pieces);
     this.core.u32(piecePtr, pieces).set(this.ends.subarray(0, pieces));
-    const { read, written } = utf8.encodeInto(start === 0 && end === text.length ? text : text.substring(start, end), this.core.u8(ptr, 3 * units));
-    if (read !== units) throw new CoreAbort(`byte-pair text buffer took ${read} of ${units} units`);
-    return this.k.bpeEncode(written, pieces);
+    return this.k.bpeEncode(bytes, pieces);
+  }
+}
+
+function isHighSurrogate(unit: number): boolean {
+  return unit >= 0xd800 && unit < 0xdc00;
+}
+
+/** Token ids gathered batch by batch into one growing array. */
+class IdList {
+  private ids: Uint32Array;
+  private length = 0;
+
+  constructor(units: number) {
+    this.ids = new Uint32Array(Math.max(16, units >>> 1));
+  }
+
+  /** Appends a copy of `batch` (a view of the core's memory, valid until the next core call). */
+  add(batch: Uint32Array): void {
+    if (this.length + batch.length > this.ids.length) {
+      const grown = new Uint32Array(Math.max(this.length + batch.length, 2 * this.ids.length));
+      grown.set(this.ids.subarray(0, this.length));
+      this.ids = grown;
+    }
+    this.ids.set(batch, this.length);
+    this.length += batch.length;
+  }
+
+  take(): Uint32Array {
+    return this.ids.slice(0, this.length);
   }
 }

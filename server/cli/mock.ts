@@ -16,7 +16,8 @@ import type { PromptTokens } from '../../sim/mocker/prompt-tokens.js';
 import { DEFAULTS } from '../config/schema.js';
 import { firstCollision, offsetEndpoint, rankSockets } from '../kv-events/rank-endpoints.js';
 import { count, integer, listOf, matching, port, positive } from './options.js';
-import { promptTokens } from '../request/prompt.js';
+import { promptIds } from '../request/prompt.js';
+import { FAMILY_NAMES, familyDefaults, type MultimodalFamily } from '../../router/multimodal/placeholders.js';
 
 /** The first worker's default port: away from the router's 8000, so both run on one machine. */
 export const MOCK_DEFAULT_PORT = 8100;
@@ -39,6 +40,8 @@ export interface MockCommandOptions {
   adapters?: string[];
   /** The router's tokenizer spec (tiktoken:<encoding>, hf:<dir>, bytes); absent: one token per byte of the body. */
   tokenizer?: string;
+  /** Expand images into placeholder runs as this model family's engine does (with a tokenizer); absent: coarse runs. */
+  multimodal?: MultimodalFamily;
   defaultMaxTokens: number;
   /** ZeroMQ PUB endpoint of worker 0's rank 0; each rank of each worker binds the next port (see eventPort). */
   kvEvents?: string;
@@ -104,11 +107,16 @@ export async function startKvPublishers(o: MockCommandOptions, print: (line: str
   };
 }
 
-/** The mock's prompt tokenizer: the router's own for a spec (so both hash the same ids), else the byte placeholder. */
-async function mockPromptTokens(spec: string | undefined): Promise<PromptTokens | undefined> {
+/**
+ * The mock's prompt tokenizer: the router's own for a spec (so both hash the
+ * same ids, and key the same images), else the byte placeholder.
+ */
+async function mockPromptTokens(spec: string | undefined, family: MultimodalFamily | undefined): Promise<PromptTokens | undefined> {
   if (spec === undefined) return undefined;
   const tokenizer = await createTokenizer(spec, { readFile: (file) => readFile(file, 'utf8') });
-  return (body, kind) => promptTokens(tokenizer, body, kind);
+  // An engine fetches http(s) images itself (vLLM within VLLM_IMAGE_FETCH_TIMEOUT, 5 s): so does the mock, to size them.
+  const multimodal = family ? Object.freeze({ ...familyDefaults(family), fetchImages: { timeoutMs: 5000, maxBytes: 1 << 20 } }) : null;
+  return (body, kind) => promptIds(tokenizer, body, kind, { multimodal });
 }
 
 const names = listOf(matching(/^[^\s,]+$/, 'a name without spaces'), 'comma-separated names without spaces');
@@ -127,7 +135,7 @@ export async function startMockCommand(
     workers: o.workers,
     dataParallelSize: o.dataParallelSize ?? 1,
     adapters: o.adapters ?? [],
-    promptTokens: await mockPromptTokens(o.tokenizer),
+    promptTokens: await mockPromptTokens(o.tokenizer, o.multimodal),
     basePort: o.port,
     host: o.host,
     modelName: o.model,
@@ -173,6 +181,7 @@ export function registerMock(program: Command): void {
     .option('--model <name>', 'model name reported by /v1/models', 'mock-model')
     .option('--adapters <names>', 'LoRA adapters served under their own model names, comma-separated (vLLM --lora-modules)', names)
     .option('--tokenizer <spec>', "prompt tokenizer, as the router's tokenizer field: tiktoken:<encoding>, hf:<model dir> or bytes", DEFAULTS.tokenizer)
+    .addOption(new Option('--multimodal <family>', "expand images into the placeholder tokens this model family's engine gives them (the router's multimodal.family)").choices(FAMILY_NAMES))
     .option('--default-max-tokens <n>', 'output tokens when a request sets no max_tokens', count, 16)
     .option('--kv-events <endpoint>', "publish KV events over ZeroMQ in vLLM's wire format (worker w's rank r binds port + w x ranks + r), e.g. tcp://127.0.0.1:5557")
     .option('--kv-replay <endpoint>', 'serve event replay for gap recovery, numbered like --kv-events, e.g. tcp://127.0.0.1:5657')

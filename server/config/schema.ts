@@ -17,6 +17,8 @@ import { DEFAULT_TIER_WEIGHTS, type Tier, type TierWeights } from '../../router/
 import type { EngineKind } from '../../router/disagg/roles.js';
 import { checkFleetRoles, checkWorkerRole, DISAGG_DEFAULTS, readDisaggregation, readEngine, readWorkerRole, type DisaggregationConfig, type WorkerRoleConfig } from './disaggregation.js';
 import { DIAGNOSTICS_DEFAULTS, readDiagnostics, type DiagnosticsConfig } from '../diagnostics/config.js';
+import type { ModelMultimodal } from '../request/image-fetch.js';
+import { readMultimodal } from './multimodal.js';
 
 export type KvEventsConfig =
   | { source: 'zmq'; endpoint: string; replayEndpoint: string | null; topic: string }
@@ -76,6 +78,8 @@ export interface ModelConfig {
   engine: EngineKind;
   /** Prefill/decode disaggregation; null when every request runs whole on one worker. */
   disaggregation: DisaggregationConfig | null;
+  /** How the model's engine expands an image into placeholder tokens (and whether http images are fetched to size them); null: images get coarse runs. */
+  multimodal: ModelMultimodal | null;
 }
 
 export interface TokenizeLimitConfig {
@@ -233,6 +237,7 @@ interface ModelDefaults {
   tokenizeLimit: { maxChars: number | null; over: 'bytes' | 'reject' };
   engine: EngineKind;
   disaggregation: DisaggregationConfig | null;
+  multimodal: ModelMultimodal | null;
 }
 
 /** The smallest memory bound an index may be given (besides 0, none). */
@@ -266,6 +271,7 @@ export function validateConfig(raw: unknown): RouterConfig {
     tokenizeLimit: { maxChars: null, over: DEFAULTS.tokenizeLimit.over },
     engine: DISAGG_DEFAULTS.engine,
     disaggregation: null,
+    multimodal: null,
   });
   const declared = root.list('models', (value, path) => {
     const f = new Fields(value, path);
@@ -449,6 +455,7 @@ function readModelDefaults(f: Fields, inherited: ModelDefaults): ModelDefaults {
           over: t.oneOf('over', ['bytes', 'reject'] as const, 'bytes'),
         }))
       : inherited.tokenizeLimit,
+    multimodal: readMultimodal(f, inherited.multimodal),
   };
 }
 

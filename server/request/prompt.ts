@@ -11,7 +11,8 @@
 import { RouterError } from '../../router/errors.js';
 import { packBytes, type ChatMessage, type PromptTokenizer, type TokenizePlan } from '../../router/tokenize/index.js';
 import type { MediaSpan } from '../../router/media-keys.js';
-import { chatMedia, hasImages } from './media.js';
+import type { ModelMultimodal } from './image-fetch.js';
+import { hasImages, renderImages, withMedia } from './media.js';
 import { sharedTokenizePool, TokenizePoolError, type TokenizePool } from './tokenize-pool.js';
 
 export type PromptKind = 'chat' | 'completion';
@@ -40,6 +41,8 @@ export interface PromptOptions {
   pool?: TokenizePool | null;
   /** Remainders up to this many characters are encoded on the event loop (default INLINE_CHARS). */
   inlineChars?: number;
+  /** How the model's engine puts images into the prompt (absent: the coarse runs of server/request/media.ts). */
+  multimodal?: ModelMultimodal | null;
 }
 
 /**
@@ -122,7 +125,10 @@ async function encode(tokenizer: PromptTokenizer, plan: TokenizePlan, options: P
 /** The request's prompt ids and what they are; a RouterError (400) names a bad field or a prompt over the limit. */
 export async function promptIds(tokenizer: PromptTokenizer, body: Record<string, unknown>, kind: PromptKind, options: PromptOptions = {}): Promise<PromptIds> {
   const param = kind === 'chat' ? 'messages' : 'prompt';
-  const plan = planOf(tokenizer, body, kind);
+  const images = kind === 'chat' && Array.isArray(body.messages) && hasImages(body.messages);
+  const multimodal = images ? (options.multimodal ?? null) : null;
+  const shown = multimodal ? { ...body, messages: renderImages(body.messages as unknown[], multimodal) } : body;
+  const plan = planOf(tokenizer, shown, kind);
   let result: PromptIds;
   if (plan instanceof Uint32Array) result = { ids: plan, basis: 'tokens' };
   else if (options.limit !== undefined && plan.chars > options.limit.maxChars) {
@@ -136,9 +142,11 @@ export async function promptIds(tokenizer: PromptTokenizer, body: Record<string,
     result = { ids: packBytes(plan.prompt()), basis: 'bytes' };
   } else result = await encode(tokenizer, plan, options);
   if (result.ids.length === 0) throw invalid(param, 'the prompt tokenized to no tokens');
-  if (kind === 'chat' && hasImages(body.messages as unknown[])) {
+  if (images) {
     const tools = (body.tools as unknown[] | null | undefined) ?? undefined;
-    result.media = chatMedia(tokenizer, body.messages as ChatMessage[], { tools }, result.ids, result.basis);
+    const { ids, media } = await withMedia(tokenizer, body.messages as ChatMessage[], shown.messages as ChatMessage[], { tools }, result, multimodal);
+    result.ids = ids;
+    result.media = media;
   }
   return result;
 }

@@ -22,7 +22,7 @@ export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): v
     const model = target.model;
     // A body with messages is a chat request; otherwise a completion.
     const kind: PromptKind = body.messages !== undefined ? 'chat' : 'completion';
-    const { ids, basis, media } = await promptIds(model.tokenizer, body, kind, { limit: model.config.tokenizeLimit });
+    const { ids, basis, media } = await promptIds(model.tokenizer, body, kind, { limit: model.config.tokenizeLimit, multimodal: model.config.multimodal });
     const fields = withBlockKeys(requestFields(rt.nextRequestId(), request.headers), target, body);
     if (media) fields.media = media;
     const busy = model.route.busyThresholds();

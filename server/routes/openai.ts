@@ -25,7 +25,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, rt: RouterRuntime): v
       model = target.model;
       streamOf(body);
       const fields = withBlockKeys(requestFields(rt.nextRequestId(), request.headers), target, body);
-      const { ids: tokens, media } = await promptIds(model.tokenizer, body, kind, { limit: model.config.tokenizeLimit });
+      const { ids: tokens, media } = await promptIds(model.tokenizer, body, kind, { limit: model.config.tokenizeLimit, multimodal: model.config.multimodal });
       if (media) fields.media = media;
       // A long prompt is tokenized on another thread; the client may have left meanwhile.
       if (reply.raw.destroyed) throw new RouterError('KVR_ERR_ABORTED');
