@@ -132,13 +132,11 @@ export class ShardedPrefixIndex implements PrefixIndexApi {
     const hashes = local instanceof BigUint64Array ? local : BigUint64Array.from(local as ArrayLike<bigint>);
     let count = 0;
     for (const shard of this.shards) {
-      const r = shard.findMatches(hashes);
-      if (r.count === 0) continue;
-      this.reserveMerged(count + r.count);
-      // A shard's views are exactly its count long.
-      this.mergedSlots.set(r.slots, count);
-      this.mergedDepths.set(r.depths, count);
-      count += r.count;
+      const found = shard.findChecked(hashes);
+      if (found === 0) continue;
+      this.reserveMerged(count + found);
+      shard.copyMatches(this.mergedSlots, this.mergedDepths, count, found);
+      count += found;
     }
     const slots = this.mergedSlots.subarray(0, count);
     const depths = this.mergedDepths.subarray(0, count);

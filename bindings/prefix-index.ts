@@ -121,6 +121,9 @@ export class PrefixIndex implements PrefixIndexApi {
   private inputCapacity = 0;
   private inputView: BigUint64Array = new BigUint64Array(0);
   private inputGeneration = -1;
+  // The whole memory as u32 words, for copyMatches, and the generation it was made under.
+  private words: Uint32Array = new Uint32Array(0);
+  private wordsGeneration = -1;
 
   constructor(opts: PrefixIndexCoreOptions = {}) {
     const options = resolveIndexOptions(opts);
@@ -228,6 +231,32 @@ export class PrefixIndex implements PrefixIndexApi {
     }
     this.core.wrote('matches');
     return this.result(this.k.indexFind(ptr, count, earlyExit ? 1 : 0));
+  }
+
+  /**
+   * findMatches for a merge over shards (bindings/prefix-index-sharded.ts):
+   * the hashes were checked by the caller, the pairs stay in the core for
+   * copyMatches, and no views are made. Returns how many pairs there are.
+   */
+  findChecked(local: BigUint64Array): number {
+    const view = this.input(local.length);
+    if (!view) return 0;
+    view.set(local);
+    this.core.wrote('matches');
+    return this.k.indexFind(this.inputPtr, local.length, 0) >>> 0;
+  }
+
+  /** Copies the `count` pairs the last findChecked found to slots and depths from `at`. */
+  copyMatches(slots: Uint32Array, depths: Uint32Array, at: number, count: number): void {
+    // findChecked just checked the memory's generation: the word view made under it still holds.
+    if (this.wordsGeneration !== this.inputGeneration) {
+      this.words = this.core.u32(0, this.core.memoryBytes >>> 2);
+      this.wordsGeneration = this.inputGeneration;
+    }
+    const from = this.k.indexOutSlots() >>> 2;
+    const depthsFrom = this.k.indexOutDepths() >>> 2;
+    slots.set(this.words.subarray(from, from + count), at);
+    depths.set(this.words.subarray(depthsFrom, depthsFrom + count), at);
   }
 
   insertRouted(worker: WorkerKey, local: ArrayLike<bigint>, nowMs: number): void {

@@ -156,6 +156,10 @@ export interface OutlierEjectionConfig {
   probePath: string;
   /** Most of a model's non-draining workers out at once, in percent (at least one, never the last). */
   maxEjectionPercent: number;
+  /** Quiet time (requests waiting, no headers or bytes from any) after which a worker is probed as possibly stalled (0: never). */
+  stallMs: number;
+  /** The stall probe's timeout: no healthy answer within it ejects the worker. */
+  stallProbeTimeoutMs: number;
 }
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -209,6 +213,8 @@ export const DEFAULTS = {
     probeTimeoutMs: 1000,
     probePath: '/health',
     maxEjectionPercent: 50,
+    stallMs: 10_000,
+    stallProbeTimeoutMs: 3_000,
   } satisfies OutlierEjectionConfig,
   approximate: { ttlMs: 120_000, maxBlocks: 1 << 20 },
   /** A quarter of the machine's memory, at most one core's worth (3 GiB). */
@@ -422,6 +428,8 @@ function readOutlierEjection(f: Fields): OutlierEjectionConfig {
     probeTimeoutMs: ms('probe_timeout_ms', d.probeTimeoutMs, 1),
     probePath,
     maxEjectionPercent: f.number('max_ejection_percent', d.maxEjectionPercent, { min: 1, max: 100 }),
+    stallMs: ms('stall_ms', d.stallMs, 0),
+    stallProbeTimeoutMs: ms('stall_probe_timeout_ms', d.stallProbeTimeoutMs, 1),
   };
 }
 

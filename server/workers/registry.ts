@@ -1,16 +1,19 @@
 // The workers the router sends to: for each, its config, its model's route,
-// a keep-alive connection pool, and its KV-event source; and the outlier
-// detector that takes failing ones out of selection. Workers come from the
+// a keep-alive connection pool, and its KV-event source; the outlier
+// detector that takes failing ones out of selection, and the stall watch that
+// finds the ones that stopped answering. Workers come from the
 // config file and the admin API; removing one stops its event source at once
 // and closes its pool once the requests in flight on it have finished.
-import { Pool } from 'undici';
+import { Pool, type Dispatcher } from 'undici';
 import { RealClock } from '../../router/clock.js';
 import { roleTaints } from '../../router/disagg/roles.js';
 import { RouterError } from '../../router/errors.js';
 import type { LimitsConfig, OutlierEjectionConfig, WorkerConfig } from '../config/schema.js';
 import { startKvSource, type KvSource, type Logger, type NatsKvSourceFactory } from './kv-sources.js';
 import type { ModelRuntime } from './model-runtime.js';
-import { OutlierDetector, type WorkerHealthView } from './outliers.js';
+import type { WorkerHealth } from './ejection-view.js';
+import { OutlierDetector } from './outliers.js';
+import { StallWatch } from './stall-watch.js';
 import { adapterTaints } from './adapters.js';
 
 export class WorkerHandle {
@@ -24,6 +27,7 @@ export class WorkerHandle {
     readonly kv: KvSource | null,
     limits: LimitsConfig,
     private readonly outliers: OutlierDetector,
+    private readonly stalls: StallWatch,
   ) {
     const url = new URL(config.url);
     this.basePath = url.pathname === '/' ? '' : url.pathname;
@@ -43,9 +47,20 @@ export class WorkerHandle {
     return this.model.route.partition.isDraining(this.config.id);
   }
 
-  /** Failure streaks, ejection and probe counts (outliers.ts). */
-  health(): WorkerHealthView {
-    return this.outliers.view(this.config.id)!;
+  /** Failure streaks, ejection and probe counts (outliers.ts), attempts in flight and quiet time (stall-watch.ts). */
+  health(): WorkerHealth {
+    return { ...this.outliers.view(this.config.id)!, stall: this.stalls.view(this.config.id) };
+  }
+
+  /** Sends one request on the worker's pool, watched for a stall. */
+  dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): void {
+    const watched = this.stalls.watch(this.config.id, handler);
+    try {
+      this.pool.dispatch(options, watched);
+    } catch (error) {
+      this.stalls.forget(this.config.id, watched);
+      throw error;
+    }
   }
 
   /** GETs the engine's health endpoint: healthy on a 2xx answer within the timeout. */
@@ -72,6 +87,7 @@ export class WorkerHandle {
 export class WorkerRegistry {
   private readonly workers = new Map<string, WorkerHandle>();
   readonly outliers: OutlierDetector;
+  private readonly stalls: StallWatch;
 
   constructor(
     readonly models: ReadonlyMap<string, ModelRuntime>,
@@ -81,10 +97,18 @@ export class WorkerRegistry {
     /** KV sources for workers whose events come over NATS; null without a NATS config. */
     private readonly natsSources: NatsKvSourceFactory | null = null,
   ) {
-    this.outliers = new OutlierDetector(outlierEjection, new RealClock(), {
+    const clock = new RealClock();
+    const probe = (id: string, timeoutMs: number) => this.workers.get(id)?.probe(outlierEjection.probePath, timeoutMs) ?? Promise.resolve(false);
+    this.outliers = new OutlierDetector(outlierEjection, clock, {
       setEjected: (id, ejected) => this.workers.get(id)?.model.route.setEjected(id, ejected),
       draining: (id) => this.workers.get(id)?.draining ?? false,
-      probe: (id) => this.workers.get(id)?.probe(outlierEjection.probePath, outlierEjection.probeTimeoutMs) ?? Promise.resolve(false),
+      probe: (id) => probe(id, outlierEjection.probeTimeoutMs),
+      log: warn,
+    });
+    this.stalls = new StallWatch(outlierEjection.stallMs, clock, {
+      probe: (id) => probe(id, outlierEjection.stallProbeTimeoutMs),
+      ejected: (id) => this.outliers.isEjected(id),
+      eject: (id, quietMs, waiting) => this.outliers.stalled(id, { quietMs, waiting }),
       log: warn,
     });
   }
@@ -119,7 +143,8 @@ export class WorkerRegistry {
       throw error;
     }
     this.outliers.add(config.id, config.model);
-    const handle = new WorkerHandle(config, model, kv, this.limits, this.outliers);
+    this.stalls.add(config.id);
+    const handle = new WorkerHandle(config, model, kv, this.limits, this.outliers, this.stalls);
     this.workers.set(config.id, handle);
     return handle;
   }
@@ -129,6 +154,7 @@ export class WorkerRegistry {
     const handle = this.require(id);
     this.workers.delete(id);
     this.outliers.remove(id);
+    this.stalls.remove(id);
     handle.model.route.removeWorker(id);
     await handle.kv?.close();
     void handle.pool.close().catch(() => {});
@@ -143,6 +169,7 @@ export class WorkerRegistry {
   async close(): Promise<void> {
     const handles = this.list();
     this.outliers.close();
+    this.stalls.close();
     this.workers.clear();
     await Promise.all(handles.map(async (h) => {
       await h.kv?.close();
