@@ -12,7 +12,7 @@ import { DEFAULT_SPEED_PRIOR } from '../../model-fleet/speeds.js';
 import { readParams } from '../../plugins/params.js';
 
 const spec = {
-  reuse_weight: { type: 'number', default: 4, min: 0 },
+  reuse_weight: { type: 'number', default: 1, min: 0 },
   decode_weight: { type: 'number', default: 300, min: 0 },
   temperature: { type: 'number', default: 0, min: 0 },
   // The speed prior (router/model-fleet/speeds.ts): what a worker does before its first tokens are measured.
