@@ -5,7 +5,8 @@
 // and no block from the image on ever matches. So, for a model whose engine
 // takes a uuid this way (vLLM, by default), each image part the client sent
 // without one is forwarded with the router's own identifier for it (the
-// digest of its URL, media.ts) as its `uuid`: the engine's KV events then
+// digest of its URL, media.ts, which its media span already carries) as its
+// `uuid`: the engine's KV events then
 // carry the identifier the router computes for the same image next time.
 // A uuid the client gave is left as it is (the router keys by it already).
 //
@@ -14,7 +15,7 @@
 // their order), and a request without such a part keeps its body whole.
 import type { EngineKind } from '../../router/disagg/roles.js';
 import { skipSpace, skipValue } from './json-layout.js';
-import { imageDigest, imagePartsOf, isImagePart } from './media.js';
+import { imagePartsOf, isImagePart } from './media.js';
 import type { ModelMultimodal } from './image-fetch.js';
 
 /** Whether the router sets the uuid of a model's images: as configured, else when its engine is vLLM. */
@@ -26,11 +27,21 @@ export function injectsUuids(multimodal: ModelMultimodal | null, engine: EngineK
 /** An image part with no uuid for the engine to key by (vLLM reads a null one as none). */
 const lacksUuid = (part: unknown): boolean => isImagePart(part) && ((part as { uuid?: unknown }).uuid ?? null) === null;
 
-/** The message with each image part that lacks a uuid given the router's identifier; null when none lacks one. */
-function withUuids(message: unknown): Record<string, unknown> | null {
+/**
+ * The message with each image part that lacks a uuid given its identifier
+ * (`ids` from `next`: the router's, in the order of the request's image
+ * parts); null when none lacks one.
+ */
+function withUuids(message: unknown, ids: readonly string[], next: number): Record<string, unknown> | null {
   if (!imagePartsOf(message).some(lacksUuid)) return null;
   const { content } = message as { content: unknown[] };
-  return { ...(message as Record<string, unknown>), content: content.map((part) => (lacksUuid(part) ? { ...(part as object), uuid: imageDigest(part as object) } : part)) };
+  let k = next;
+  const parts = content.map((part) => {
+    if (!isImagePart(part)) return part;
+    const id = ids[k++]!;
+    return lacksUuid(part) ? { ...part, uuid: id } : part;
+  });
+  return { ...(message as Record<string, unknown>), content: parts };
 }
 
 /** Where each element of the top-level `messages` array sits in the body's bytes ([start, end) pairs); null when it is not found. */
@@ -79,11 +90,19 @@ export interface ForwardedBody {
  * The chat request as forwarded with the router's identifier as the uuid of
  * each image part that has none; null when every image has one (or there
  * are none), and the body goes as it came. `body` is `raw`'s parse; neither
- * is changed.
+ * is changed. `ids` are the router's identifiers of the request's images,
+ * in the order of its image parts (its media spans' ids): a data: URL is
+ * not hashed twice.
  */
-export function withImageUuids(raw: Buffer, body: Record<string, unknown>): ForwardedBody | null {
+export function withImageUuids(raw: Buffer, body: Record<string, unknown>, ids: readonly string[]): ForwardedBody | null {
   if (!Array.isArray(body.messages)) return null;
-  const rewritten = body.messages.map(withUuids);
+  let next = 0;
+  const rewritten = body.messages.map((message) => {
+    const out = withUuids(message, ids, next);
+    next += imagePartsOf(message).length;
+    return out;
+  });
+  if (next !== ids.length) throw new Error(`${ids.length} image identifiers for ${next} image parts`);
   if (rewritten.every((message) => message === null)) return null;
   const spans = messageSpans(raw);
   // The body is text JSON.parse accepted, so its messages are where the scan finds them.

@@ -58,7 +58,7 @@ export function givenUuid(part: object): string | null {
 }
 
 /** The router's own identifier of an image: a digest of its URL (a data: URL holds the image's bytes). */
-export function imageDigest(part: object): string {
+function imageDigest(part: object): string {
   return createHash('sha256').update(imageUrlOf(part, 'image_url')).digest('hex');
 }
 

@@ -30,7 +30,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, rt: RouterRuntime): v
       if (media) fields.media = media;
       // A long prompt is tokenized on another thread; the client may have left meanwhile.
       if (reply.raw.destroyed) throw new RouterError('KVR_ERR_ABORTED');
-      const sent = (media && injectsUuids(model.config.multimodal, model.config.engine) && withImageUuids(raw, body)) || { raw, body };
+      const sent = (media && injectsUuids(model.config.multimodal, model.config.engine) && withImageUuids(raw, body, media.map((span) => span.id))) || { raw, body };
       const exchange = model.disagg
         ? new DisaggExchange(rt, model, request.raw, reply.raw, request.url, sent.raw, sent.body, arrivedAt, fields.id)
         : new Exchange(rt, model, request.raw, reply.raw, request.url, sent.raw, arrivedAt, fields.id);

@@ -9,7 +9,13 @@ import { givenUuid } from '../../server/request/media.js';
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 const image = (url: string, extra: Record<string, unknown> = {}) => ({ type: 'image_url', image_url: { url }, ...extra });
-const forward = (text: string) => withImageUuids(Buffer.from(text), JSON.parse(text) as Record<string, unknown>);
+/** The body forwarded, given the router's identifiers as promptIds gives them (computed here by hand: the uuid, else the URL's digest). */
+function forward(text: string) {
+  const body = JSON.parse(text) as { messages: { content: unknown }[] };
+  const parts = body.messages.flatMap((m) => (Array.isArray(m.content) ? m.content : [])).filter((p: { type?: string }) => p.type === 'image_url');
+  const ids = parts.map((p: { uuid?: unknown; image_url: { url: string } }) => (typeof p.uuid === 'string' ? p.uuid : sha256(p.image_url.url)));
+  return withImageUuids(Buffer.from(text), body as unknown as Record<string, unknown>, ids);
+}
 
 describe('withImageUuids', () => {
   it("gives an image without a uuid the digest of its URL, keeps a client's uuid, and leaves the other bytes as they came", () => {
@@ -25,6 +31,13 @@ describe('withImageUuids', () => {
     const parts = (JSON.parse(sent) as { messages: { content: { uuid?: string }[] }[] }).messages[1]!.content;
     expect(parts.map((p) => p.uuid)).toEqual([sha256('data:image/png;base64,AAAA'), 'client-7', undefined]);
     expect(JSON.parse(sent)).toEqual(out.body);
+  });
+
+  it("writes the identifiers it is given (the router's media ids), in the order of the image parts", () => {
+    const body = { messages: [{ role: 'user', content: [image('data:,a'), { type: 'text', text: 'x' }] }, { role: 'user', content: [image('data:,b', { uuid: 'kept' }), image('data:,c')] }] };
+    const sent = JSON.parse(withImageUuids(Buffer.from(JSON.stringify(body)), body, ['id-a', 'kept', 'id-c'])!.raw.toString()) as typeof body;
+    expect(sent.messages.flatMap((m) => m.content.map((p) => (p as { uuid?: string }).uuid))).toEqual(['id-a', undefined, 'kept', 'id-c']);
+    expect(() => withImageUuids(Buffer.from(JSON.stringify(body)), body, ['id-a'])).toThrow(/1 image identifiers for 3 image parts/);
   });
 
   it('keeps the body whole when every image has a uuid, or there is none', () => {
