@@ -55,6 +55,11 @@ export function tryAlloc(bytes: usize): usize {
     }
     failAfter--;
   }
+  return allocIfRoom(bytes);
+}
+
+/** tryAlloc without the test hook: for buffers of the host's, not the index's (the KV-event wire buffer). */
+export function allocIfRoom(bytes: usize): usize {
   if (!heapHasRoom(bytes)) {
     // The heap must grow: the pages it would add for this block (the block,
     // its rounding and header, and a spare page) must fit the memory.

@@ -47,6 +47,10 @@
 //   header u32 (capacity, top bit: bitmap), then a sorted u32 slot array or
 //   a bitmap of u32 words.
 // Child array of a wide node: count u32, capacity u32, then child ids u32.
+// Root hints (prefix-nodes.ts, static data, 4 KiB): 1,024 u32 node ids by
+//   the low 10 bits of a block's local hash, for findMatches' first lookup;
+//   taken only when the record is live, a child of the root and of that
+//   block, so no update of the tree writes them.
 //
 // Worker id tables (prefix-ids.ts): one per slot, header in the slot column;
 //   12-byte entries: id u64, word u32 (node | EXTRA_REFS | ROUTED). Robin

@@ -1,4 +1,4 @@
-import { FIRST, LOCAL, NEXT, ORPHANS, ROOT, UNTRACKED, INFO, childFind, isWide, memberCount, memberHas, nodeAt, stampAt, treeStarted } from './prefix-nodes';
+import { ORPHANS, STAMP, UNTRACKED, INFO, adjacentChild, chainRun, childFind, memberCount, memberHas, nodeAt, rootChild, treeStarted } from './prefix-nodes';
 import { NO_SLOT, isBitmap, memberBlock, memberCopy, memberMark, memberNext, memberRank, writeWord } from './prefix-members';
 import { blockCap } from './prefix-memory';
 import { currentEpoch } from './prefix-evict';
@@ -21,6 +21,13 @@ import { activeList, globalSlot, nextStamp, outDepthsPtr, outSlotsPtr, slotMark,
 //   marking the child's members or, when the list is much shorter than the
 //   child, by looking each slot up. When the list shrinks to the child's size
 //   it is the child's member set again and the walk goes back to implicit.
+//
+// Finding the next node: a chain stored in one event sits in consecutive
+// pool records, so the walk first tries the record after the current one
+// (prefix-nodes.ts adjacentChild) and only then the node's children. In the
+// implicit form, a run of such records with the same member count and no
+// orphans is stepped in one tight loop (chainRun): nothing is emitted there,
+// and no step waits on a load to learn where the next node is.
 //
 // Every node walked gets the current epoch's stamp (prefix-evict.ts): what
 // lookups use is what eviction keeps.
@@ -65,10 +72,8 @@ function emitMembers(p: usize, depth: u32): void {
 }
 
 @inline
-function stampWalked(n: u32): void {
-  const s = stampAt(n);
-  const epoch = <u16>currentEpoch();
-  if (load<u16>(s) != epoch) store<u16>(s, epoch);
+function stampWalked(p: usize, epoch: u16): void {
+  if (load<u16>(p, STAMP) != epoch) store<u16>(p, epoch, STAMP);
 }
 
 /** Emits at depth the members of cur that are not members of child (child's members are a subset). */
@@ -136,34 +141,41 @@ function within(cp: usize, pp: usize): bool {
 export function findMatches(ptr: usize, count: u32, earlyExit: bool): u32 {
   out = 0;
   if (count == 0 || !treeStarted()) return 0;
-  let cur = childFind(ROOT, load<u64>(ptr));
+  let cur = rootChild(load<u64>(ptr));
   if (cur == 0) return 0;
   let curAt = nodeAt(cur);
   let curCount = memberCount(curAt);
   if (curCount == 0) return 0;
-  stampWalked(cur);
+  const epoch = <u16>currentEpoch();
+  stampWalked(curAt, epoch);
   let depth: u32 = 1;
   const list = activeList();
   let listed: u32 = 0; // explicit form when > 0
   for (let i: u32 = 1; i < count && !(earlyExit && curCount == 1); i++) {
-    // The next block's node: the sibling-list walk inlined, since along a
-    // prompt most nodes have a single child.
-    const local = load<u64>(ptr + (<usize>i << 3));
-    let child: u32;
-    let cp: usize = 0;
-    if (isWide(curAt)) {
-      child = childFind(cur, local);
-      if (child != 0) cp = nodeAt(child);
-    } else {
-      for (child = load<u32>(curAt, FIRST); child != 0; child = load<u32>(cp, NEXT)) {
-        cp = nodeAt(child);
-        if (load<u64>(cp, LOCAL) == local) break;
+    if (listed == 0) {
+      // Along a chain with the same members nothing is emitted: step the run at once.
+      const steps = chainRun(cur, curAt, ptr + (<usize>i << 3), count - i, epoch);
+      if (steps != 0) {
+        cur += steps;
+        curAt = nodeAt(cur);
+        depth += steps;
+        i += steps;
+        if (i == count) break;
       }
     }
-    if (child == 0) break;
+    // The next block's node: most often the next record (adjacentChild),
+    // else looked up among the node's children.
+    const local = load<u64>(ptr + (<usize>i << 3));
+    let child = cur + 1;
+    let cp = adjacentChild(cur, curAt, local);
+    if (cp == 0) {
+      child = childFind(cur, local);
+      if (child == 0) break;
+      cp = nodeAt(child);
+    }
     const childCount = memberCount(cp);
     if (childCount == 0) break;
-    stampWalked(child);
+    stampWalked(cp, epoch);
     if (listed == 0) {
       const tracked = (load<u32>(curAt, INFO) & UNTRACKED) == 0;
       if (tracked ? load<u16>(cp, ORPHANS) == 0 : childCount <= FEW_SURVIVORS && within(cp, curAt)) {

@@ -1,5 +1,5 @@
 import { give, pooledChange, take } from './prefix-memory';
-import { INFO, MEMBERS, NO_SLOT, memberAdd, memberCount, memberHas, memberNext, memberRemove } from './prefix-members';
+import { COUNT_MASK, INFO, MEMBERS, NO_SLOT, memberAdd, memberCount, memberHas, memberNext, memberRemove } from './prefix-members';
 import { TABLE_HEADER_BYTES, tableDelete, tableFind, tableFindNext, tableInsert, tableRelease, tableReserve } from './prefix-table';
 import { addSlotOrphans, slotOrphans } from './prefix-slots';
 
@@ -39,7 +39,7 @@ export const PARENT: usize = 8;
 export const FIRST: usize = 12;
 export const NEXT: usize = 16;
 export const ORPHANS: usize = 24; // u16
-const STAMP: usize = 26; // u16
+export const STAMP: usize = 26; // u16
 /** Orphans a node can count; one more and its parent stops tracking them. */
 const ORPHANS_MAX: u32 = 0xffff;
 export { INFO, MEMBERS };
@@ -61,6 +61,9 @@ export const orphanTable: usize = memory.data(<i32>TABLE_HEADER_BYTES, 16);
 
 // The pool is a list of fixed chunks, so records never move: growing adds a
 // chunk and copies nothing, and a record's address stays valid while it lives.
+// Records come from the free list first, else from the top, so the blocks of
+// a stored event on a fresh pool are consecutive records (the walks of
+// findMatches look there first; any other placement is only slower).
 // A chunk holds 8,192 records of 32 bytes.
 const NODE_SHIFT: usize = 5;
 const CHUNK_BITS: u32 = 13;
@@ -249,6 +252,54 @@ function setListCount(p: usize, count: u32): void {
   store<u32>(p, (load<u32>(p, INFO) & ~LIST_BITS) | (count << LIST_SHIFT), INFO);
 }
 
+/**
+ * The record after n in the pool, when it is n's live child for this block;
+ * else 0. A chain stored in one event takes consecutive records, so along a
+ * stored prompt this finds the child without reading n's children: the next
+ * address is n's plus one record (inside a chunk), not the result of a load,
+ * and the walk's reads of successive nodes overlap instead of waiting on each
+ * other. A live node is the only one with its (parent, block), so a hit is the
+ * child childFind would return; a freed record keeps its old parent and block
+ * and is told apart by its FREE flag.
+ */
+@inline
+export function adjacentChild(n: u32, p: usize, local: u64): usize {
+  const c = n + 1;
+  if (c >= poolTop) return 0;
+  const cp = (c & CHUNK_MASK) != 0 ? p + NODE_BYTES : nodeAt(c);
+  return load<u64>(cp, LOCAL) == local && load<u32>(cp, PARENT) == n && (load<u32>(cp, INFO) & FREE) == 0 ? cp : 0;
+}
+
+/**
+ * Steps down n's chain (n's record at p) along the u64 hashes at `hashes`,
+ * at most `limit` of them, for as long as the members stay the same: the
+ * next record is n's live child for the next hash, n tracks its children's
+ * orphans, the child has none (so its members are among n's) and as many
+ * members as n. Stamps each node it steps to with `epoch`; returns the steps
+ * taken (the node reached is n + steps). Records of a chain stored in one
+ * event are consecutive (see adjacentChild): inside a chunk each step is four
+ * loads from the next 32 bytes and never a load of where to go.
+ */
+export function chainRun(n: u32, p: usize, hashes: usize, limit: u32, epoch: u16): u32 {
+  let info = load<u32>(p, INFO);
+  const members = info & COUNT_MASK;
+  let steps: u32 = 0;
+  for (let c = n + 1; steps < limit && c < poolTop && (c & CHUNK_MASK) != 0 && (info & UNTRACKED) == 0; c++) {
+    const cp = p + NODE_BYTES;
+    if (load<u64>(cp, LOCAL) != load<u64>(hashes + (<usize>steps << 3)) || load<u32>(cp, PARENT) != c - 1) break;
+    info = load<u32>(cp, INFO);
+    // The same count and not freed (a freed record's info is FREE alone).
+    if ((info & (COUNT_MASK | FREE)) != members) break;
+    // Orphans in the low half, the stamp in the high half.
+    const marks = load<u32>(cp, ORPHANS);
+    if ((marks & 0xffff) != 0) break;
+    if (<u16>(marks >> 16) != epoch) store<u16>(cp, epoch, STAMP);
+    p = cp;
+    steps++;
+  }
+  return steps;
+}
+
 /** The child of `parent` for this block, or 0. */
 export function childFind(parent: u32, local: u64): u32 {
   const pp = nodeAt(parent);
@@ -271,6 +322,29 @@ export function childFind(parent: u32, local: u64): u32 {
     c = load<u32>(cp, NEXT);
   }
   return 0;
+}
+
+// The root's children by block, direct-mapped, for findMatches: every lookup
+// starts at the root, and the root's children share the children table with
+// every wide node's, so its slot there is rarely in cache; these 4 KiB are.
+// An entry is a node id (0: none) and is only a hint: rootChild takes it when
+// the record is a live child of the root for the block (the only one), and
+// otherwise asks childFind and remembers the answer. Nothing else writes here,
+// so no change to the tree needs to touch it.
+const ROOT_HINT_BITS: u32 = 10;
+const rootHints: usize = memory.data(4 << ROOT_HINT_BITS, 16);
+
+/** childFind(ROOT, local) through the hints. */
+export function rootChild(local: u64): u32 {
+  const hint = rootHints + ((<usize>(<u32>local & ((1 << ROOT_HINT_BITS) - 1))) << 2);
+  const c = load<u32>(hint);
+  if (c != 0 && c < poolTop) {
+    const cp = nodeAt(c);
+    if (load<u64>(cp, LOCAL) == local && load<u32>(cp, PARENT) == ROOT && (load<u32>(cp, INFO) & FREE) == 0) return c;
+  }
+  const found = childFind(ROOT, local);
+  if (found != 0) store<u32>(hint, found);
+  return found;
 }
 
 /**

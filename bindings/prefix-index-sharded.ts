@@ -32,7 +32,7 @@ import {
   type PrefixIndexOptions,
   type PrefixIndexStats,
 } from './prefix-index-api.js';
-import { PrefixIndex, type Eviction, type RoutedTop } from './prefix-index.js';
+import { PrefixIndex, type Eviction, type RoutedTop, type WireOutcome } from './prefix-index.js';
 
 /** Most index bytes a shard is given: a wasm32 memory holds 4 GiB, and the heap needs room to move tables. */
 export const SHARD_BOUND_BYTES = 3 * 2 ** 30;
@@ -103,6 +103,12 @@ export class ShardedPrefixIndex implements PrefixIndexApi {
     return this.shardOf(this.workers.ensure(worker.id, worker.rank)).applyStored(worker, parent, external, local);
   }
 
+  /** PrefixIndex.applyWire on the worker's shard; null (nothing applied) for a worker without a slot. */
+  applyWire(worker: WorkerKey, payload: Uint8Array, blockSize: number, seed: bigint): WireOutcome | null {
+    const slot = this.workers.slotOf(worker.id, worker.rank);
+    return slot === undefined ? null : this.shardOf(slot).applyWire(slot, payload, blockSize, seed);
+  }
+
   applyRemoved(worker: WorkerKey, external: ArrayLike<bigint>): void {
     checkWorker(worker);
     const slot = this.workers.slotOf(worker.id, worker.rank);
@@ -132,13 +138,11 @@ export class ShardedPrefixIndex implements PrefixIndexApi {
     const hashes = local instanceof BigUint64Array ? local : BigUint64Array.from(local as ArrayLike<bigint>);
     let count = 0;
     for (const shard of this.shards) {
-      const r = shard.findMatches(hashes);
-      if (r.count === 0) continue;
-      this.reserveMerged(count + r.count);
-      // A shard's views are exactly its count long.
-      this.mergedSlots.set(r.slots, count);
-      this.mergedDepths.set(r.depths, count);
-      count += r.count;
+      const found = shard.findChecked(hashes);
+      if (found === 0) continue;
+      this.reserveMerged(count + found);
+      shard.copyMatches(this.mergedSlots, this.mergedDepths, count, found);
+      count += found;
     }
     const slots = this.mergedSlots.subarray(0, count);
     const depths = this.mergedDepths.subarray(0, count);

@@ -33,6 +33,7 @@ import {
   type PrefixIndexStats,
 } from './prefix-index-api.js';
 import { eventsFromSnapshot, type SnapshotId, type SnapshotNode } from './prefix-index-dump.js';
+import { WIRE_APPLIED, WIRE_NOT_SCANNED, WIRE_NO_MEMORY_STORING, WIRE_NO_SCRATCH, WireBuffer, type WireExports, type WireTally } from './kv-wire-reader.js';
 
 export { IndexFailure } from './prefix-index-api.js';
 export type { IndexEvent, MatchResult, PrefixIndexApi, PrefixIndexOptions, PrefixIndexStats } from './prefix-index-api.js';
@@ -99,6 +100,12 @@ export interface Eviction {
   external: bigint;
 }
 
+/** What applyWire did: the tally of the events applied, and the failure that stopped the batch, if one did. */
+export interface WireOutcome {
+  tally: WireTally;
+  failure: IndexFailure | null;
+}
+
 export interface PrefixIndexCoreOptions extends PrefixIndexOptions {
   core?: Core;
   workers?: WorkerSlots;
@@ -111,7 +118,7 @@ export interface PrefixIndexCoreOptions extends PrefixIndexOptions {
 export class PrefixIndex implements PrefixIndexApi {
   readonly workers: WorkerSlots;
   readonly core: Core;
-  private readonly k: IndexExports & CoreExports;
+  private readonly k: IndexExports & WireExports & CoreExports;
   private readonly ownsSlots: boolean;
   private readonly shardCount: number;
   private readonly shardIndex: number;
@@ -121,6 +128,10 @@ export class PrefixIndex implements PrefixIndexApi {
   private inputCapacity = 0;
   private inputView: BigUint64Array = new BigUint64Array(0);
   private inputGeneration = -1;
+  // The whole memory as u32 words, for copyMatches, and the generation it was made under.
+  private words: Uint32Array = new Uint32Array(0);
+  private wordsGeneration = -1;
+  private wire: WireBuffer | null = null;
 
   constructor(opts: PrefixIndexCoreOptions = {}) {
     const options = resolveIndexOptions(opts);
@@ -130,7 +141,7 @@ export class PrefixIndex implements PrefixIndexApi {
     }
     this.core = opts.core ?? new Core();
     this.core.claim('index');
-    this.k = this.core.kernel<IndexExports>();
+    this.k = this.core.kernel<IndexExports & WireExports>();
     this.ownsSlots = !opts.workers;
     this.workers = opts.workers ?? new WorkerSlots();
     this.shardCount = shard.count;
@@ -164,6 +175,36 @@ export class PrefixIndex implements PrefixIndexApi {
     }
     if (status === NO_MEMORY) this.noMemory(slot, 'storing');
     return status === STORED;
+  }
+
+  /**
+   * Applies a batch WireReader.scan accepted to model slot `slot` of this
+   * core, from its bytes: stores hashed at blockSize under seed, removals,
+   * clears, in order, through the same core calls as applyStored,
+   * applyRemoved and clearSlot. A failure stops the batch where it happened,
+   * with the same clearing and count as theirs, and comes back with the tally
+   * of the events applied before it. Null when the core has no room for the
+   * payload: nothing was applied.
+   */
+  applyWire(slot: number, payload: Uint8Array, blockSize: number, seed: bigint): WireOutcome | null {
+    this.wire ??= new WireBuffer(this.core, this.k);
+    if (!this.wire.stage(payload)) return null;
+    this.core.wrote('matches');
+    let status: number;
+    try {
+      status = this.k.wireApply(this.local(slot), payload.length, blockSize, seed);
+    } catch (error) {
+      const tally = this.wire.tally();
+      return { tally, failure: failureOf(() => this.trapped(error, slot)) };
+    } finally {
+      this.forgetInput();
+    }
+    if (status === WIRE_NO_SCRATCH) return null;
+    if (status === WIRE_NOT_SCANNED) throw new Error('applyWire was given a payload WireReader.scan does not accept');
+    const tally = this.wire.tally();
+    if (status === WIRE_APPLIED) return { tally, failure: null };
+    const doing = status === WIRE_NO_MEMORY_STORING ? 'storing' : `staging an event of ${tally.failedHashes} hashes of`;
+    return { tally, failure: failureOf(() => this.noMemory(slot, doing)) };
   }
 
   applyRemoved(worker: WorkerKey, external: ArrayLike<bigint>): void {
@@ -228,6 +269,32 @@ export class PrefixIndex implements PrefixIndexApi {
     }
     this.core.wrote('matches');
     return this.result(this.k.indexFind(ptr, count, earlyExit ? 1 : 0));
+  }
+
+  /**
+   * findMatches for a merge over shards (bindings/prefix-index-sharded.ts):
+   * the hashes were checked by the caller, the pairs stay in the core for
+   * copyMatches, and no views are made. Returns how many pairs there are.
+   */
+  findChecked(local: BigUint64Array): number {
+    const view = this.input(local.length);
+    if (!view) return 0;
+    view.set(local);
+    this.core.wrote('matches');
+    return this.k.indexFind(this.inputPtr, local.length, 0) >>> 0;
+  }
+
+  /** Copies the `count` pairs the last findChecked found to slots and depths from `at`. */
+  copyMatches(slots: Uint32Array, depths: Uint32Array, at: number, count: number): void {
+    // findChecked just checked the memory's generation: the word view made under it still holds.
+    if (this.wordsGeneration !== this.inputGeneration) {
+      this.words = this.core.u32(0, this.core.memoryBytes >>> 2);
+      this.wordsGeneration = this.inputGeneration;
+    }
+    const from = this.k.indexOutSlots() >>> 2;
+    const depthsFrom = this.k.indexOutDepths() >>> 2;
+    slots.set(this.words.subarray(from, from + count), at);
+    depths.set(this.words.subarray(depthsFrom, depthsFrom + count), at);
   }
 
   insertRouted(worker: WorkerKey, local: ArrayLike<bigint>, nowMs: number): void {
@@ -367,6 +434,12 @@ export class PrefixIndex implements PrefixIndexApi {
     throw new IndexFailure('no-memory', [worker], `the prefix index ran out of memory ${doing} worker ${workerLabel(worker)}; its cache entries were cleared`);
   }
 
+  // A wire batch stages its events in the I/O buffer itself, and may have moved it.
+  private forgetInput(): void {
+    this.inputPtr = this.k.indexInput(0) >>> 0;
+    this.inputGeneration = -1;
+  }
+
   // The I/O buffer for an update of `worker`: a buffer that cannot grow is a failed update.
   private stagingFor(worker: WorkerKey, count: number): BigUint64Array {
     const view = this.input(count);
@@ -406,6 +479,16 @@ export class PrefixIndex implements PrefixIndexApi {
       slots: this.core.u32(this.k.indexOutSlots() >>> 0, count),
       depths: this.core.u32(this.k.indexOutDepths() >>> 0, count),
     };
+  }
+}
+
+/** The IndexFailure a failure handler throws. */
+function failureOf(fail: () => never): IndexFailure {
+  try {
+    fail();
+  } catch (error) {
+    if (error instanceof IndexFailure) return error;
+    throw error;
   }
 }
 

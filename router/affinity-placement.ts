@@ -102,6 +102,15 @@ export class AffinityPlacement implements Placement<RoutedRequest> {
     return result;
   }
 
+  /**
+   * Books a request placed outside the scheduler (a disaggregated request's
+   * decode side), told to the listener like any booking so replicas see it.
+   */
+  book(request: RoutedRequest, admission: Admission): void {
+    this.partition.book(request, admission.worker, admission.cachedTokens);
+    this.listener?.booked?.(request, admission);
+  }
+
   firstToken(requestId: string): void {
     this.partition.firstToken(requestId);
     this.listener?.firstToken?.(requestId);

@@ -96,6 +96,7 @@ export class ModelFleet implements Placement<RoutedRequest> {
       tierIndex: () => this.kernels.tierIndex(),
       weights: tierWeights(options.tierWeights),
       onTiers: (matcher) => decider.useMatcher(matcher),
+      wire: this.kernels.wire,
     });
     this.constraints = new Constraints(this.set);
     this.pipeline = new Pipeline(this.policy, policyInputs(this.policy), decider, ledger, selector, this.set, this.blockSize);
@@ -150,6 +151,11 @@ export class ModelFleet implements Placement<RoutedRequest> {
   /** An ejected worker takes no new requests until it is readmitted; those in flight finish. */
   setEjected(id: string, ejected: boolean): void {
     this.set.setEjected(id, ejected, this.kernels.ledger);
+  }
+
+  /** Replaces a worker's taints (e.g. the adapters it has loaded changed). */
+  setTaints(id: string, taints: readonly string[]): void {
+    this.set.setTaints(id, taints, this.kernels.ledger);
   }
 
   hasWorker(id: string): boolean {

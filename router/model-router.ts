@@ -161,6 +161,23 @@ export class ModelRouter {
     return keys;
   }
 
+  /**
+   * Books a request the scheduler did not place (a disaggregated request's
+   * decode side); its first token and release go through bookedFirstToken
+   * and releaseBooking, so observers hear of all three as of any booking.
+   */
+  bookPlaced(request: RoutedRequest, admission: Admission): void {
+    this.placement.book(request, admission);
+  }
+
+  bookedFirstToken(requestId: string): void {
+    this.placement.firstToken(requestId);
+  }
+
+  releaseBooking(requestId: string): void {
+    this.placement.release(requestId);
+  }
+
   /** Hears of this route's own bookings and session bindings (replicas share them); null stops. */
   observe(listener: RouteListener | null): void {
     this.placement.listener = listener;
@@ -175,6 +192,12 @@ export class ModelRouter {
 
   setDraining(id: string, draining: boolean): void {
     this.partition.setDraining(id, draining);
+    this.scheduler.capacityChanged();
+  }
+
+  /** Replaces a worker's taints: what it serves, and what requests prefer it for. */
+  setTaints(id: string, taints: readonly string[]): void {
+    this.partition.setTaints(id, taints);
     this.scheduler.capacityChanged();
   }
 

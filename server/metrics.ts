@@ -9,7 +9,8 @@ import type { BodyParser } from './request/body-parser.js';
 import { CounterFamily, HistogramFamily, type CounterSeries, type HistogramSeries } from './request-instruments.js';
 import { registerRouteMetrics } from './route-metrics.js';
 import type { KvSourceCounters } from './workers/kv-sources.js';
-import { FAILURE_KINDS, type FailureKind, type WorkerHealthView } from './workers/outliers.js';
+import type { WorkerHealth } from './workers/ejection-view.js';
+import { EJECTION_REASONS, type EjectionReason, type WorkerHealthView } from './workers/outliers.js';
 import type { WorkerHandle } from './workers/registry.js';
 import type { ModelRuntime } from './workers/model-runtime.js';
 
@@ -263,7 +264,7 @@ export class RouterMetrics {
         }
       },
     });
-    const byReason = (name: string, help: string, counts: (h: WorkerHealthView) => Record<FailureKind, number>) =>
+    const byReason = (name: string, help: string, counts: (h: WorkerHealthView) => Record<EjectionReason, number>) =>
       new Counter({
         name,
         help,
@@ -273,27 +274,47 @@ export class RouterMetrics {
           this.reset();
           for (const w of source.workers()) {
             const n = counts(w.health());
-            for (const reason of FAILURE_KINDS) if (n[reason] > 0) this.labels(w.model.name, w.id, reason).inc(n[reason]);
+            for (const reason of EJECTION_REASONS) if (n[reason] > 0) this.labels(w.model.name, w.id, reason).inc(n[reason]);
           }
         },
       });
-    byReason('kvrouter_worker_ejections_total', `Times a worker was ejected, by the failure that tripped it (${FAILURE_KINDS.join(', ')})`, (h) => h.ejections);
+    byReason('kvrouter_worker_ejections_total', `Times a worker was ejected, by what tripped it (${EJECTION_REASONS.join(', ')})`, (h) => h.ejections);
     byReason(
       'kvrouter_worker_ejections_held_total',
       'Failures past the ejection threshold that left the worker in rotation, because its model would keep too few workers (max_ejection_percent, never the last)',
       (h) => h.held,
     );
+    const byProbeResult = (name: string, help: string, probes: (h: WorkerHealth) => { healthy: number; unhealthy: number }) =>
+      new Counter({
+        name,
+        help,
+        labelNames: ['model', 'worker', 'result'],
+        registers,
+        collect() {
+          this.reset();
+          for (const w of source.workers()) {
+            const n = probes(w.health());
+            if (n.healthy > 0) this.labels(w.model.name, w.id, 'healthy').inc(n.healthy);
+            if (n.unhealthy > 0) this.labels(w.model.name, w.id, 'unhealthy').inc(n.unhealthy);
+          }
+        },
+      });
+    byProbeResult('kvrouter_worker_health_probes_total', 'Health probes of ejected workers, by result (healthy readmits the worker)', (h) => h.probes);
+    byProbeResult(
+      'kvrouter_worker_stall_probes_total',
+      'Health probes of workers with requests waiting and no response progress for stall_ms, by result (unhealthy ejects the worker, reason stall)',
+      (h) => h.stall.probes,
+    );
     new Counter({
-      name: 'kvrouter_worker_health_probes_total',
-      help: 'Health probes of ejected workers, by result (healthy readmits the worker)',
-      labelNames: ['model', 'worker', 'result'],
+      name: 'kvrouter_worker_stall_aborts_total',
+      help: 'Requests in flight on a worker ejected as stalled that the router aborted there (placed again when nothing had reached the client, else ended with an error event)',
+      labelNames: ['model', 'worker'],
       registers,
       collect() {
         this.reset();
         for (const w of source.workers()) {
-          const { probes } = w.health();
-          if (probes.healthy > 0) this.labels(w.model.name, w.id, 'healthy').inc(probes.healthy);
-          if (probes.unhealthy > 0) this.labels(w.model.name, w.id, 'unhealthy').inc(probes.unhealthy);
+          const { aborted } = w.health().stall;
+          if (aborted > 0) this.labels(w.model.name, w.id).inc(aborted);
         }
       },
     });

@@ -18,7 +18,7 @@ export class RouterRuntime implements ExchangeContext {
   /** Request bodies to JSON, reusing the parse of a conversation's earlier turns. */
   readonly bodies: BodyParser;
   readonly limits: RouterConfig['limits'];
-  /** Each LoRA adapter's base model, by the adapter's name (what clients send as `model`). */
+  /** Each LoRA adapter's base model, by the adapter's name (what clients send as `model`); grows as engines list new ones. */
   readonly adapters: ReadonlyMap<string, ModelRuntime>;
   private serial = 0;
   private readonly idPrefix = `kvr-${process.pid.toString(36)}-${Date.now().toString(36)}-`;
@@ -36,7 +36,7 @@ export class RouterRuntime implements ExchangeContext {
     this.limits = config.limits;
     this.bodies = new BodyParser(config.limits.bodyReuseBytes);
     this.metrics = new RouterMetrics({ models: () => this.models.values(), workers: () => this.registry.list(), bodies: () => this.bodies });
-    this.adapters = new Map([...models.values()].flatMap((m) => m.config.adapters.map((name) => [name, m] as const)));
+    this.adapters = registry.adapters;
     replication?.registerMetrics(this.metrics.registry);
     diagnostics?.registerMetrics(this.metrics.registry);
   }

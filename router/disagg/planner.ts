@@ -87,9 +87,10 @@ export class DisaggPlanner {
     const decode = this.decodeRequest(request);
     const choice = this.route.partition.choose(this.pickRequest(decode), decode.allowedWorkers, null, null, [prefill]);
     if (RouterError.is(choice)) return choice;
-    this.route.partition.book(decode, choice.worker, decode.promptTokens);
+    // Booked through the route, so replicas hear of it: the prompt's blocks (all cached: the KV comes over) and no prefill.
+    this.route.bookPlaced(decode, { ...choice, cachedTokens: decode.promptTokens });
     // It has no prefill on that worker: from now on it counts as decoding there, as the next decode pick must see it.
-    this.route.partition.firstToken(decode.id);
+    this.route.bookedFirstToken(decode.id);
     this.decoding.set(decode.id, choice.worker);
     this.route.scheduler.capacityChanged();
     return choice;
@@ -99,7 +100,7 @@ export class DisaggPlanner {
   releaseDecode(requestId: string): void {
     const id = decodeIdOf(requestId);
     if (!this.decoding.delete(id)) return;
-    this.route.partition.release(id);
+    this.route.releaseBooking(id);
     this.route.scheduler.capacityChanged();
   }
 

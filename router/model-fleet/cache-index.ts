@@ -6,8 +6,10 @@
 // bumped on every change, so decisions made on older matches know they are
 // stale.
 import { IndexFailure, type PrefixIndexApi } from '../../bindings/prefix-index-api.js';
+import type { WireOutcome } from '../../bindings/prefix-index.js';
 import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
 import type { BlockStored, KvEventBatch } from '../kv-events.js';
+import { WireKvBatch } from '../kv-wire-batch.js';
 import { foldMedia } from '../media-keys.js';
 import { storedLocalHashes, storedSalt } from './block-keys.js';
 import type { EventHasher } from './kernels.js';
@@ -15,6 +17,11 @@ import { KvGroups } from './kv-groups.js';
 import { TierMatcher, tierOf, type Tier, type TierDepths, type TierWeights } from './tiers.js';
 import type { EventCounts } from './types.js';
 import type { WorkerSet } from './worker-set.js';
+
+/** An index that applies batches from their wire bytes (the wasm one; see PrefixIndex.applyWire). */
+export interface WireIndex {
+  applyWire(worker: WorkerKey, payload: Uint8Array, blockSize: number, seed: bigint): WireOutcome | null;
+}
 
 export interface CacheIndexParts {
   /** The device tier's index. */
@@ -28,6 +35,8 @@ export interface CacheIndexParts {
   weights: TierWeights;
   /** Called once the model fleet has more than the device tier: decisions match through this from then on. */
   onTiers: (matcher: TierMatcher) => void;
+  /** The device tier's index, when it can apply wire batches (null: every batch is applied from its events). */
+  wire: WireIndex | null;
 }
 
 export class CacheIndex {
@@ -67,6 +76,8 @@ export class CacheIndex {
     const meta = this.parts.workers.get(worker.id);
     if (!meta) return new IndexFailure('unknown-worker', [worker], `worker ${workerLabel(worker)} is not registered for model ${this.parts.workers.model}`);
     this.changes++;
+    const applied = this.applyWire(worker, batch, meta.events);
+    if (applied !== undefined) return applied;
     try {
       this.apply(worker, batch, meta.events);
     } catch (error) {
@@ -74,6 +85,28 @@ export class CacheIndex {
       throw error;
     }
     return null;
+  }
+
+  /**
+   * A batch read from bytes of the core's layout (router/kv-wire-batch.ts),
+   * applied by the index from those bytes: its events are all of the device
+   * tier, with no adapter, extra keys or cache group, so of the rules below
+   * only the block size and the parent apply, and the core follows them.
+   * Undefined when it cannot (other tiers exist, or the core had no room):
+   * the batch is then applied from its events.
+   */
+  private applyWire(worker: WorkerKey, batch: KvEventBatch, counts: EventCounts): IndexFailure | null | undefined {
+    const { wire } = this.parts;
+    if (wire === null || this.tiers.size > 1 || !(batch instanceof WireKvBatch)) return undefined;
+    const outcome = wire.applyWire(worker, batch.payload, this.parts.blockSize, this.parts.seedOf(null, null));
+    if (!outcome) return undefined;
+    const { tally } = outcome;
+    counts.stored += tally.stored;
+    counts.skippedStores += tally.skippedStores;
+    counts.blockSizeMismatches += tally.blockSizeMismatches;
+    counts.removed += tally.removed;
+    counts.cleared += tally.cleared;
+    return outcome.failure;
   }
 
   private apply(worker: WorkerKey, batch: KvEventBatch, counts: EventCounts): void {

@@ -19,6 +19,7 @@ import { Selector } from '../../bindings/selector.js';
 import type { WorkerSlots } from '../../bindings/workers.js';
 import type { MediaHasher } from '../media-keys.js';
 import type { KeyedHasher } from './block-keys.js';
+import type { WireIndex } from './cache-index.js';
 
 /** What the model fleet needs of a block hasher for KV events, salted prompts and media keys: the wasm one and its twin both fit. */
 export type EventHasher = KeyedHasher & MediaHasher;
@@ -33,6 +34,8 @@ export interface Kernels {
   readonly decider: DecisionKernel;
   /** A new, empty index like the model's, for an offloaded storage tier (on a core of its own). */
   tierIndex(): PrefixIndexApi;
+  /** The index again, when it applies KV-event batches from their wire bytes (the wasm one). */
+  readonly wire: WireIndex | null;
 }
 
 export interface KernelOptions {
@@ -56,7 +59,7 @@ export function createKernels(options: KernelOptions): Kernels {
     const ledger = new ReferenceLoadTable({ workers });
     const selector = new ReferenceSelector({ ledger, seed });
     const decider = new ReferenceDecider({ hasher, index, ledger, selector, blockSize });
-    return { core: undefined, hasher, index, ledger, selector, decider, tierIndex: () => new ReferencePrefixIndex(indexOptions) };
+    return { core: undefined, hasher, index, ledger, selector, decider, tierIndex: () => new ReferencePrefixIndex(indexOptions), wire: null };
   }
   const core = new Core();
   const hasher = new BlockHasher({ core });
@@ -67,5 +70,5 @@ export function createKernels(options: KernelOptions): Kernels {
   // the decision's core; one in the decision's core is searched in the core.
   const matcher = index.shards.length > 1 ? { find: (local: BigUint64Array) => index.findMatches(local), epoch: () => index.matchesEpoch() } : undefined;
   const tierIndex = () => new ShardedPrefixIndex({ core: new Core(), ...indexOptions, memoryBoundBytes: options.indexMemoryBytes, shards: options.indexShards });
-  return { core, hasher, index, ledger, selector, decider: new Decider({ hasher, ledger, selector, blockSize, matcher }), tierIndex };
+  return { core, hasher, index, ledger, selector, decider: new Decider({ hasher, ledger, selector, blockSize, matcher }), tierIndex, wire: index };
 }

@@ -11,10 +11,10 @@ import { TaintGroups } from './taint-groups.js';
 import { emptyCounts, type EventCounts, type WorkerSpec } from './types.js';
 
 export interface WorkerMeta {
-  readonly spec: WorkerSpec;
+  spec: WorkerSpec;
   readonly slots: readonly number[];
   /** Its taint group. */
-  readonly group: number;
+  group: number;
   draining: boolean;
   /** Out of selection after failing (outlier ejection); kept apart from the operator's draining. */
   ejected: boolean;
@@ -106,6 +106,17 @@ export class WorkerSet {
     const after = serving(meta);
     if (before !== after) this.live += after ? meta.slots.length : -meta.slots.length;
     for (const slot of meta.slots) ledger.setAvailable(slot, after);
+    this.changed();
+  }
+
+  /** Gives a worker another set of taints (what it serves changed): its ranks move to that taint group, keeping their speed class. */
+  setTaints(id: string, taints: readonly string[], ledger: LoadLedger): void {
+    const meta = this.require(id);
+    const group = this.groups.groupOf(taints);
+    meta.spec = { ...meta.spec, taints: [...taints] };
+    if (group === meta.group) return;
+    meta.group = group;
+    for (const slot of meta.slots) ledger.setGroup(slot, this.coreGroups.place(slot, group, this.coreGroups.classOf(slot)));
     this.changed();
   }
 

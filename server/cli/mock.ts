@@ -17,7 +17,7 @@ import { TRANSFER_DEFAULTS, type HandoffProtocol, type MockRole } from '../../si
 import type { PromptTokens } from '../../sim/mocker/prompt-tokens.js';
 import { DEFAULTS } from '../config/schema.js';
 import { firstCollision, offsetEndpoint, rankSockets } from '../kv-events/rank-endpoints.js';
-import { count, integer, listOf, matching, port, positive } from './options.js';
+import { count, integer, listOf, matching, port, positive, real } from './options.js';
 import { givenUuid, imagePartsOf } from '../request/media.js';
 import { promptIds } from '../request/prompt.js';
 import { FAMILY_NAMES, familyDefaults, type MultimodalFamily } from '../../router/multimodal/placeholders.js';
@@ -38,6 +38,8 @@ export interface MockCommandOptions {
   maxNumSeqs: number;
   /** Blocks of each worker's host-memory offload tier (published with medium CPU); 0: none. */
   offloadBlocks?: number;
+  /** ms to load one token's KV from the offload tier back to the GPU. */
+  offloadLoadMsPerToken?: number;
   model: string;
   /** LoRA adapters served under their own model names. */
   adapters?: string[];
@@ -168,6 +170,7 @@ export async function startMockCommand(
       maxBatchedTokens: o.maxBatchedTokens,
       maxNumSeqs: o.maxNumSeqs,
       offloadBlocks: o.offloadBlocks,
+      offloadLoadMsPerToken: o.offloadLoadMsPerToken,
     },
   });
   const shape = fleet.engines[0]!.shape;
@@ -197,7 +200,8 @@ export function registerMock(program: Command): void {
     .option('--block-size <n>', "tokens per KV block (the router's default)", count, DEFAULTS.blockSize)
     .option('--max-batched-tokens <n>', 'token budget of one engine step', count, d.maxBatchedTokens)
     .option('--max-num-seqs <n>', 'most requests running at once per worker (per rank)', count, d.maxNumSeqs)
-    .option('--offload-blocks <n>', 'blocks of a host-memory offload tier per worker, published as medium CPU (0: none)', integer(0), d.offloadBlocks)
+    .option('--offload-blocks <n>', 'blocks of a host-memory offload tier per worker, published as medium CPU, that prefixes the GPU evicted are loaded back from (0: none)', integer(0), d.offloadBlocks)
+    .option('--offload-load-ms-per-token <ms>', "time to load one token's KV from the offload tier back to the GPU", real(0, Infinity, 'a number of ms >= 0'), d.offloadLoadMsPerToken)
     .option('--model <name>', 'model name reported by /v1/models', 'mock-model')
     .option('--adapters <names>', 'LoRA adapters served under their own model names, comma-separated (vLLM --lora-modules)', names)
     .option('--tokenizer <spec>', "prompt tokenizer, as the router's tokenizer field: tiktoken:<encoding>, hf:<model dir> or bytes", DEFAULTS.tokenizer)

@@ -60,7 +60,9 @@ export async function relay(o: RelayOptions, env: NodeJS.ProcessEnv, print: (lin
     throw error;
   }
   const subjects = Array.from({ length: o.dataParallelSize }, (_, rank) => names.kvSubject(o.workerId, rank)).join(', ');
-  print(`kvrouter relay: worker ${o.workerId}: ${o.endpoint}${o.replayEndpoint ? ` (replay ${o.replayEndpoint})` : ''} -> ${url} stream ${names.kvStream}, ${subjects}`);
+  print(
+    `kvrouter relay: worker ${o.workerId}: ${o.endpoint}${o.replayEndpoint ? ` (replay ${o.replayEndpoint})` : ''} -> ${url} stream ${names.kvStream}, ${subjects}; messages of up to ${kv.stats().messageLimit} bytes`,
+  );
   return {
     relay: kv,
     link,

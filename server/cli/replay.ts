@@ -60,6 +60,9 @@ export interface ReplayCommandOptions {
   minRemotePrefillTokens?: number;
   kvBytesPerToken?: number;
   kvBandwidth?: number;
+  offloadBlocks?: number;
+  offloadLoadMsPerToken?: number;
+  cpuTierWeight?: number;
 }
 
 /** Thrown for input the user can fix; reported without a stack trace. */
@@ -87,6 +90,8 @@ const ENGINE_FLAGS: Readonly<Record<string, keyof FleetEngineShape>> = {
   maxBatchedTokens: 'maxBatchedTokens',
   maxNumSeqs: 'maxNumSeqs',
   engineSpeedup: 'speedup',
+  offloadBlocks: 'offloadBlocks',
+  offloadLoadMsPerToken: 'offloadLoadMsPerToken',
 };
 
 /** Whether the user typed the flag (rather than taking its default). */
@@ -157,9 +162,12 @@ async function replayPolicies(o: ReplayCommandOptions, explicit: Explicit): Prom
     maxBatchedTokens: o.maxBatchedTokens,
     maxNumSeqs: o.maxNumSeqs,
     speedup: o.engineSpeedup,
+    offloadBlocks: o.offloadBlocks,
+    offloadLoadMsPerToken: o.offloadLoadMsPerToken,
   };
   if (o.prefillWorkers !== undefined) return replayDisaggregation(o, workload, engine, policies.map((p) => p.label), loads, slo);
-  const settings = runSettings({ workers: o.workers, engine, eventDelayMs: o.eventDelayMs, seed: o.seed });
+  const tierWeights = o.cpuTierWeight === undefined ? undefined : { cpu: o.cpuTierWeight };
+  const settings = runSettings({ workers: o.workers, engine, tierWeights, eventDelayMs: o.eventDelayMs, seed: o.seed });
   const ideal = idealReuse(workload, engine);
   const progress = new ProgressBar(process.stderr);
   const onProgress = (label: string, done: number, total: number) => progress.update(label, done, total);
@@ -299,6 +307,9 @@ export function registerReplay(program: Command): void {
     .option('--num-blocks <n>', 'KV cache blocks per engine', count, d.numBlocks)
     .option('--max-batched-tokens <n>', 'token budget of one engine step', count, d.maxBatchedTokens)
     .option('--max-num-seqs <n>', 'most requests running at once per engine', count, d.maxNumSeqs)
+    .option('--offload-blocks <n>', 'blocks of each engine\'s host-memory offload tier, which it loads prefixes back from (0: none)', integer(0), d.offloadBlocks)
+    .option('--offload-load-ms-per-token <ms>', 'time to load one token\'s KV from the offload tier to the GPU', millis, d.offloadLoadMsPerToken)
+    .option('--cpu-tier-weight <w>', "what the router credits a block in a worker's CPU tier (tier_weights.cpu; default 0.75)", real(0, 1, 'a number in [0, 1]'))
     .option('--seed <n>', "seed of the router's random choices (and of generated workloads)", seed, 0)
     .option('--limit <n>', 'replay only the first n requests', count)
     .option('--json', 'print one JSON object per run (then per policy its capacity, when sweeping), one per line')

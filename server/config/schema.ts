@@ -54,6 +54,8 @@ export interface ModelConfig {
   name: string;
   /** LoRA adapters served under their own model names: a request naming one routes in this model's model fleet, hashed under the adapter. */
   adapters: string[];
+  /** How often each worker's /v1/models is asked which adapters it has loaded, ms; 0: never (the config says). */
+  adaptersPollMs: number;
   tokenizer: string;
   blockSize: number;
   selection: PluginRef;
@@ -156,6 +158,10 @@ export interface OutlierEjectionConfig {
   probePath: string;
   /** Most of a model's non-draining workers out at once, in percent (at least one, never the last). */
   maxEjectionPercent: number;
+  /** Quiet time (requests waiting, no headers or bytes from any) after which a worker is probed as possibly stalled (0: never). */
+  stallMs: number;
+  /** The stall probe's timeout: no healthy answer within it ejects the worker. */
+  stallProbeTimeoutMs: number;
 }
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -209,6 +215,8 @@ export const DEFAULTS = {
     probeTimeoutMs: 1000,
     probePath: '/health',
     maxEjectionPercent: 50,
+    stallMs: 10_000,
+    stallProbeTimeoutMs: 3_000,
   } satisfies OutlierEjectionConfig,
   approximate: { ttlMs: 120_000, maxBlocks: 1 << 20 },
   /** A quarter of the machine's memory, at most one core's worth (3 GiB). */
@@ -277,7 +285,8 @@ export function validateConfig(raw: unknown): RouterConfig {
     const f = new Fields(value, path);
     const name = f.string('name');
     const adapters = f.list('adapters', (v, p) => adapterName(v, p));
-    const model = finishModel(name, readModelDefaults(f, defaults), path, adapters);
+    const adaptersPollMs = f.number('adapters_poll_ms', 0, { integer: true, min: 0 });
+    const model = { ...finishModel(name, readModelDefaults(f, defaults), path, adapters), adaptersPollMs };
     f.done();
     return model;
   });
@@ -422,6 +431,8 @@ function readOutlierEjection(f: Fields): OutlierEjectionConfig {
     probeTimeoutMs: ms('probe_timeout_ms', d.probeTimeoutMs, 1),
     probePath,
     maxEjectionPercent: f.number('max_ejection_percent', d.maxEjectionPercent, { min: 1, max: 100 }),
+    stallMs: ms('stall_ms', d.stallMs, 0),
+    stallProbeTimeoutMs: ms('stall_probe_timeout_ms', d.stallProbeTimeoutMs, 1),
   };
 }
 
@@ -532,7 +543,7 @@ function finishModel(name: string, d: ModelDefaults, path: string, adapters: str
   }
   const limit = DEFAULTS.tokenizeLimit;
   const maxChars = d.tokenizeLimit.maxChars ?? (d.tokenizer.startsWith('hf:') ? limit.hfChars : limit.tiktokenChars);
-  return { name, adapters, ...d, defaultClass, tokenizeLimit: { maxChars, over: d.tokenizeLimit.over } };
+  return { name, adapters, adaptersPollMs: 0, ...d, defaultClass, tokenizeLimit: { maxChars, over: d.tokenizeLimit.over } };
 }
 
 function plugin(path: string, build: () => unknown): void {

@@ -18,7 +18,8 @@ import { Subscriber } from 'zeromq';
 import { IndexFailure } from '../../bindings/prefix-index-api.js';
 import type { WorkerKey } from '../../bindings/workers.js';
 import type { KvEventBatch } from '../../router/kv-events.js';
-import { decodeKvBatch, decodeSeq } from '../../router/kv-wire.js';
+import { decodeSeq } from '../../router/kv-wire.js';
+import { countEventTypes, readKvBatch } from '../../router/kv-wire-batch.js';
 import { ReceiveLoop } from './receive-loop.js';
 import { fetchReplay } from './replay-client.js';
 import { type SequencedBatch, type SequencerCounters, type StaleReport, WorkerSequencer } from './sequencer.js';
@@ -197,7 +198,7 @@ export class ZmqKvListener {
     let unknown = 0;
     let batch: KvEventBatch;
     try {
-      batch = decodeKvBatch(payload, { onUnknownEvent: () => unknown++ });
+      batch = readKvBatch(payload, { onUnknownEvent: () => unknown++ });
     } catch (error) {
       this.counters.decodeErrors++;
       this.report(new Error(`KV event batch ${seq} from ${this.options.endpoint} skipped: ${message(error)}`));
@@ -247,7 +248,7 @@ export class ZmqKvListener {
     if (this.closed) return null;
     const counts = state.counts;
     counts.batches++;
-    for (const event of batch.events) counts[event.type]++;
+    countEventTypes(batch, counts);
     let outcome: unknown = null;
     this.guard(() => {
       outcome = this.options.onBatch(batch, seq, state.key);

@@ -11,19 +11,24 @@
 // stream and skips the engine's replayed history up to it: a batch is taken
 // as already relayed when neither its sequence number nor its timestamp is
 // past the last one's (a restarted engine numbers from 0 again, but later).
-// A batch larger than the server's max_payload goes in parts (kv-parts.ts);
-// one holding an event too large for any message is dropped whole and
-// counted, and routers see its sequence number missing as a gap (they clear
-// the rank's entries and go on from the next batch).
+// A batch larger than one message may be (the smaller of the server's
+// max_payload and the stream's max_msg_size, headers included:
+// kv-message-limit.ts) goes in parts (kv-parts.ts); one holding an event too
+// large for any message is dropped whole and counted, and so is one the
+// stream still refuses as too large after the relay has read its limit
+// again. Routers see a dropped batch's sequence number missing as a gap (they
+// clear the rank's entries and go on from the next batch). Nothing is
+// retried that the stream will always refuse.
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { headers, type NatsConnection } from '@nats-io/transport-node';
+import { MsgHdrsImpl, type NatsConnection } from '@nats-io/transport-node';
 import type { KvEventBatch } from '../../router/kv-events.js';
 import { offsetEndpoint } from '../kv-events/rank-endpoints.js';
 import { ZmqKvListener } from '../kv-events/zmq-listener.js';
 import type { Logger } from '../workers/kv-sources.js';
+import { isTooLarge, KvMessageLimit } from './kv-message-limit.js';
 import { parsePartHeader, partHeader, splitKvBatch } from './kv-parts.js';
 import { ensureKvStream, type KvStreamRetention } from './kv-stream.js';
-import { DEFAULT_MAX_PAYLOAD, frameBudget, type NatsLink } from './link.js';
+import type { NatsLink } from './link.js';
 import { KV_HEADERS, type NatsNames } from './subjects.js';
 
 export interface KvRelayOptions {
@@ -48,7 +53,7 @@ export interface KvRelayStats {
   skipped: number;
   /** Batches dropped from a full queue. */
   dropped: number;
-  /** Batches dropped because one of their events alone is larger than the server's max_payload. */
+  /** Batches dropped because they cannot fit: one of their events alone is larger than a message may be, or the stream refused them as too large. */
   oversized: number;
   /** Batches sent in more than one message. */
   split: number;
@@ -57,6 +62,8 @@ export interface KvRelayStats {
   connected: boolean[];
   /** Per rank: the last sequence number published, or null. */
   lastSeq: (number | null)[];
+  /** The most bytes one message may take now (headers included): the smaller of max_payload and the stream's max_msg_size. */
+  messageLimit: number;
 }
 
 interface Pending {
@@ -72,6 +79,7 @@ export class KvRelay {
   private readonly lastSeq: (number | null)[];
   private readonly ranks: number;
   private readonly maxQueued: number;
+  private readonly limit: KvMessageLimit;
   private counts = { relayed: 0, skipped: 0, dropped: 0, oversized: 0, split: 0 };
   private pumping = false;
   private started: Promise<void> | null = null;
@@ -81,6 +89,7 @@ export class KvRelay {
     this.ranks = options.dataParallelSize ?? 1;
     this.maxQueued = options.maxQueued ?? 100_000;
     this.lastSeq = new Array<number | null>(this.ranks).fill(null);
+    this.limit = new KvMessageLimit(options.link, options.names.kvStream, options.warn);
   }
 
   /** Resolves once the stream is ready and the engine's publisher is subscribed (waits for NATS). */
@@ -92,7 +101,8 @@ export class KvRelay {
           first = false;
           this.prepare(nc).then(resolve, reject);
         } else {
-          void this.pump();
+          // The server may be another one, or the stream changed while the relay was away.
+          void this.limit.read(nc).then(() => this.pump());
         }
       });
     });
@@ -100,7 +110,13 @@ export class KvRelay {
   }
 
   stats(): KvRelayStats {
-    return { ...this.counts, queued: this.queue.length, connected: this.listeners.map((l) => l.connected), lastSeq: [...this.lastSeq] };
+    return {
+      ...this.counts,
+      queued: this.queue.length,
+      connected: this.listeners.map((l) => l.connected),
+      lastSeq: [...this.lastSeq],
+      messageLimit: this.limit.current().bytes,
+    };
   }
 
   async close(): Promise<void> {
@@ -111,6 +127,7 @@ export class KvRelay {
   private async prepare(nc: NatsConnection): Promise<void> {
     const { names, worker } = this.options;
     await ensureKvStream(nc, names, this.options.retention);
+    await this.limit.read(nc);
     const jsm = await jetstreamManager(nc);
     for (let rank = 0; rank < this.ranks; rank++) {
       const last = await jsm.streams.getMessage(names.kvStream, { last_by_subj: names.kvSubject(worker, rank) }).catch(() => null);
@@ -184,32 +201,53 @@ export class KvRelay {
     }
   }
 
-  /** Sends the batch (in parts when it must); false when it was dropped as oversized. */
+  /**
+   * Sends the batch (in parts when it must); false when it was dropped as too
+   * large. A refusal as too large is retried only under a smaller limit than
+   * the refused one (the stream's, read again), so it ends.
+   */
   private async publish(nc: NatsConnection, item: Pending): Promise<boolean> {
-    const maxPayload = this.options.link.maxPayload ?? DEFAULT_MAX_PAYLOAD;
-    const split = splitKvBatch(item.batch, frameBudget(maxPayload));
     const where = `${this.options.worker}#${item.rank}`;
-    if (split.kind === 'oversized') {
+    const drop = (why: string) => {
       this.counts.oversized++;
-      this.options.warn(
-        `KV batch ${item.seq} of ${where} dropped: its event ${split.eventIndex} alone encodes to ${split.eventBytes} bytes, over the NATS server's max_payload of ${maxPayload}; routers will see a gap and clear the rank's entries`,
-      );
+      this.options.warn(`KV batch ${item.seq} of ${where} dropped: ${why}; routers will see a gap and clear the rank's entries`);
       return false;
+    };
+    let refusedAt = Infinity;
+    for (;;) {
+      const limit = this.limit.current();
+      if (limit.bytes >= refusedAt) return drop(`the stream refused a part as too large though none was over ${refusedAt} bytes, and ${limit.bound}, read again, is ${limit.bytes}`);
+      // Every part carries headers; the largest a part of this batch can have is taken off the budget.
+      const parts = Math.max(1, item.batch.events.length);
+      const split = splitKvBatch(item.batch, limit.bytes - this.headers(item, parts - 1, parts).encode().length);
+      if (split.kind === 'oversized') return drop(`its event ${split.eventIndex} alone encodes to ${split.eventBytes} bytes, over ${limit.bound} of ${limit.bytes}`);
+      try {
+        await this.send(nc, item, split.parts);
+      } catch (error) {
+        if (!isTooLarge(error)) throw error;
+        refusedAt = limit.bytes;
+        await this.limit.read(nc);
+        continue;
+      }
+      if (split.parts.length > 1) this.counts.split++;
+      return true;
     }
-    const { parts } = split;
+  }
+
+  private async send(nc: NatsConnection, item: Pending, parts: readonly Uint8Array[]): Promise<void> {
     for (let index = 0; index < parts.length; index++) {
-      const h = headers();
-      h.set(KV_HEADERS.seq, String(item.seq));
-      h.set(KV_HEADERS.ts, String(item.batch.ts));
-      if (parts.length > 1) h.set(KV_HEADERS.part, partHeader(index, parts.length));
-      await jetstream(nc).publish(this.options.names.kvSubject(this.options.worker, item.rank), parts[index]!, {
-        headers: h,
-        timeout: 2000,
-        // The stream drops a second copy when a retry follows a publish whose ack was lost.
-        msgID: `${where}@${item.seq}/${item.batch.ts}${parts.length > 1 ? `#${index}/${parts.length}` : ''}`,
-      });
+      await jetstream(nc).publish(this.options.names.kvSubject(this.options.worker, item.rank), parts[index]!, { headers: this.headers(item, index, parts.length), timeout: 2000 });
     }
-    if (parts.length > 1) this.counts.split++;
-    return true;
+  }
+
+  /** The headers of part `index` of `count` (of the whole batch when count is 1). */
+  private headers(item: Pending, index: number, count: number): MsgHdrsImpl {
+    const h = new MsgHdrsImpl();
+    h.set(KV_HEADERS.seq, String(item.seq));
+    h.set(KV_HEADERS.ts, String(item.batch.ts));
+    if (count > 1) h.set(KV_HEADERS.part, partHeader(index, count));
+    // The stream drops a second copy when a retry follows a publish whose ack was lost.
+    h.set('Nats-Msg-Id', `${this.options.worker}#${item.rank}@${item.seq}/${item.batch.ts}${count > 1 ? `#${index}/${count}` : ''}`);
+    return h;
   }
 }

@@ -30,7 +30,7 @@ export function resolveTarget(rt: Pick<RouterRuntime, 'models' | 'adapters'>, bo
   const colon = name.lastIndexOf(':');
   const prefixed = colon > 0 ? rt.models.get(name.slice(0, colon)) : undefined;
   const adapter = name.slice(colon + 1);
-  if (prefixed && prefixed.config.adapters.includes(adapter)) return { model: prefixed, adapter };
+  if (prefixed && rt.adapters.get(adapter) === prefixed) return { model: prefixed, adapter };
   const served = [...rt.models.keys(), ...rt.adapters.keys()].join(', ');
   throw new RouterError('KVR_ERR_MODEL_NOT_FOUND', `the model "${name}" is not served here (served: ${served})`, { param: 'model' });
 }

@@ -13,7 +13,9 @@
 // Each attempt's outcome also goes to the outlier detector, which takes a
 // worker that keeps failing out of selection: a 5xx when its headers come,
 // a transport failure or timeout when it happens (mid-response too), and a
-// success only when the response has ended.
+// success only when the response has ended. A worker ejected as stalled
+// aborts the attempts waiting on it (server/workers/stall-watch.ts); they
+// end here like a broken connection, a retry or a cut stream.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { workerLabel, type WorkerKey } from '../../bindings/workers.js';
@@ -199,7 +201,7 @@ export class Exchange implements DispatchHandlers {
     if (!handle) return this.failBeforeBytes(worker, new Error(`worker ${worker.id} was removed`));
     if (scheduled) this.model.route.sent(this.id, worker);
     try {
-      handle.pool.dispatch({ path: handle.basePath + this.path, method: 'POST', headers: this.upstreamHeaders(handle, worker, extraHeaders), body }, attempt);
+      handle.dispatch({ path: handle.basePath + this.path, method: 'POST', headers: this.upstreamHeaders(handle, worker, extraHeaders), body }, attempt);
     } catch (error) {
       this.failBeforeBytes(worker, error as Error);
     }

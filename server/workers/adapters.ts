@@ -8,7 +8,6 @@
 // the adapter runs, and where it is loaded unless those workers cost more
 // even after the preference.
 import type { PreferredTaint } from '../../router/model-fleet.js';
-import type { WorkerConfig } from '../config/schema.js';
 
 const SERVES = 'kvrouter.adapter';
 const LOADED = 'kvrouter.adapter-loaded';
@@ -17,7 +16,7 @@ const LOADED = 'kvrouter.adapter-loaded';
 const LOADED_WEIGHT = 1;
 
 /** The taints a worker carries for the adapters of its model (`modelAdapters`). */
-export function adapterTaints(worker: Pick<WorkerConfig, 'adapters' | 'loadAdapters'>, modelAdapters: readonly string[]): string[] {
+export function adapterTaints(worker: { adapters: readonly string[]; loadAdapters: boolean }, modelAdapters: readonly string[]): string[] {
   const served = worker.loadAdapters ? modelAdapters : worker.adapters;
   return [...served.map((name) => `${SERVES}=${name}`), ...worker.adapters.map((name) => `${LOADED}=${name}`)];
 }

@@ -24,6 +24,17 @@ export type AttemptOutcome = 'success' | FailureKind;
 /** connect_failure: no connection, or one that broke before the answer; timeout: connect or headers timeout. */
 export type FailureKind = 'connect_failure' | 'timeout' | '5xx';
 export const FAILURE_KINDS: readonly FailureKind[] = ['connect_failure', 'timeout', '5xx'];
+/** Why a worker was ejected: a streak of failures, or a stall (stall-watch.ts: no progress, and no answer to a health probe). */
+export type EjectionReason = FailureKind | 'stall';
+export const EJECTION_REASONS: readonly EjectionReason[] = [...FAILURE_KINDS, 'stall'];
+
+/** What tripped a stall ejection. */
+export interface StallDetail {
+  /** How long the worker had shown no sign of life. */
+  quietMs: number;
+  /** Attempts waiting on it then. */
+  waiting: number;
+}
 
 export interface OutlierHooks {
   /** Takes the worker out of selection, or readmits it. */
@@ -36,9 +47,10 @@ export interface OutlierHooks {
 }
 
 interface Ejection {
-  reason: FailureKind;
-  /** The consecutive failures that tripped it. */
+  reason: EjectionReason;
+  /** The consecutive failures that tripped it (a stall: its one failed probe). */
   failures: number;
+  stall: StallDetail | null;
   /** Clock ms when it was ejected. */
   since: number;
   /** The earliest readmission (since + backoff); a healthy probe from then on readmits it. */
@@ -49,8 +61,9 @@ interface Ejection {
 
 /** An ejection as seen now. */
 export interface EjectionView {
-  reason: FailureKind;
+  reason: EjectionReason;
   failures: number;
+  stall: StallDetail | null;
   streak: number;
   /** How long it stays out at least (the base, doubled for each ejection in a row). */
   backoffMs: number;
@@ -64,9 +77,9 @@ export interface WorkerHealthView {
   ejection: EjectionView | null;
   consecutiveConnectFailures: number;
   consecutive5xx: number;
-  ejections: Record<FailureKind, number>;
-  /** Thresholds crossed while the cap kept the worker in rotation. */
-  held: Record<FailureKind, number>;
+  ejections: Record<EjectionReason, number>;
+  /** Thresholds crossed (or stalls found) while the cap kept the worker in rotation. */
+  held: Record<EjectionReason, number>;
   probes: { healthy: number; unhealthy: number };
 }
 
@@ -80,12 +93,12 @@ interface WorkerHealth {
   /** When it was last readmitted. */
   returnedAt: number;
   probeTimer: Timer | undefined;
-  readonly ejections: Record<FailureKind, number>;
-  readonly held: Record<FailureKind, number>;
+  readonly ejections: Record<EjectionReason, number>;
+  readonly held: Record<EjectionReason, number>;
   readonly probes: { healthy: number; unhealthy: number };
 }
 
-const perKind = (): Record<FailureKind, number> => ({ connect_failure: 0, timeout: 0, '5xx': 0 });
+const perKind = (): Record<EjectionReason, number> => ({ connect_failure: 0, timeout: 0, '5xx': 0, stall: 0 });
 
 export class OutlierDetector {
   private readonly workers = new Map<string, WorkerHealth>();
@@ -140,7 +153,15 @@ export class OutlierDetector {
       w.connectFailures++;
       tripped = this.config.consecutiveConnectFailures > 0 && w.connectFailures >= this.config.consecutiveConnectFailures;
     }
-    if (tripped) this.eject(w, outcome);
+    if (tripped) this.eject(w, outcome, null);
+  }
+
+  /** The worker stopped answering and failed a health probe; true when it was ejected (false: the cap held it, or it is out already). */
+  stalled(id: string, stall: StallDetail): boolean {
+    const w = this.workers.get(id);
+    if (!w || w.ejection || this.closed) return false;
+    this.eject(w, 'stall', stall);
+    return w.ejection !== null;
   }
 
   view(id: string): WorkerHealthView | undefined {
@@ -152,6 +173,7 @@ export class OutlierDetector {
       ejection: e && {
         reason: e.reason,
         failures: e.failures,
+        stall: e.stall && { ...e.stall },
         streak: e.streak,
         backoffMs: e.until - e.since,
         ejectedForMs: now - e.since,
@@ -175,7 +197,7 @@ export class OutlierDetector {
     for (const w of this.workers.values()) w.probeTimer?.cancel();
   }
 
-  private eject(w: WorkerHealth, reason: FailureKind): void {
+  private eject(w: WorkerHealth, reason: EjectionReason, stall: StallDetail | null): void {
     if (!this.mayEject(w)) {
       w.held[reason]++;
       return;
@@ -184,11 +206,11 @@ export class OutlierDetector {
     if (now - w.returnedAt >= this.config.backoffResetMs) w.streak = 0;
     w.streak++;
     const backoff = Math.min(this.config.maxEjectionMs, this.config.baseEjectionMs * 2 ** (w.streak - 1));
-    const failures = reason === '5xx' ? w.serverErrors : w.connectFailures;
-    w.ejection = { reason, failures, since: now, until: now + backoff, streak: w.streak };
+    const failures = reason === 'stall' ? 1 : reason === '5xx' ? w.serverErrors : w.connectFailures;
+    w.ejection = { reason, failures, stall, since: now, until: now + backoff, streak: w.streak };
     w.ejections[reason]++;
     this.hooks.setEjected(w.id, true);
-    this.hooks.log(`worker ${w.id} ejected after ${failures} consecutive ${describeKind(reason)}; probing it from ${backoff} ms on`);
+    this.hooks.log(`worker ${w.id} ejected ${describeTrip(reason, failures, stall)}; probing it from ${backoff} ms on`);
     this.probeAt(w, now + backoff);
   }
 
@@ -235,6 +257,8 @@ export class OutlierDetector {
   }
 }
 
-function describeKind(kind: FailureKind): string {
-  return kind === '5xx' ? '5xx answers' : kind === 'timeout' ? 'failures (the last a timeout)' : 'connection failures';
+function describeTrip(reason: EjectionReason, failures: number, stall: StallDetail | null): string {
+  if (stall) return `as stalled: no response progress for ${Math.round(stall.quietMs)} ms with ${stall.waiting} request(s) waiting, and no answer to a health probe`;
+  const what = reason === '5xx' ? '5xx answers' : reason === 'timeout' ? 'failures (the last a timeout)' : 'connection failures';
+  return `after ${failures} consecutive ${what}`;
 }

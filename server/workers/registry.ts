@@ -1,22 +1,30 @@
 // The workers the router sends to: for each, its config, its model's route,
-// a keep-alive connection pool, and its KV-event source; and the outlier
-// detector that takes failing ones out of selection. Workers come from the
+// a keep-alive connection pool, and its KV-event source; the outlier
+// detector that takes failing ones out of selection, and the stall watch that
+// finds the ones that stopped answering. Workers come from the
 // config file and the admin API; removing one stops its event source at once
 // and closes its pool once the requests in flight on it have finished.
-import { Pool } from 'undici';
+import { Pool, type Dispatcher } from 'undici';
 import { RealClock } from '../../router/clock.js';
 import { roleTaints } from '../../router/disagg/roles.js';
 import { RouterError } from '../../router/errors.js';
 import type { LimitsConfig, OutlierEjectionConfig, WorkerConfig } from '../config/schema.js';
 import { startKvSource, type KvSource, type Logger, type NatsKvSourceFactory } from './kv-sources.js';
 import type { ModelRuntime } from './model-runtime.js';
-import { OutlierDetector, type WorkerHealthView } from './outliers.js';
+import type { WorkerHealth } from './ejection-view.js';
+import { OutlierDetector } from './outliers.js';
+import { StallWatch } from './stall-watch.js';
 import { adapterTaints } from './adapters.js';
+import { AdapterPoller } from './adapter-poll.js';
 
 export class WorkerHandle {
   readonly pool: Pool;
   /** Path prefix of the worker's base URL ("" at the server root). */
   readonly basePath: string;
+  /** The adapters of its model it has loaded: from the config, then from the engine's /v1/models when the model polls it. */
+  loadedAdapters: readonly string[];
+  /** Asks the engine which adapters it has loaded; null when its model does not poll. */
+  adapterPoller: AdapterPoller | null = null;
 
   constructor(
     readonly config: WorkerConfig,
@@ -24,9 +32,11 @@ export class WorkerHandle {
     readonly kv: KvSource | null,
     limits: LimitsConfig,
     private readonly outliers: OutlierDetector,
+    private readonly stalls: StallWatch,
   ) {
     const url = new URL(config.url);
     this.basePath = url.pathname === '/' ? '' : url.pathname;
+    this.loadedAdapters = config.adapters;
     this.pool = new Pool(url.origin, {
       connectTimeout: limits.connectTimeoutMs,
       headersTimeout: limits.headersTimeoutMs,
@@ -43,9 +53,20 @@ export class WorkerHandle {
     return this.model.route.partition.isDraining(this.config.id);
   }
 
-  /** Failure streaks, ejection and probe counts (outliers.ts). */
-  health(): WorkerHealthView {
-    return this.outliers.view(this.config.id)!;
+  /** Failure streaks, ejection and probe counts (outliers.ts), attempts in flight and quiet time (stall-watch.ts). */
+  health(): WorkerHealth {
+    return { ...this.outliers.view(this.config.id)!, stall: this.stalls.view(this.config.id) };
+  }
+
+  /** Sends one request on the worker's pool, watched for a stall. */
+  dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): void {
+    const watched = this.stalls.watch(this.config.id, handler);
+    try {
+      this.pool.dispatch(options, watched);
+    } catch (error) {
+      this.stalls.forget(this.config.id, watched);
+      throw error;
+    }
   }
 
   /** GETs the engine's health endpoint: healthy on a 2xx answer within the timeout. */
@@ -72,6 +93,12 @@ export class WorkerHandle {
 export class WorkerRegistry {
   private readonly workers = new Map<string, WorkerHandle>();
   readonly outliers: OutlierDetector;
+  private readonly stalls: StallWatch;
+  /**
+   * Each LoRA adapter's base model, by the adapter's name (what clients send
+   * as `model`): the configured adapters, and those the engines list.
+   */
+  readonly adapters: Map<string, ModelRuntime>;
 
   constructor(
     readonly models: ReadonlyMap<string, ModelRuntime>,
@@ -81,10 +108,19 @@ export class WorkerRegistry {
     /** KV sources for workers whose events come over NATS; null without a NATS config. */
     private readonly natsSources: NatsKvSourceFactory | null = null,
   ) {
-    this.outliers = new OutlierDetector(outlierEjection, new RealClock(), {
+    this.adapters = new Map([...models.values()].flatMap((m) => m.config.adapters.map((name) => [name, m] as const)));
+    const clock = new RealClock();
+    const probe = (id: string, timeoutMs: number) => this.workers.get(id)?.probe(outlierEjection.probePath, timeoutMs) ?? Promise.resolve(false);
+    this.outliers = new OutlierDetector(outlierEjection, clock, {
       setEjected: (id, ejected) => this.workers.get(id)?.model.route.setEjected(id, ejected),
       draining: (id) => this.workers.get(id)?.draining ?? false,
-      probe: (id) => this.workers.get(id)?.probe(outlierEjection.probePath, outlierEjection.probeTimeoutMs) ?? Promise.resolve(false),
+      probe: (id) => probe(id, outlierEjection.probeTimeoutMs),
+      log: warn,
+    });
+    this.stalls = new StallWatch(outlierEjection.stallMs, clock, {
+      probe: (id) => probe(id, outlierEjection.stallProbeTimeoutMs),
+      ejected: (id) => this.outliers.isEjected(id),
+      eject: (id, quietMs, waiting) => this.outliers.stalled(id, { quietMs, waiting }),
       log: warn,
     });
   }
@@ -108,8 +144,7 @@ export class WorkerRegistry {
       totalBlocks: config.totalBlocks,
       maxBatchedTokens: config.maxBatchedTokens,
       kvEvents: config.kvEvents.source !== 'none',
-      // Adapters and, in a disaggregated model, roles reach selection as taints of the router's own.
-      taints: [...config.taints, ...adapterTaints(config, model.config.adapters), ...(model.disagg ? roleTaints(config.role, model.config.engine) : [])],
+      taints: this.taintsOf(config, model, config.adapters),
     });
     let kv: KvSource | null;
     try {
@@ -119,16 +154,57 @@ export class WorkerRegistry {
       throw error;
     }
     this.outliers.add(config.id, config.model);
-    const handle = new WorkerHandle(config, model, kv, this.limits, this.outliers);
+    this.stalls.add(config.id);
+    const handle = new WorkerHandle(config, model, kv, this.limits, this.outliers, this.stalls);
     this.workers.set(config.id, handle);
+    if (model.config.adaptersPollMs > 0) {
+      const target = { pool: handle.pool, basePath: handle.basePath, apiKey: config.apiKey, model: model.name };
+      handle.adapterPoller = new AdapterPoller(target, model.config.adaptersPollMs, (names) => this.learnAdapters(handle, names));
+      handle.adapterPoller.start();
+    }
     return handle;
+  }
+
+  /** Adapters and, in a disaggregated model, roles reach selection as taints of the router's own. */
+  private taintsOf(config: WorkerConfig, model: ModelRuntime, loaded: readonly string[]): string[] {
+    const adapters = adapterTaints({ adapters: loaded, loadAdapters: config.loadAdapters }, this.adaptersOf(model));
+    return [...config.taints, ...adapters, ...(model.disagg ? roleTaints(config.role, model.config.engine) : [])];
+  }
+
+  private adaptersOf(model: ModelRuntime): string[] {
+    return [...this.adapters].filter(([, base]) => base === model).map(([name]) => name);
+  }
+
+  /**
+   * What a worker's engine lists as loaded: adapter names no model or other
+   * model's adapter has are taken as its model's; the worker's loaded set
+   * becomes its model's adapters among them, and the taints follow (every
+   * worker of the model's when a new adapter appeared, since workers that
+   * load adapters on demand serve it too).
+   */
+  private learnAdapters(handle: WorkerHandle, names: readonly string[]): void {
+    if (this.workers.get(handle.id) !== handle) return;
+    const model = handle.model;
+    let added = false;
+    for (const name of names) {
+      if (this.models.has(name) || this.adapters.has(name)) continue;
+      this.adapters.set(name, model);
+      added = true;
+    }
+    const loaded = [...new Set(names.filter((name) => this.adapters.get(name) === model))].sort();
+    const changed = loaded.join('\n') !== [...handle.loadedAdapters].sort().join('\n');
+    handle.loadedAdapters = loaded;
+    const affected = added ? this.list().filter((h) => h.model === model) : changed ? [handle] : [];
+    for (const h of affected) model.route.setTaints(h.id, this.taintsOf(h.config, model, h.loadedAdapters));
   }
 
   /** Forgets a worker: no new requests; those in flight finish on its pool, which then closes. */
   async remove(id: string): Promise<void> {
     const handle = this.require(id);
     this.workers.delete(id);
+    handle.adapterPoller?.close();
     this.outliers.remove(id);
+    this.stalls.remove(id);
     handle.model.route.removeWorker(id);
     await handle.kv?.close();
     void handle.pool.close().catch(() => {});
@@ -143,6 +219,8 @@ export class WorkerRegistry {
   async close(): Promise<void> {
     const handles = this.list();
     this.outliers.close();
+    this.stalls.close();
+    for (const h of handles) h.adapterPoller?.close();
     this.workers.clear();
     await Promise.all(handles.map(async (h) => {
       await h.kv?.close();

@@ -7,13 +7,13 @@
 // set of cached hashes is recorded as a KV event, so a router applying the
 // events sees exactly this cache. A cached block is a slot of typed arrays
 // (a replay stores and evicts millions), named by its BlockId while cached.
-// With an offload tier, every newly cached block is also written through to
-// host memory and published there (medium CPU) until the tier's capacity
-// drops its oldest: a block evicted from the GPU stays offloaded, as vLLM's
-// offloading connector has it.
+// With an offload tier (offload-tier.ts), every newly cached block is also
+// written through to host memory and published there (medium CPU): a block
+// evicted from the GPU stays offloaded, as vLLM's offloading connector has it.
 import type { BlockStored, KvEvent, MediaKey } from '../../router/kv-events.js';
 import type { EngineRequest } from './sequence.js';
 import { LeafHeap } from './leaf-heap.js';
+import { OffloadTier } from './offload-tier.js';
 import { halvesOf, U64Map } from './u64-map.js';
 
 /** A cached block: its slot in the cache, valid until it is evicted. */
@@ -75,8 +75,8 @@ export class BlockCache {
   private pending: KvEvent[] = [];
   /** The stored events of `pending` whose token ids are still to be copied out. */
   private drafts: StoredDraft[] = [];
-  /** Hashes in the offload tier, oldest first. */
-  private readonly offloaded = new Set<bigint>();
+  /** The host-memory tier; null: none. */
+  readonly tier: OffloadTier | null;
 
   /**
    * @param numBlocks capacity in blocks
@@ -87,9 +87,11 @@ export class BlockCache {
     readonly numBlocks: number,
     readonly blockSize: number,
     private readonly recordEvents: boolean,
-    /** Capacity of the offload tier in blocks; 0: none. */
-    private readonly offloadBlocks = 0,
+    /** Capacity of the offload tier in blocks; 0: none (with one, events must be recorded: the tier is filled from them). */
+    offloadBlocks = 0,
   ) {
+    if (offloadBlocks > 0 && !recordEvents) throw new Error('an offload tier is written through from the stored events: record them');
+    this.tier = offloadBlocks > 0 ? new OffloadTier(offloadBlocks, blockSize) : null;
     // The cache never holds more cached blocks than it has blocks: nothing here ever grows.
     this.byHash = new U64Map(numBlocks);
     this.hash = new Array<bigint>(numBlocks).fill(0n);
@@ -226,7 +228,7 @@ export class BlockCache {
     this.cached = 0;
     this.inactive = 0;
     // A reset drops every tier's blocks, as one cleared event says.
-    this.offloaded.clear();
+    this.tier?.clear();
     if (this.recordEvents) this.pending.push({ type: 'cleared' });
     return true;
   }
@@ -248,52 +250,12 @@ export class BlockCache {
       const tokens = copyTokens(draft, this.blockSize);
       draft.event.tokenIds = tokens;
       if (draft.media.some((keys) => keys !== null)) withMedia(draft.event, draft.media);
-      if (this.offloadBlocks > 0) this.offload(draft.event, tokens, offloads);
+      this.tier?.writeThrough(draft.event, tokens, offloads);
     }
     this.drafts.length = 0;
     const events = this.pending;
     this.pending = [];
     return offloads.length > 0 ? events.concat(offloads) : events;
-  }
-
-  /**
-   * The offload tier's events for a GPU store: its blocks not yet offloaded,
-   * in runs that chain to the block before each, then the oldest dropped past
-   * the tier's capacity.
-   */
-  private offload(event: BlockStored, tokenIds: Uint32Array, out: KvEvent[]): void {
-    const { blockHashes, media } = event;
-    const bs = this.blockSize;
-    let run: BlockStored | null = null;
-    let runStart = 0;
-    for (let i = 0; i < blockHashes.length; i++) {
-      const hash = blockHashes[i]!;
-      if (this.offloaded.has(hash)) {
-        run = null;
-        continue;
-      }
-      this.offloaded.add(hash);
-      if (!run) {
-        run = { ...event, blockHashes: [], tokenIds: [], medium: 'CPU', parentBlockHash: i === 0 ? event.parentBlockHash : blockHashes[i - 1]! };
-        if (media) run.media = [];
-        else delete run.media;
-        if (event.extraKeys) run.extraKeys = [];
-        out.push(run);
-        runStart = i;
-      }
-      run.blockHashes.push(hash);
-      // A run is contiguous in its GPU event, so its tokens are a view of that event's.
-      run.tokenIds = tokenIds.subarray(runStart * bs, (i + 1) * bs);
-      run.media?.push(media![i] ?? null);
-      if (run.extraKeys) (run.extraKeys as (readonly unknown[] | null)[]).push(event.extraKeys![i] ?? null);
-    }
-    const dropped: bigint[] = [];
-    for (const hash of this.offloaded) {
-      if (this.offloaded.size - dropped.length <= this.offloadBlocks) break;
-      dropped.push(hash);
-    }
-    for (const hash of dropped) this.offloaded.delete(hash);
-    if (dropped.length > 0) out.push({ type: 'removed', blockHashes: dropped, medium: 'CPU' });
   }
 
   private evict(block: BlockId): void {

@@ -20,12 +20,17 @@ export interface EngineShape {
   dpRank: number | null;
   /**
    * Blocks of a host-memory (CPU) offload tier: each full block is written
-   * through to it when computed and published with medium CPU, the oldest
-   * dropped past the capacity; 0: no tier. The engine publishes the tier for
-   * the router's index and computes offloaded blocks again (it models no
-   * load from it).
+   * through to it when computed and published with medium CPU, the least
+   * recently used evicted past the capacity; 0: no tier. A request whose
+   * prefix goes on into the tier past its GPU hits loads those blocks back.
    */
   offloadBlocks: number;
+  /**
+   * Time to load one token's KV from the offload tier back to the GPU, ms
+   * (before speedup). The default, 0.005, is about 128 KiB of KV per token
+   * over 25 GB/s of PCIe: a third of the prefill's linear term.
+   */
+  offloadLoadMsPerToken: number;
 }
 
 export interface MockEngineOptions extends Partial<EngineShape> {
@@ -59,6 +64,7 @@ export const ENGINE_DEFAULTS: EngineShape = {
   speedup: 1,
   dpRank: 0,
   offloadBlocks: 0,
+  offloadLoadMsPerToken: 0.005,
 };
 
 function positiveInteger(name: string, value: number): number {
@@ -78,6 +84,9 @@ export function resolveEngineShape(options: Partial<EngineShape>): EngineShape {
   positiveInteger('maxNumSeqs', shape.maxNumSeqs);
   checkSpeedup(shape.speedup);
   if (!Number.isInteger(shape.offloadBlocks) || shape.offloadBlocks < 0) throw new RangeError(`offloadBlocks must be an integer >= 0, got ${shape.offloadBlocks}`);
+  if (typeof shape.offloadLoadMsPerToken !== 'number' || !Number.isFinite(shape.offloadLoadMsPerToken) || shape.offloadLoadMsPerToken < 0) {
+    throw new RangeError(`offloadLoadMsPerToken must be a finite number >= 0, got ${shape.offloadLoadMsPerToken}`);
+  }
   if (shape.dpRank !== null && (!Number.isInteger(shape.dpRank) || shape.dpRank < 0)) {
     throw new RangeError(`dpRank must be an integer >= 0 or null, got ${shape.dpRank}`);
   }

@@ -38,6 +38,12 @@ export interface EngineStats {
   admittedPromptTokens: number;
   /** Prompt tokens whose KV arrived from a prefill worker (a disaggregated decode) instead of being computed. */
   receivedTokens: number;
+  /** Prompt tokens loaded back from the offload tier instead of being computed. */
+  loadedTokens: number;
+  /** Requests whose prefix is being loaded from the offload tier. */
+  loading: number;
+  /** Blocks in the offload tier. */
+  offloadedBlocks: number;
 }
 
 export class MockEngine {
@@ -51,6 +57,8 @@ export class MockEngine {
   private readonly onStep: ((step: StepReport) => void) | undefined;
   private readonly requests = new Map<string, Sequence>();
   private timer: Timer | null = null;
+  /** The timer is only waiting for a load from the offload tier (no step runs): new work may start at once. */
+  private awaitingLoad = false;
   /** The step in progress (the scheduler's one plan), from its start to its end. */
   private current: StepPlan | null = null;
   /** The requests that got a token in the step being delivered, at its start (reused step to step). */
@@ -70,9 +78,10 @@ export class MockEngine {
     this.onEvents = onEvents;
     this.onStep = onStep;
     this.hashBlocks = hashBlocks ?? chainedBlockHashes;
-    this.cache = new BlockCache(this.shape.numBlocks, this.shape.blockSize, onEvents !== undefined, this.shape.offloadBlocks);
-    this.scheduler = new BatchScheduler(new SequenceKv(this.cache), this.shape);
-    this.timing = new TimingModel(this.shape.speedup);
+    // The offload tier is filled from the stored events, so they are recorded for it even when nobody listens.
+    this.cache = new BlockCache(this.shape.numBlocks, this.shape.blockSize, onEvents !== undefined || this.shape.offloadBlocks > 0, this.shape.offloadBlocks);
+    this.timing = new TimingModel(this.shape.speedup, this.shape.offloadLoadMsPerToken);
+    this.scheduler = new BatchScheduler(new SequenceKv(this.cache), this.shape, (tokens) => this.timing.loadMs(tokens));
   }
 
   /** Makes every step from the next one on take `factor` times as long (1: back to the modelled speed). */
@@ -168,6 +177,9 @@ export class MockEngine {
       prefixHitTokens: s.prefixHitTokens,
       admittedPromptTokens: s.admittedPromptTokens,
       receivedTokens: s.receivedTokens,
+      loadedTokens: s.loadedTokens,
+      loading: s.loadingCount,
+      offloadedBlocks: c.tier?.size ?? 0,
     };
   }
 
@@ -177,6 +189,11 @@ export class MockEngine {
   }
 
   private wake(): void {
+    if (this.awaitingLoad) {
+      this.timer!.cancel();
+      this.timer = null;
+      this.awaitingLoad = false;
+    }
     if (this.timer || this.delivering || this.closed) return;
     this.timer = this.clock.at(this.clock.now(), this.stepDue);
   }
@@ -184,6 +201,7 @@ export class MockEngine {
   // The step timers' callbacks, made once: an engine sets one timer per step.
   private readonly stepDue = () => {
     this.timer = null;
+    this.awaitingLoad = false;
     this.beginStep();
   };
 
@@ -194,7 +212,16 @@ export class MockEngine {
 
   private beginStep(): void {
     if (this.closed || !this.scheduler.hasWork()) return;
-    const plan = this.scheduler.plan();
+    const plan = this.scheduler.plan(this.clock.now());
+    if (plan.requests === 0) {
+      // Nothing to compute until a load is in (what waits cannot fit beside the loads' blocks).
+      const at = this.scheduler.nextLoadDoneMs();
+      if (at !== null) {
+        this.timer = this.clock.at(at, this.stepDue);
+        this.awaitingLoad = true;
+      }
+      return;
+    }
     const kvUsage = this.cache.activeBlocks / this.cache.numBlocks;
     const ms = this.timing.stepMs({ prefillTokens: plan.prefillTokens, decoding: plan.decodes > 0, kvUtilization: kvUsage });
     const startMs = this.clock.now();
@@ -258,7 +285,9 @@ export class MockEngine {
 
   private publishEvents(): void {
     // Most steps change nothing in the cache (a decode fills private blocks only).
-    if (!this.onEvents || !this.cache.hasEvents) return;
-    this.onEvents({ ts: this.clock.now() / 1000, events: this.cache.takeEvents(), dpRank: this.shape.dpRank });
+    if (!this.cache.hasEvents) return;
+    // Taking the events writes the step's stores through to the offload tier.
+    const events = this.cache.takeEvents();
+    this.onEvents?.({ ts: this.clock.now() / 1000, events, dpRank: this.shape.dpRank });
   }
 }

@@ -23,6 +23,7 @@ import { MockEngine } from './engine.js';
 import { faultsOf } from './fault-injection.js';
 import { MockHandoff, type HandoffOptions } from './kv-handoff.js';
 import { parseMockRequest, RequestError } from './openai-request.js';
+import { LORA_ADMIN_PATHS, updateAdapters } from './lora-admin.js';
 import { errorBody } from './openai-response.js';
 import { bytePromptTokens, toTokenIds, type PromptKind, type PromptTokens, type PromptWithMedia } from './prompt-tokens.js';
 import type { MediaSpan } from '../../router/media-keys.js';
@@ -133,7 +134,8 @@ class MockHandler {
   constructor(
     private readonly ranks: readonly MockEngine[],
     private readonly modelName: string,
-    private readonly adapters: ReadonlySet<string>,
+    /** Loaded and unloaded at run time (lora-admin.ts). */
+    private readonly adapters: Set<string>,
     private readonly promptTokens: PromptTokens,
     private readonly defaultMaxTokens: number,
     private readonly maxBodyBytes: number,
@@ -164,7 +166,14 @@ class MockHandler {
       return sendJson(res, 200, { reset: reset.every(Boolean) });
     }
     if (path === '/mock/kv/pull' && method === 'POST') return this.handoff.servePull(await readBody(req, this.maxBodyBytes), res);
-    const known = kind !== undefined || ['/health', '/v1/models', '/mock/stats', '/reset_prefix_cache', '/mock/kv/pull'].includes(path);
+    const admin = LORA_ADMIN_PATHS.find((p) => p === path);
+    if (admin && method === 'POST') {
+      const text = updateAdapters(admin, await readBody(req, this.maxBodyBytes), this.adapters, this.modelName);
+      res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' });
+      res.end(text);
+      return;
+    }
+    const known = kind !== undefined || admin !== undefined || ['/health', '/v1/models', '/mock/stats', '/reset_prefix_cache', '/mock/kv/pull'].includes(path);
     if (known) throw new RequestError(`method ${method} is not allowed on ${path}`, 405, 'method_not_allowed');
     throw new RequestError(`no route for ${method} ${path}`, 404, 'not_found');
   }

@@ -5,7 +5,12 @@
 // hold a running request's next tokens, the most recently admitted running
 // request is preempted (LIFO): its blocks are freed and it goes back to the
 // front of the line, to be recomputed later except what is still cached.
+// A request whose prefix goes on past its GPU hits into the offload tier is
+// admitted to load those blocks instead (vLLM's offloading connector loads
+// them asynchronously, off the step): it takes a seat and the GPU room for
+// them, waits out the load, and joins the running requests once they are in.
 import type { Sequence } from './sequence.js';
+import type { BlockId } from './block-cache.js';
 import type { SequenceKv } from './sequence-kv.js';
 import { WaitingQueue } from './waiting-queue.js';
 
@@ -29,10 +34,15 @@ export interface SchedulerLimits {
   maxNumSeqs: number;
 }
 
+/** How long loading tokens from the offload tier takes, ms. */
+export type LoadTime = (tokens: number) => number;
+
 export class BatchScheduler {
   readonly waiting = new WaitingQueue();
   /** In admission order: the last one is the next preemption victim. */
   private running: Sequence[] = [];
+  /** Admitted requests whose prefix is being loaded from the offload tier, in admission order. */
+  private readonly loading: Sequence[] = [];
   private readonly step: StepPlan = { work: [], requests: 0, prefillTokens: 0, decodes: 0 };
   preemptions = 0;
   recomputedTokens = 0;
@@ -41,18 +51,32 @@ export class BatchScheduler {
   admittedPromptTokens = 0;
   /** Prompt tokens whose KV arrived from a prefill worker, summed over requests. */
   receivedTokens = 0;
+  /** Prompt tokens loaded from the offload tier, summed over loads. */
+  loadedTokens = 0;
 
   constructor(
     private readonly kv: SequenceKv,
     private readonly limits: SchedulerLimits,
+    private readonly loadMs: LoadTime = () => 0,
   ) {}
 
   get runningCount(): number {
     return this.running.length;
   }
 
+  get loadingCount(): number {
+    return this.loading.length;
+  }
+
   hasWork(): boolean {
-    return this.running.length > 0 || this.waiting.size > 0;
+    return this.running.length > 0 || this.waiting.size > 0 || this.loading.length > 0;
+  }
+
+  /** When the first load in progress is in; null when none is. */
+  nextLoadDoneMs(): number | null {
+    let next: number | null = null;
+    for (const seq of this.loading) if (next === null || seq.loadDoneMs < next) next = seq.loadDoneMs;
+    return next;
   }
 
   enqueue(seq: Sequence): void {
@@ -62,16 +86,19 @@ export class BatchScheduler {
   /** Takes a request out of the engine (finished or aborted) and frees its blocks. */
   remove(seq: Sequence): void {
     if (seq.state === 'waiting') this.waiting.forget();
-    if (seq.state === 'running') {
-      this.running.splice(this.running.indexOf(seq), 1);
+    if (seq.state === 'running' || seq.state === 'loading') {
+      const list = seq.state === 'running' ? this.running : this.loading;
+      list.splice(list.indexOf(seq), 1);
       this.kv.release(seq);
     }
     seq.state = 'finished';
   }
 
-  plan(): StepPlan {
+  /** Plans the step starting at `nowMs`. */
+  plan(nowMs: number): StepPlan {
     const plan = this.step;
     plan.requests = plan.prefillTokens = plan.decodes = 0;
+    this.landLoads(nowMs);
     let budget = this.limits.maxBatchedTokens;
     let preempted = false;
     for (let i = 0; i < this.running.length && budget > 0; i++) {
@@ -91,13 +118,21 @@ export class BatchScheduler {
     }
     // Like vLLM, a step that had to preempt admits nobody: the cache is full.
     if (preempted) return this.planned(plan);
-    while (budget > 0 && this.running.length < this.limits.maxNumSeqs) {
+    while (budget > 0 && this.running.length + this.loading.length < this.limits.maxNumSeqs) {
       const seq = this.waiting.peek();
       if (!seq) break;
       const hits = this.kv.prefixHits(seq);
       const free = Math.max(0, seq.received - hits.length * this.kv.blockSize);
       const n = Math.min(seq.knownTokens - hits.length * this.kv.blockSize, budget + free);
+      // A load needs the room of the tokens it brings and of those computed next, as vLLM allocates both at once.
       if (!this.kv.canGrow(seq, n, hits)) break;
+      const loads = this.kv.offloadHits(seq, hits.length);
+      if (loads > 0) {
+        if (!this.kv.canLoad(loads, hits)) break;
+        this.waiting.shift();
+        this.beginLoad(seq, hits, loads, nowMs);
+        continue;
+      }
       this.waiting.shift();
       const reused = this.kv.admit(seq, hits);
       if (seq.cachedTokens < 0) {
@@ -112,6 +147,36 @@ export class BatchScheduler {
       budget -= n - Math.min(n, free);
     }
     return this.planned(plan);
+  }
+
+  private beginLoad(seq: Sequence, hits: readonly BlockId[], loads: number, nowMs: number): void {
+    const tokens = loads * this.kv.blockSize;
+    this.kv.beginLoad(seq, hits, loads);
+    // What the engine reports as cached: the GPU hits and the loaded blocks alike, as vLLM counts them.
+    if (seq.cachedTokens < 0) {
+      seq.cachedTokens = (hits.length + loads) * this.kv.blockSize;
+      this.prefixHitTokens += seq.cachedTokens;
+      this.admittedPromptTokens += seq.promptLength;
+    }
+    this.loadedTokens += tokens;
+    seq.loadDoneMs = nowMs + this.loadMs(tokens);
+    seq.state = 'loading';
+    this.loading.push(seq);
+  }
+
+  /** Loads in by `nowMs` join the running requests, as vLLM schedules a request once its KV has arrived. */
+  private landLoads(nowMs: number): void {
+    for (let i = 0; i < this.loading.length; ) {
+      const seq = this.loading[i]!;
+      if (seq.loadDoneMs > nowMs) {
+        i++;
+        continue;
+      }
+      this.loading.splice(i, 1);
+      this.kv.finishLoad(seq);
+      seq.state = 'running';
+      this.running.push(seq);
+    }
   }
 
   private schedule(plan: StepPlan, seq: Sequence, n: number): void {

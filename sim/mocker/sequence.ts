@@ -66,7 +66,8 @@ export interface EngineRequest {
 }
 
 export class Sequence {
-  state: 'waiting' | 'running' | 'finished' = 'waiting';
+  /** 'loading': admitted, its prefix being loaded from the offload tier before it computes. */
+  state: 'waiting' | 'loading' | 'running' | 'finished' = 'waiting';
   /** Tokens (prompt, then generated) whose KV is in the cache. */
   computed = 0;
   generated = 0;
@@ -81,6 +82,9 @@ export class Sequence {
   /** Prompt tokens below this have KV that arrived from a prefill worker; a preemption loses it. */
   received: number;
   recomputedTokens = 0;
+  /** While loading: blocks after `held` coming from the offload tier, and when they are in. */
+  loadingBlocks = 0;
+  loadDoneMs = 0;
   preemptions = 0;
   firstTokenMs: number | null = null;
   finishReason: FinishReason | null = null;

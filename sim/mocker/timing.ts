@@ -36,8 +36,17 @@ export class TimingModel {
   /** Multiplies every step's time from now on (a throttled GPU, a noisy neighbour); 1 by default. */
   slowdown = 1;
 
-  constructor(readonly speedup = 1) {
+  constructor(
+    readonly speedup = 1,
+    /** ms per token loaded from the offload tier, before speedup. */
+    private readonly loadMsPerToken = 0,
+  ) {
     checkSpeedup(speedup);
+  }
+
+  /** Time to load `tokens` tokens' KV from the offload tier to the GPU, ms on the engine's clock. */
+  loadMs(tokens: number): number {
+    return (tokens * this.loadMsPerToken * this.slowdown) / this.speedup;
   }
 
   /** Duration of one step in ms on the engine's clock. */

@@ -6,7 +6,7 @@ import { wasmChainedHashes } from './engine-hasher.js';
 import { idealPrefixReuse } from './metrics.js';
 import { policyList, policyOf } from './policy-spec.js';
 import { summarize, type PolicyReport } from './report.js';
-import { checkReplayOptions, simulate, type FleetEngineShape, type ReplayRouterOptions, type SimulationResult } from './simulate.js';
+import { checkReplayOptions, simulate, type FleetEngineShape, type ReplayRouterOptions, type SimulateOptions, type SimulationResult } from './simulate.js';
 import { checkWorkload, type Workload } from './workload.js';
 
 /**
@@ -21,6 +21,8 @@ export interface ReplayOptions {
   policies: readonly string[];
   workers: number;
   engine?: Partial<FleetEngineShape>;
+  /** What the router credits a cached block in each storage tier. */
+  tierWeights?: SimulateOptions['tierWeights'];
   eventDelayMs?: number;
   arrivalSpeedup?: number;
   seed?: number;
@@ -50,7 +52,7 @@ export interface ReplayRun {
 export type ReplayRunOptions = Omit<ReplayOptions, 'policies' | 'router'>;
 
 /** The settings every run of a comparison shares, with the defaults filled in and checked. */
-export type RunSettings = Required<Pick<ReplayRunOptions, 'workers' | 'eventDelayMs' | 'arrivalSpeedup' | 'seed'>> & Pick<ReplayRunOptions, 'engine'>;
+export type RunSettings = Required<Pick<ReplayRunOptions, 'workers' | 'eventDelayMs' | 'arrivalSpeedup' | 'seed'>> & Pick<ReplayRunOptions, 'engine' | 'tierWeights'>;
 
 export function runSettings(options: ReplayRunOptions): RunSettings {
   const settings = {
@@ -59,6 +61,7 @@ export function runSettings(options: ReplayRunOptions): RunSettings {
     arrivalSpeedup: options.arrivalSpeedup ?? 1,
     seed: options.seed ?? 0,
     engine: options.engine,
+    tierWeights: options.tierWeights,
   };
   checkReplayOptions(settings);
   resolveEngineShape({ ...settings.engine });
@@ -78,6 +81,7 @@ export function replayOne(workload: Workload, run: ReplayRun, settings: RunSetti
     eventDelayMs: settings.eventDelayMs,
     seed: settings.seed,
     engine: settings.engine,
+    tierWeights: settings.tierWeights,
     arrivalSpeedup,
     label: run.label,
     // Fresh per run: policies such as round-robin keep state between decisions.

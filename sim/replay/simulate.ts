@@ -25,7 +25,7 @@ import { checkWorkload, promptTokens, sessionFinals, type ReplayRequest, type Wo
 export type ReplayRouterOptions = Pick<ModelRouterOptions, 'classes' | 'defaultClass' | 'classifier' | 'tickMs'>;
 
 /** The engine knobs a replay sets (the same for every worker). */
-export type FleetEngineShape = Pick<EngineShape, 'numBlocks' | 'blockSize' | 'maxBatchedTokens' | 'maxNumSeqs' | 'speedup'>;
+export type FleetEngineShape = Pick<EngineShape, 'numBlocks' | 'blockSize' | 'maxBatchedTokens' | 'maxNumSeqs' | 'speedup' | 'offloadBlocks' | 'offloadLoadMsPerToken'>;
 
 export interface SimulateOptions {
   /** Name the run is reported under. */
@@ -35,6 +35,8 @@ export interface SimulateOptions {
   router?: ReplayRouterOptions;
   workers: number;
   engine?: Partial<FleetEngineShape>;
+  /** What the router credits a cached block in each storage tier (default: the router's defaults). */
+  tierWeights?: ModelRouterOptions['tierWeights'];
   /** Delay between an engine publishing a KV event batch and the router applying it (ms). */
   eventDelayMs: number;
   /** Divides the workload's arrival times and session pauses. */
@@ -138,6 +140,7 @@ export function simulate(workload: Workload, options: SimulateOptions): Simulati
     blockSize: shape.blockSize,
     clock,
     policy: options.selection,
+    tierWeights: options.tierWeights,
     seed: options.seed,
     // The periodic sweep re-arms forever; on a virtual clock the run would never end.
     sweepIntervalMs: 0,

@@ -19,6 +19,8 @@ export interface DisaggStack {
   model: ModelRuntime;
   /** By worker id: p0, p1, ... for prefill, d0, d1, ... for decode, b0, ... for both. */
   servers: Map<string, MockServer>;
+  /** The router's config document (another router in front of the same fleet starts from it). */
+  document: Record<string, unknown>;
   close(): Promise<void>;
 }
 
@@ -28,6 +30,8 @@ export interface DisaggStackOptions {
   minRemotePrefillTokens?: number;
   handoff?: Omit<HandoffOptions, 'role' | 'protocol'>;
   limits?: Record<string, unknown>;
+  /** Edits the router's config document before validation (e.g. adds `nats`). */
+  edit?: (document: Record<string, unknown>) => void;
 }
 
 export async function startDisaggStack(o: DisaggStackOptions): Promise<DisaggStack> {
@@ -66,19 +70,19 @@ export async function startDisaggStack(o: DisaggStackOptions): Promise<DisaggSta
     await closeAll();
     throw error;
   }
+  const document: Record<string, unknown> = {
+    host: '127.0.0.1',
+    port: 0,
+    log_level: 'silent',
+    tokenizer: 'bytes',
+    limits: o.limits ?? {},
+    models: [{ name: MODEL, block_size: BLOCK, engine: o.engine, disaggregation: { min_remote_prefill_tokens: o.minRemotePrefillTokens ?? 256 } }],
+    workers,
+  };
+  o.edit?.(document);
   let router: RunningRouter;
   try {
-    router = await startRouter(
-      configFromDocument({
-        host: '127.0.0.1',
-        port: 0,
-        log_level: 'silent',
-        tokenizer: 'bytes',
-        limits: o.limits ?? {},
-        models: [{ name: MODEL, block_size: BLOCK, engine: o.engine, disaggregation: { min_remote_prefill_tokens: o.minRemotePrefillTokens ?? 256 } }],
-        workers,
-      }),
-    );
+    router = await startRouter(configFromDocument(document));
   } catch (error) {
     await closeAll();
     throw error;
@@ -88,6 +92,7 @@ export async function startDisaggStack(o: DisaggStackOptions): Promise<DisaggSta
     router,
     model: router.runtime.models.get(MODEL)!,
     servers,
+    document,
     close: async () => {
       await router.close();
       await closeAll();

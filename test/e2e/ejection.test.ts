@@ -7,24 +7,9 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { spawnKvrouter, type CliProcess } from '../server/cli-process.js';
+import type { CliProcess } from '../server/cli-process.js';
+import { startMockProcess } from './mock-process.js';
 import { chat, metric, MODEL, post, settled, startStack, waitFor, type Stack } from './stack.js';
-
-/** `kvrouter mock` with one worker as a child process; resolves with its URL once it listens. */
-async function startMockProcess(port: number): Promise<{ process: CliProcess; url: string }> {
-  const process = spawnKvrouter(['mock', '--port', String(port), '--workers', '1', '--engine-speedup', '20']);
-  let url = '';
-  await waitFor(
-    () => {
-      url = /worker 0: (http:\/\/\S+)\/v1/.exec(process.out())?.[1] ?? '';
-      return url !== '' || process.child.exitCode !== null;
-    },
-    'the mock worker process to listen',
-    20_000,
-  );
-  if (!url) throw new Error(`kvrouter mock did not start: ${process.err()}`);
-  return { process, url };
-}
 
 interface ReadyBody {
   ready: boolean;

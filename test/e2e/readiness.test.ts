@@ -37,8 +37,8 @@ describe('/ready', () => {
     expect(body.ready).toBe(true);
     expect(body.waiting_for_kv_events).toEqual(['mock-1']);
     expect(body.workers).toEqual([
-      { id: 'mock-0', model: MODEL, serving: true, draining: false, ejected: null, consecutive_connect_failures: 0, consecutive_5xx: 0, kv_events: { source: 'zmq', connected: true } },
-      { id: 'mock-1', model: MODEL, serving: true, draining: false, ejected: null, consecutive_connect_failures: 0, consecutive_5xx: 0, kv_events: { source: 'zmq', connected: false } },
+      { id: 'mock-0', model: MODEL, serving: true, draining: false, ejected: null, consecutive_connect_failures: 0, consecutive_5xx: 0, in_flight: 0, quiet_ms: 0, kv_events: { source: 'zmq', connected: true } },
+      { id: 'mock-1', model: MODEL, serving: true, draining: false, ejected: null, consecutive_connect_failures: 0, consecutive_5xx: 0, in_flight: 0, quiet_ms: 0, kv_events: { source: 'zmq', connected: false } },
     ]);
     // The worker without its feed still serves.
     const res = await post(`${stack.url}/v1/chat/completions`, chat('no feed'), { 'x-worker-id': 'mock-1' });

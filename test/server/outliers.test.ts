@@ -65,7 +65,7 @@ describe('O: outlier ejection', () => {
     fail('a', 1, 'timeout');
     expect(ejected.has('a')).toBe(true);
     expect(detector.view('a')!.ejection).toMatchObject({ reason: 'timeout', failures: 3, streak: 1, backoffMs: 1000 });
-    expect(detector.view('a')!.ejections).toEqual({ connect_failure: 0, timeout: 1, '5xx': 0 });
+    expect(detector.view('a')!.ejections).toEqual({ connect_failure: 0, timeout: 1, '5xx': 0, stall: 0 });
   });
 
   it('O2: consecutive 5xx answers eject at their threshold; connection failures do not reset them, a success does', () => {
@@ -207,6 +207,8 @@ describe('outlier_ejection config', () => {
       probeTimeoutMs: 1000,
       probePath: '/health',
       maxEjectionPercent: 50,
+      stallMs: 10_000,
+      stallProbeTimeoutMs: 3000,
     });
     expect(read({ base_ejection_ms: 45_000 })).toMatchObject({ baseEjectionMs: 45_000, maxEjectionMs: 45_000 });
     expect(read({ consecutive_5xx: 0, probe_path: '/v1/health' })).toMatchObject({ consecutive5xx: 0, probePath: '/v1/health' });
@@ -219,6 +221,8 @@ describe('outlier_ejection config', () => {
     [/^outlier_ejection\.probe_interval_ms: must be >= 10/, { probe_interval_ms: 1 }],
     [/^outlier_ejection\.consecutive_5xx: must be an integer/, { consecutive_5xx: 1.5 }],
     [/^outlier_ejection\.probe_intervall_ms: unknown field/, { probe_intervall_ms: 100 }],
+    [/^outlier_ejection\.stall_ms: must be an integer/, { stall_ms: 0.5 }],
+    [/^outlier_ejection\.stall_probe_timeout_ms: must be >= 1/, { stall_probe_timeout_ms: 0 }],
   ] as const)('%s', (message, section) => {
     expect(() => read(section)).toThrow(ConfigError);
     expect(() => read(section)).toThrow(message);

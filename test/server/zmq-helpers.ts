@@ -32,7 +32,8 @@ export class Recorder {
   readonly log: string[] = [];
 
   readonly onBatch = (batch: KvEventBatch, seq: number, worker: WorkerKey): void => {
-    this.batches.push({ seq, batch, worker });
+    // What the batch reads as (a batch read from its wire bytes decodes its events when they are read).
+    this.batches.push({ seq, batch: { ts: batch.ts, events: batch.events, dpRank: batch.dpRank }, worker });
     this.log.push(`batch ${seq}`);
   };
 

@@ -21,6 +21,7 @@ describe('kvrouter mock', () => {
         blockSize: 8,
         maxBatchedTokens: 256,
         maxNumSeqs: 4,
+        offloadLoadMsPerToken: 0.02,
         model: 'demo',
         defaultMaxTokens: 3,
         kvTopic: 'kv-events',
@@ -29,7 +30,7 @@ describe('kvrouter mock', () => {
     );
     try {
       expect(fleet.engines.map((e) => e.shape)).toEqual(
-        Array(2).fill({ numBlocks: 100, blockSize: 8, maxBatchedTokens: 256, maxNumSeqs: 4, speedup: 5, dpRank: 0, offloadBlocks: 0 }),
+        Array(2).fill({ numBlocks: 100, blockSize: 8, maxBatchedTokens: 256, maxNumSeqs: 4, speedup: 5, dpRank: 0, offloadBlocks: 0, offloadLoadMsPerToken: 0.02 }),
       );
       expect(lines.slice(1)).toEqual(fleet.urls.map((url, i) => `worker ${i}: ${url}/v1`));
       const body = (await (await fetch(`${fleet.urls[0]}/v1/completions`, { method: 'POST', body: '{"prompt":"x"}' })).json()) as {

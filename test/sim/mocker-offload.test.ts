@@ -3,7 +3,7 @@
 // blocks they overlap, in its own identity and in its events).
 import { describe, expect, it } from 'vitest';
 import { VirtualClock } from '../../router/clock.js';
-import type { BlockStored, KvEvent, KvEventBatch } from '../../router/kv-events.js';
+import type { BlockRemoved, BlockStored, KvEvent, KvEventBatch } from '../../router/kv-events.js';
 import { BlockCache } from '../../sim/mocker/block-cache.js';
 import { MockEngine } from '../../sim/mocker/engine.js';
 import type { RequestResult } from '../../sim/mocker/sequence.js';
@@ -46,6 +46,89 @@ describe('block cache offload tier', () => {
     const cache = new BlockCache(4, 2, true);
     cache.store(1n, null, tokens, 0);
     expect(cache.takeEvents().map((e) => (e as BlockStored).medium)).toEqual(['GPU']);
+  });
+});
+
+describe('mock engine loads from its offload tier', () => {
+  const prompt = (start: number, n: number) => Uint32Array.from({ length: n }, (_, i) => start + i);
+
+  function offloadEngine(loadMsPerToken: number, offloadBlocks = 64) {
+    const batches: KvEventBatch[] = [];
+    const clock = new VirtualClock(0);
+    // Six GPU blocks of two tokens: one 10-token prompt pushes an 8-token one out but for its first block.
+    const engine = new MockEngine({ clock, numBlocks: 6, blockSize: 2, offloadBlocks, offloadLoadMsPerToken: loadMsPerToken, onEvents: (b) => batches.push(b) });
+    const run = (id: string, tokens: Uint32Array) => {
+      const done = new Promise<RequestResult>((resolve, reject) => engine.submit({ id, tokens, maxTokens: 1, onComplete: resolve, onError: reject }));
+      clock.runAll();
+      return done;
+    };
+    return { engine, batches, clock, run };
+  }
+
+  it('loads the blocks the GPU evicted from the CPU tier, counts them cached, and takes the load time before its step', async () => {
+    const { engine, batches, run } = offloadEngine(1);
+    const a = prompt(100, 8);
+    await run('a', a);
+    const hashes = (batches[0]!.events[0] as BlockStored).blockHashes;
+    await run('b', prompt(500, 10));
+    // Block 0 of a is still on the GPU, 1..3 only in the CPU tier.
+    expect(batches.flatMap((b) => b.events).filter((e): e is BlockRemoved => e.type === 'removed' && e.medium === 'GPU').flatMap((e) => e.blockHashes)).toEqual([hashes[3], hashes[2], hashes[1]]);
+    const since = batches.length;
+    const again = await run('a2', a);
+    // GPU hit block 0, then blocks 1 and 2 loaded (the last token is always computed): 4 tokens at 1 ms each,
+    // then one step computing 2 tokens: prefill(2) = 4.209989e-7 * 4 + 1.518344e-2 * 2 + 16.50142.
+    expect(again.cachedTokens).toBe(6);
+    expect(again.ttftMs).toBeCloseTo(4 + 16.531788523, 6);
+    expect(engine.stats()).toMatchObject({ loadedTokens: 4, loading: 0, offloadedBlocks: 9 });
+    // The loaded blocks are published as GPU stores, chained to the hit, then the block the step computed;
+    // all of them were in the CPU tier already, which publishes nothing.
+    const after = batches.slice(since).flatMap((b) => b.events);
+    const stores = after.filter((e): e is BlockStored => e.type === 'stored');
+    expect(stores.map((e) => [e.medium, e.parentBlockHash, e.blockHashes])).toEqual([
+      ['GPU', hashes[0], [hashes[1], hashes[2]]],
+      ['GPU', hashes[2], [hashes[3]]],
+    ]);
+    expect(Array.from(stores[0]!.tokenIds)).toEqual([102, 103, 104, 105]);
+  });
+
+  it('is faster than computing the prefix again when a load costs less than prefill', async () => {
+    const ttft = async (offloadBlocks: number) => {
+      const { run } = offloadEngine(0.001, offloadBlocks);
+      await run('a', prompt(100, 8));
+      await run('b', prompt(500, 10));
+      return run('a2', prompt(100, 8));
+    };
+    const [loaded, computed] = [await ttft(64), await ttft(0)];
+    expect([loaded.cachedTokens, computed.cachedTokens]).toEqual([6, 2]);
+    expect(loaded.ttftMs!).toBeLessThan(computed.ttftMs!);
+  });
+
+  it('keeps a prefix in use in the tier: a lookup touches it, so the least recently used blocks go first', async () => {
+    // A tier of 9 blocks holding a (4 blocks), then c (2): b (5 more) pushes the two oldest out, a's first
+    // two, unless a was looked up since c came.
+    const { batches, run } = offloadEngine(0, 9);
+    await run('a', prompt(100, 8));
+    await run('c', prompt(900, 4));
+    const c = (batches[1]!.events[0] as BlockStored).blockHashes;
+    await run('a2', prompt(100, 8));
+    await run('b', prompt(500, 10));
+    const cpuRemoved = batches.flatMap((b) => b.events).filter((e): e is BlockRemoved => e.type === 'removed' && e.medium === 'CPU').flatMap((e) => e.blockHashes);
+    expect(cpuRemoved).toEqual(c);
+  });
+
+  it('starts a request submitted while another waits for its load at once', async () => {
+    const { engine, clock, run } = offloadEngine(50);
+    await run('a', prompt(100, 8));
+    await run('b', prompt(500, 10));
+    const start = clock.now();
+    const results: RequestResult[] = [];
+    engine.submit({ id: 'a2', tokens: prompt(100, 8), maxTokens: 1, onComplete: (r) => results.push(r) });
+    engine.submit({ id: 'd', tokens: prompt(700, 2), maxTokens: 1, onComplete: (r) => results.push(r) });
+    clock.runAll();
+    // d computes while a2's 200 ms load runs, so it finishes first, well before the load is in.
+    expect(results.map((r) => r.id)).toEqual(['d', 'a2']);
+    expect(results[0]!.finishMs - start).toBeLessThan(200);
+    expect(results[1]!.ttftMs).toBeGreaterThan(200);
   });
 });
 

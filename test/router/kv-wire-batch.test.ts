@@ -1,0 +1,220 @@
+// The wire path (router/kv-wire-batch.ts, assembly/kv-wire.ts) against the JS
+// decoder: every payload reads the same (or is rejected with the same error),
+// and a stream of batches leaves the same index, counters and failures
+// whether the core applies them from their bytes or the model fleet from
+// their decoded events, including when the core runs out of memory or traps
+// in the middle of a batch.
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { WireReader } from '../../bindings/kv-wire-reader.js';
+import { IndexFailure } from '../../bindings/prefix-index-api.js';
+import type { WorkerKey } from '../../bindings/workers.js';
+import { VirtualClock } from '../../router/clock.js';
+import type { KvEvent, KvEventBatch } from '../../router/kv-events.js';
+import { decodeKvBatch, encodeKvBatch } from '../../router/kv-wire.js';
+import { WireKvBatch, countEventTypes, readKvBatch } from '../../router/kv-wire-batch.js';
+import { ModelFleet } from '../../router/model-fleet.js';
+import { WIDE_POOLS, batchOf, damaged, pack, type Pools } from './kv-wire-batch.arbitraries.js';
+import { kvBatch } from './kv-wire.arbitraries.js';
+
+const BS = 4;
+
+type Read = { batch: { ts: number; events: KvEvent[]; dpRank: number | null }; unknown: number } | { error: string };
+
+function readWith(decode: (payload: Uint8Array, options: { onUnknownEvent: () => void }) => KvEventBatch, payload: Uint8Array): Read {
+  let unknown = 0;
+  try {
+    const b = decode(payload, { onUnknownEvent: () => unknown++ });
+    return { batch: { ts: b.ts, events: b.events, dpRank: b.dpRank }, unknown };
+  } catch (error) {
+    return { error: `${(error as Error).name}: ${(error as Error).message}` };
+  }
+}
+
+const reader = new WireReader();
+
+/** readKvBatch reads the payload as decodeKvBatch does, and the scan accepts only what the decoder accepts, with the same summary. */
+function checkRead(payload: Uint8Array): boolean {
+  const js = readWith(decodeKvBatch, payload);
+  const wire = readWith(readKvBatch, payload);
+  expect(wire).toEqual(js);
+  const summary = reader.scan(payload);
+  if (summary === null) return false;
+  if ('error' in js) throw new Error(`the scan accepted a payload the decoder rejects (${js.error})`);
+  const counts = { stored: 0, removed: 0, cleared: 0 };
+  for (const event of js.batch.events) counts[event.type]++;
+  expect(js.unknown).toBe(0);
+  expect(summary).toEqual({ ts: js.batch.ts, dpRank: js.batch.dpRank, ...counts });
+  return true;
+}
+
+describe('readKvBatch against decodeKvBatch', () => {
+  it('reads every payload of both layouts and their near misses as the JS decoder does', () => {
+    const scanned = { positional: 0, named: 0 };
+    let runs = 0;
+    fc.assert(
+      fc.property(batchOf(WIDE_POOLS, BS), (wire) => {
+        runs++;
+        if (checkRead(pack(wire))) scanned[Array.isArray(wire) ? 'positional' : 'named']++;
+      }),
+      { numRuns: 800 },
+    );
+    // Every kind was exercised: batches the core reads in each layout, and batches left to JS.
+    expect(scanned.positional).toBeGreaterThan(runs / 20);
+    expect(scanned.named).toBeGreaterThan(runs / 20);
+    expect(scanned.positional + scanned.named).toBeLessThan(runs);
+  });
+
+  it('rejects cut, changed and overlong payloads exactly as the JS decoder does', () => {
+    fc.assert(
+      fc.property(batchOf(WIDE_POOLS, BS).chain((wire) => damaged(pack(wire))), (payload) => {
+        checkRead(payload);
+      }),
+      { numRuns: 600 },
+    );
+  });
+
+  it('reads what the project encoder writes in both layouts as the JS decoder does', () => {
+    fc.assert(
+      fc.property(kvBatch, fc.constantFrom('array' as const, 'map' as const), (batch, form) => {
+        checkRead(encodeKvBatch(batch, form));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('keeps the bytes of a batch it read in the core, and counts its events without decoding them', () => {
+    const payload = encodeKvBatch(
+      {
+        ts: 5,
+        dpRank: 2,
+        events: [
+          { type: 'stored', blockHashes: [1n, 2n], parentBlockHash: null, tokenIds: [1, 2, 3, 4, 5, 6, 7, 8], blockSize: 4, loraName: null, medium: 'GPU' },
+          { type: 'removed', blockHashes: [2n], medium: null },
+          { type: 'cleared' },
+        ],
+      },
+      'array',
+    );
+    const batch = readKvBatch(payload);
+    expect(batch).toBeInstanceOf(WireKvBatch);
+    expect((batch as WireKvBatch).payload).toBe(payload);
+    const counts = { stored: 0, removed: 0, cleared: 0 };
+    countEventTypes(batch, counts);
+    expect(counts).toEqual({ stored: 1, removed: 1, cleared: 1 });
+    // A layout the core does not read (an adapter) is decoded at once.
+    const adapter = encodeKvBatch({ ts: 5, dpRank: null, events: [{ type: 'stored', blockHashes: [1n], parentBlockHash: null, tokenIds: [1, 2, 3, 4], blockSize: 4, loraName: 'sql', medium: 'GPU' }] }, 'array');
+    expect(readKvBatch(adapter)).not.toBeInstanceOf(WireKvBatch);
+  });
+});
+
+// ---- the index -------------------------------------------------------------------
+
+const WORKERS: WorkerKey[] = [0, 1, 2].map((i) => ({ id: `w${i}`, rank: 0 }));
+
+/** Small pools: stores chain to earlier ones, removals find what was stored, workers share blocks. */
+const CHAIN_POOLS: Pools = {
+  hashes: fc.bigInt({ min: 1n, max: 24n }),
+  tokens: fc.bigInt({ min: 0n, max: 5n }),
+};
+
+interface CoreHooks {
+  coreFailAllocation(after: number, trap: boolean): void;
+}
+
+function fleet(): ModelFleet {
+  const f = new ModelFleet({ model: 'm', blockSize: BS, clock: new VirtualClock(0), seed: 3 });
+  for (const w of WORKERS) f.addWorker({ id: w.id, totalBlocks: 1000, maxBatchedTokens: 8192 });
+  return f;
+}
+
+/** Everything the two fleets must agree on. */
+function state(f: ModelFleet) {
+  const { liveBytes: _live, indexBytes: _held, ...stats } = f.indexStats();
+  const dump = f.index
+    .dump()
+    .map((e) => JSON.stringify(e, (_, v) => (typeof v === 'bigint' ? v.toString() : v)))
+    .sort();
+  return { stats, dump, counts: WORKERS.map((w) => f.eventCounts(w.id)) };
+}
+
+function outcome(result: IndexFailure | null) {
+  return result === null ? null : { kind: result.kind, workers: result.workers, message: result.message };
+}
+
+const step = fc.record({
+  worker: fc.nat(WORKERS.length - 1),
+  batch: batchOf(CHAIN_POOLS, BS, 3),
+  // Now and then the core fails an allocation (or traps) after a few.
+  fail: fc.option(fc.record({ after: fc.nat(6), trap: fc.boolean() }), { nil: null, freq: 6 }),
+});
+
+describe('the wire path against the JS path, on the index', () => {
+  it('leaves the same index, counters and failures on random streams, allocation failures and traps included', () => {
+    let wired = 0;
+    let failed = 0;
+    fc.assert(
+      fc.property(fc.array(step, { minLength: 1, maxLength: 25 }), (steps) => {
+        const viaWire = fleet();
+        const viaJs = fleet();
+        for (const s of steps) {
+          const payload = pack(s.batch);
+          let js: KvEventBatch;
+          try {
+            js = decodeKvBatch(payload);
+          } catch {
+            continue; // rejected by both readers (checked above): never applied
+          }
+          const wire = readKvBatch(payload);
+          if (wire instanceof WireKvBatch) wired++;
+          if (s.fail) {
+            for (const f of [viaWire, viaJs]) f.core!.kernel<CoreHooks>().coreFailAllocation(s.fail.after, s.fail.trap);
+          }
+          const a = viaWire.applyEvents(WORKERS[s.worker]!, wire);
+          const b = viaJs.applyEvents(WORKERS[s.worker]!, js);
+          for (const f of [viaWire, viaJs]) f.core!.kernel<CoreHooks>().coreFailAllocation(-1, false);
+          if (b) failed++;
+          expect(outcome(a)).toEqual(outcome(b));
+          expect(state(viaWire)).toEqual(state(viaJs));
+        }
+      }),
+      { numRuns: 150 },
+    );
+    expect(wired).toBeGreaterThan(100);
+    expect(failed).toBeGreaterThan(5);
+  });
+
+  it.each(['array', 'map'] as const)('applies stores, parents, removals and clears from the bytes as the decoded events would (%s layout)', (form) => {
+    const viaWire = fleet();
+    const viaJs = fleet();
+    const tokens = Array.from({ length: 12 }, (_, i) => 100_000 + i);
+    const batches: KvEventBatch[] = [
+      { ts: 1, dpRank: null, events: [{ type: 'stored', blockHashes: [10n, 11n], parentBlockHash: null, tokenIds: tokens.slice(0, 8), blockSize: BS, loraName: null, medium: 'GPU' }] },
+      // Chained to 11; an unknown parent is skipped; another block size is not indexed.
+      {
+        ts: 2,
+        dpRank: null,
+        events: [
+          { type: 'stored', blockHashes: [12n], parentBlockHash: 11n, tokenIds: tokens.slice(8), blockSize: BS, loraName: null, medium: null },
+          { type: 'stored', blockHashes: [13n], parentBlockHash: 77n, tokenIds: tokens.slice(0, 4), blockSize: BS, loraName: null, medium: 'GPU' },
+          { type: 'stored', blockHashes: [14n], parentBlockHash: null, tokenIds: tokens.slice(0, 8), blockSize: 8, loraName: null, medium: 'GPU' },
+        ],
+      },
+      { ts: 3, dpRank: null, events: [{ type: 'removed', blockHashes: [12n, 55n], medium: 'GPU' }] },
+    ];
+    for (const batch of batches) {
+      const payload = encodeKvBatch(batch, form);
+      const wire = readKvBatch(payload);
+      expect(wire).toBeInstanceOf(WireKvBatch);
+      expect(viaWire.applyEvents(WORKERS[1]!, wire)).toBeNull();
+      expect(viaJs.applyEvents(WORKERS[1]!, decodeKvBatch(payload))).toBeNull();
+      expect(state(viaWire)).toEqual(state(viaJs));
+    }
+    expect(viaWire.eventCounts('w1')).toMatchObject({ stored: 2, skippedStores: 1, blockSizeMismatches: 1, removed: 1 });
+    expect(viaWire.indexStats()).toMatchObject({ blocks: 2, unknownParents: 1, unknownRemovals: 1 });
+    const clear = encodeKvBatch({ ts: 4, dpRank: null, events: [{ type: 'cleared' }] }, form);
+    expect(viaWire.applyEvents(WORKERS[1]!, readKvBatch(clear))).toBeNull();
+    expect(viaWire.indexStats().blocks).toBe(0);
+    expect(viaWire.eventCounts('w1')).toMatchObject({ cleared: 1 });
+  });
+});
