@@ -4,9 +4,11 @@
 // caches on the real clock. The defaults fit `kvrouter serve --config`
 // (examples/mock-fleet.yaml): ports apart from the router's, the router's
 // block size and default tokenizer, so the router's hashes meet the mock's.
+import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import type { KvEventBatch } from '../../router/kv-events.js';
+import type { MediaSpan } from '../../router/media-keys.js';
 import { createTokenizer } from '../../router/tokenize/index.js';
 import { ZmqKvPublisher } from '../../sim/kv-publisher.js';
 import { ENGINE_DEFAULTS } from '../../sim/mocker/engine-options.js';
@@ -16,6 +18,7 @@ import type { PromptTokens } from '../../sim/mocker/prompt-tokens.js';
 import { DEFAULTS } from '../config/schema.js';
 import { firstCollision, offsetEndpoint, rankSockets } from '../kv-events/rank-endpoints.js';
 import { count, integer, listOf, matching, port, positive, real } from './options.js';
+import { givenUuid, imagePartsOf } from '../request/media.js';
 import { promptIds } from '../request/prompt.js';
 import { FAMILY_NAMES, familyDefaults, type MultimodalFamily } from '../../router/multimodal/placeholders.js';
 
@@ -44,6 +47,8 @@ export interface MockCommandOptions {
   tokenizer?: string;
   /** Expand images into placeholder runs as this model family's engine does (with a tokenizer); absent: coarse runs. */
   multimodal?: MultimodalFamily;
+  /** Key an image sent without a uuid by a digest the router does not reproduce, as vLLM does (else by the router's identifier). */
+  ownImageDigests?: boolean;
   defaultMaxTokens: number;
   /** ZeroMQ PUB endpoint of worker 0's rank 0; each rank of each worker binds the next port (see eventPort). */
   kvEvents?: string;
@@ -113,12 +118,27 @@ export async function startKvPublishers(o: MockCommandOptions, print: (line: str
  * The mock's prompt tokenizer: the router's own for a spec (so both hash the
  * same ids, and key the same images), else the byte placeholder.
  */
-async function mockPromptTokens(spec: string | undefined, family: MultimodalFamily | undefined): Promise<PromptTokens | undefined> {
+async function mockPromptTokens(spec: string | undefined, family: MultimodalFamily | undefined, ownDigests: boolean): Promise<PromptTokens | undefined> {
   if (spec === undefined) return undefined;
   const tokenizer = await createTokenizer(spec, { readFile: (file) => readFile(file, 'utf8') });
   // An engine fetches http(s) images itself (vLLM within VLLM_IMAGE_FETCH_TIMEOUT, 5 s): so does the mock, to size them.
-  const multimodal = family ? Object.freeze({ ...familyDefaults(family), fetchImages: { timeoutMs: 5000, maxBytes: 1 << 20 } }) : null;
-  return (body, kind) => promptIds(tokenizer, body, kind, { multimodal });
+  const multimodal = family ? Object.freeze({ ...familyDefaults(family), fetchImages: { timeoutMs: 5000, maxBytes: 1 << 20 }, injectUuid: false }) : null;
+  if (!ownDigests) return (body, kind) => promptIds(tokenizer, body, kind, { multimodal });
+  return async (body, kind) => {
+    const prompt = await promptIds(tokenizer, body, kind, { multimodal });
+    return prompt.media ? { ids: prompt.ids, media: withEngineDigests(body, prompt.media) } : prompt;
+  };
+}
+
+/**
+ * The spans with each image the client sent without a uuid keyed by a digest
+ * of the engine's own, as vLLM keys it by its blake3 digest, which the router
+ * does not reproduce (an image with a uuid keeps it as its key). Spans are in
+ * the order of the image parts.
+ */
+function withEngineDigests(body: Record<string, unknown>, media: readonly MediaSpan[]): MediaSpan[] {
+  const parts = (body.messages as unknown[]).flatMap(imagePartsOf);
+  return media.map((span, k) => (givenUuid(parts[k]!) === null ? { ...span, id: createHash('sha256').update('engine digest\u0000').update(span.id).digest('hex') } : span));
 }
 
 const names = listOf(matching(/^[^\s,]+$/, 'a name without spaces'), 'comma-separated names without spaces');
@@ -137,7 +157,7 @@ export async function startMockCommand(
     workers: o.workers,
     dataParallelSize: o.dataParallelSize ?? 1,
     adapters: o.adapters ?? [],
-    promptTokens: await mockPromptTokens(o.tokenizer, o.multimodal),
+    promptTokens: await mockPromptTokens(o.tokenizer, o.multimodal, o.ownImageDigests ?? false),
     basePort: o.port,
     host: o.host,
     modelName: o.model,
@@ -186,6 +206,7 @@ export function registerMock(program: Command): void {
     .option('--adapters <names>', 'LoRA adapters served under their own model names, comma-separated (vLLM --lora-modules)', names)
     .option('--tokenizer <spec>', "prompt tokenizer, as the router's tokenizer field: tiktoken:<encoding>, hf:<model dir> or bytes", DEFAULTS.tokenizer)
     .addOption(new Option('--multimodal <family>', "expand images into the placeholder tokens this model family's engine gives them (the router's multimodal.family)").choices(FAMILY_NAMES))
+    .option('--own-image-digests', "key an image sent without a uuid by a digest of the engine's own, which the router does not reproduce, as vLLM does (default: by the router's identifier)")
     .option('--default-max-tokens <n>', 'output tokens when a request sets no max_tokens', count, 16)
     .option('--kv-events <endpoint>', "publish KV events over ZeroMQ in vLLM's wire format (worker w's rank r binds port + w x ranks + r), e.g. tcp://127.0.0.1:5557")
     .option('--kv-replay <endpoint>', 'serve event replay for gap recovery, numbered like --kv-events, e.g. tcp://127.0.0.1:5657')

@@ -4,7 +4,9 @@
 // model's own preprocessor config does (e.g. a deployment that lowers
 // max_pixels). `multimodal: false` turns it off for one model.
 // `fetch_images` lets the router read http(s) images' headers to size them
-// (off by default: see docs/configuration.md).
+// (off by default: see docs/configuration.md). `inject_uuid` has the router
+// give each image without a uuid its own identifier as the uuid it forwards
+// (unset: on for a vLLM model; see server/request/image-uuids.ts).
 import { FAMILY_NAMES, familyDefaults, type MultimodalConfig } from '../../router/multimodal/placeholders.js';
 import type { ImageFetchLimits, ModelMultimodal } from '../request/image-fetch.js';
 import { ConfigError, type Fields } from './fields.js';
@@ -26,7 +28,8 @@ const CONTENT_FORMATS = ['openai', 'string'] as const;
 
 function readSection(f: Fields): ModelMultimodal {
   const images = readImages(f);
-  return Object.freeze({ ...images, fetchImages: readFetch(f) });
+  const injectUuid = f.get('inject_uuid') === undefined ? null : f.boolean('inject_uuid', false);
+  return Object.freeze({ ...images, fetchImages: readFetch(f), injectUuid });
 }
 
 function readImages(f: Fields): MultimodalConfig {

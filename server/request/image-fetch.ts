@@ -16,8 +16,13 @@ export interface ImageFetchLimits {
   maxBytes: number;
 }
 
-/** A model's multimodal settings: the engine's placeholder runs, and whether the router fetches http(s) images to size them. */
-export type ModelMultimodal = MultimodalConfig & { fetchImages: ImageFetchLimits | null };
+/**
+ * A model's multimodal settings: the engine's placeholder runs, whether the
+ * router fetches http(s) images to size them, and whether it gives images
+ * without a uuid its own identifier as their uuid (null: when the model's
+ * engine is vLLM; see image-uuids.ts).
+ */
+export type ModelMultimodal = MultimodalConfig & { fetchImages: ImageFetchLimits | null; injectUuid: boolean | null };
 
 /** URLs remembered (least recently used dropped first). */
 const CACHE_ENTRIES = 4096;

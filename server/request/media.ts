@@ -1,9 +1,10 @@
 // The media items (images) of a chat request and where their placeholder
 // runs sit in its prompt ids, for the router's block hashes (and the
 // simulated engine's, which uses the same function). An item's identity is
-// the `uuid` the client gives it (vLLM then uses that as the item's hash
-// too), else a digest of its URL, so equal inline images (data URLs) and
-// equal image addresses are one item.
+// the `uuid` the client gives it, read where and as vLLM reads it (a member
+// of the content part, beside `type`; vLLM then uses it as the item's hash),
+// else a digest of its URL, so equal inline images (data URLs) and equal
+// image addresses are one item.
 //
 // A model with a `multimodal` config gets the engine's own runs: each image
 // part renders as the model's placeholder text, and its image token is
@@ -27,7 +28,7 @@ import type { ChatMessage, ChatOptions, PromptTokenizer } from '../../router/tok
 import { fetcherOf, type ModelMultimodal } from './image-fetch.js';
 import type { PromptBasis } from './prompt.js';
 
-const isImagePart = (part: unknown): part is object => typeof part === 'object' && part !== null && (part as { type?: unknown }).type === 'image_url';
+export const isImagePart = (part: unknown): part is object => typeof part === 'object' && part !== null && (part as { type?: unknown }).type === 'image_url';
 
 /** Whether any message has an image part. */
 export function hasImages(messages: readonly unknown[]): boolean {
@@ -38,15 +39,31 @@ export function hasImages(messages: readonly unknown[]): boolean {
 }
 
 /** The image parts of a message, in order (none for string content). */
-function imagePartsOf(message: unknown): object[] {
+export function imagePartsOf(message: unknown): object[] {
   const content = (message as { content?: unknown } | null)?.content;
   return Array.isArray(content) ? content.filter(isImagePart) : [];
 }
 
-function identityOf(part: object): string {
-  const given = (part as { uuid?: unknown }).uuid ?? ((part as { image_url?: { uuid?: unknown } }).image_url as { uuid?: unknown } | undefined)?.uuid;
-  if (typeof given === 'string' && given.length > 0) return given;
+/**
+ * The uuid a client gave an image part, as vLLM takes it: the part's own
+ * `uuid` member (one inside `image_url` is not read), any string (the empty
+ * one too), and an integer as its decimal text (vLLM applies str() to it);
+ * null when there is none the router can follow.
+ */
+export function givenUuid(part: object): string | null {
+  const given = (part as { uuid?: unknown }).uuid;
+  if (typeof given === 'string') return given;
+  if (typeof given === 'number' && Number.isSafeInteger(given)) return String(given);
+  return null;
+}
+
+/** The router's own identifier of an image: a digest of its URL (a data: URL holds the image's bytes). */
+function imageDigest(part: object): string {
   return createHash('sha256').update(imageUrlOf(part, 'image_url')).digest('hex');
+}
+
+function identityOf(part: object): string {
+  return givenUuid(part) ?? imageDigest(part);
 }
 
 function invalid(message: string): RouterError {

@@ -5,6 +5,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { RouterError } from '../../router/errors.js';
 import { asRouterError, sendError } from '../http/respond.js';
 import { requestFields, streamOf } from '../request/fields.js';
+import { injectsUuids, withImageUuids } from '../request/image-uuids.js';
 import { promptIds, type PromptKind } from '../request/prompt.js';
 import { resolveTarget, withBlockKeys } from '../request/target.js';
 import type { RouterRuntime } from '../runtime.js';
@@ -29,9 +30,10 @@ export function registerOpenAiRoutes(app: FastifyInstance, rt: RouterRuntime): v
       if (media) fields.media = media;
       // A long prompt is tokenized on another thread; the client may have left meanwhile.
       if (reply.raw.destroyed) throw new RouterError('KVR_ERR_ABORTED');
+      const sent = (media && injectsUuids(model.config.multimodal, model.config.engine) && withImageUuids(raw, body, media.map((span) => span.id))) || { raw, body };
       const exchange = model.disagg
-        ? new DisaggExchange(rt, model, request.raw, reply.raw, request.url, raw, body, arrivedAt, fields.id)
-        : new Exchange(rt, model, request.raw, reply.raw, request.url, raw, arrivedAt, fields.id);
+        ? new DisaggExchange(rt, model, request.raw, reply.raw, request.url, sent.raw, sent.body, arrivedAt, fields.id)
+        : new Exchange(rt, model, request.raw, reply.raw, request.url, sent.raw, arrivedAt, fields.id);
       exchange.start(fields, tokens);
     } catch (thrown) {
       const error = asRouterError(thrown);

@@ -2,6 +2,7 @@
 // inheritance from the top level, and errors naming the field.
 import { describe, expect, it } from 'vitest';
 import { configFromDocument } from '../../server/config/load.js';
+import { injectsUuids } from '../../server/request/image-uuids.js';
 import { configFailure as failure } from '../helpers/config-failure.js';
 
 const worker = (over: Record<string, unknown> = {}) => ({ id: 'w0', url: 'http://10.0.0.5:8000', model: 'vl', ...over });
@@ -24,6 +25,7 @@ describe('multimodal', () => {
         minPixels: 3136,
         maxPixels: 12845056,
         fetchImages: null,
+        injectUuid: null,
       },
     ]);
   });
@@ -64,8 +66,23 @@ describe('multimodal', () => {
       ],
       workers: [worker(), worker({ id: 'w1', model: 'other' })],
     });
-    expect(llava).toEqual({ kind: 'fixed', placeholder: '<image>', imageToken: '<image>', contentFormat: 'string', imageTokens: 576, fetchImages: null });
+    expect(llava).toEqual({ kind: 'fixed', placeholder: '<image>', imageToken: '<image>', contentFormat: 'string', imageTokens: 576, fetchImages: null, injectUuid: null });
     expect(fixed).toMatchObject({ kind: 'fixed', imageTokens: 256, contentFormat: 'string' });
+  });
+
+  it('sets the uuid of forwarded images as configured, else for a vLLM model only', () => {
+    const models = [
+      { name: 'vl', multimodal: { family: 'qwen2-vl' } },
+      { name: 'sg', engine: 'sglang', multimodal: { family: 'qwen2-vl' } },
+      { name: 'off', multimodal: { family: 'qwen2-vl', inject_uuid: false } },
+      { name: 'on', engine: 'sglang', multimodal: { family: 'qwen2-vl', inject_uuid: true } },
+      { name: 'text' },
+    ];
+    const config = configFromDocument({ models, workers: models.map((m, i) => worker({ id: `w${i}`, model: m.name })) }, {});
+    expect(config.models.map((m) => injectsUuids(m.multimodal, m.engine))).toEqual([true, false, false, true, false]);
+    expect(failure({ models: [{ name: 'vl', multimodal: { family: 'qwen2-vl', inject_uuid: 'yes' } }], workers: [worker()] })).toMatch(
+      /^models\[0\]\.multimodal\.inject_uuid: must be true or false/,
+    );
   });
 
   it('names the field of a bad section', () => {

@@ -29,7 +29,7 @@ beforeAll(async () => {
 const image = (url: string, extra: Record<string, unknown> = {}) => ({ type: 'image_url', image_url: { url }, ...extra });
 const ask = (content: unknown[]) => ({ messages: [{ role: 'system', content: 'You look at pictures.' }, { role: 'user', content }] });
 const run = (body: Record<string, unknown>, multimodal: MultimodalConfig | null = qwen) =>
-  promptIds(tokenizer, body, 'chat', { pool: null, multimodal: multimodal && { ...multimodal, fetchImages: null } });
+  promptIds(tokenizer, body, 'chat', { pool: null, multimodal: multimodal && { ...multimodal, fetchImages: null, injectUuid: null } });
 
 /** The prompt as the engine would tokenize it, the runs written out by hand in the user's text. */
 const byHand = (user: string) => tokenizer.encodeChat([{ role: 'system', content: 'You look at pictures.' }, { role: 'user', content: user }]);
