@@ -107,6 +107,36 @@ export async function freePorts(count: number): Promise<number> {
   }
 }
 
+export interface MockFleet {
+  mock: Child;
+  /** Router config entries for the mock's workers (model `mock-model`, each with its KV-event endpoint). */
+  workers: { id: string; url: string; model: string; kv_events: { endpoint: string; topic: string } }[];
+}
+
+/** `kvrouter mock` workers in their own process, each publishing KV events on a free port. */
+export async function startMockFleet(workers: number, args: string[] = []): Promise<MockFleet> {
+  const kvBase = await freePorts(workers);
+  const mock = start([CLI, 'mock', '--port', '0', '--workers', String(workers), '--engine-speedup', '1000', ...args, '--kv-events', `tcp://127.0.0.1:${kvBase}`]);
+  try {
+    await mock.waitFor(new RegExp(`worker ${workers - 1}: http`));
+  } catch (error) {
+    await mock.stop();
+    throw error;
+  }
+  const urls = [...mock.output().matchAll(/worker \d+: (http:\/\/[^/\s]+)\/v1/g)].map((m) => m[1]!);
+  return {
+    mock,
+    workers: urls.map((url, i) => ({ id: `w${i}`, url, model: 'mock-model', kv_events: { endpoint: `tcp://127.0.0.1:${kvBase + i}`, topic: 'kv-events' } })),
+  };
+}
+
+/** A router config on loopback and a free port, written to a temporary file; returns its path. */
+export async function writeRouterConfig(models: object[], workers: object[]): Promise<string> {
+  const config = join(await mkdtemp(join(tmpdir(), 'kvrouter-bench-')), 'router.json');
+  await writeFile(config, JSON.stringify({ host: '127.0.0.1', port: 0, models, workers }));
+  return config;
+}
+
 // ---- load generation ----
 
 export async function call(pool: Pool, path: string, body: string): Promise<void> {
@@ -210,29 +240,20 @@ export const serverSuite: BenchSuite = {
     const children: Child[] = [];
     const pools: Pool[] = [];
     try {
-      const kvBase = await freePorts(WORKERS);
-      const mock = start([CLI, 'mock', '--port', '0', '--workers', String(WORKERS), '--engine-speedup', '1000', '--kv-events', `tcp://127.0.0.1:${kvBase}`]);
-      children.push(mock);
-      await mock.waitFor(new RegExp(`worker ${WORKERS - 1}: http`));
-      const urls = [...mock.output().matchAll(/worker \d+: (http:\/\/[^/\s]+)\/v1/g)].map((m) => m[1]!);
+      const fleet = await startMockFleet(WORKERS);
+      children.push(fleet.mock);
+      const urls = fleet.workers.map((w) => w.url);
       const sink = start([SELF, '--role', 'sink']);
       children.push(sink);
       const sinkUrl = (await sink.waitFor(/listening (http:\S+)/))[1]!;
 
-      const dir = await mkdtemp(join(tmpdir(), 'kvrouter-bench-'));
-      const config = join(dir, 'router.json');
-      await writeFile(
-        config,
-        JSON.stringify({
-          host: '127.0.0.1',
-          port: 0,
-          models: [{ name: 'mock-model', block_size: 64 }, { name: 'sink-model' }],
-          workers: [
-            ...urls.map((url, i) => ({ id: `w${i}`, url, model: 'mock-model', kv_events: { endpoint: `tcp://127.0.0.1:${kvBase + i}`, topic: 'kv-events' } })),
-            // Event mode, as with real engines (the sink reports no events, as a turn adds only a block or two).
-            { id: 'sink', url: sinkUrl, model: 'sink-model', kv_events: { source: 'http' } },
-          ],
-        }),
+      const config = await writeRouterConfig(
+        [{ name: 'mock-model', block_size: 64 }, { name: 'sink-model' }],
+        [
+          ...fleet.workers,
+          // Event mode, as with real engines (the sink reports no events, as a turn adds only a block or two).
+          { id: 'sink', url: sinkUrl, model: 'sink-model', kv_events: { source: 'http' } },
+        ],
       );
       const router = start([CLI, 'serve', '--config', config]);
       children.push(router);

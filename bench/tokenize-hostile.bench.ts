@@ -14,17 +14,16 @@
 //
 // Throughput is input bytes (UTF-8) over the CPU time of the thread that
 // encodes: the machines here are shared, and CPU time is what a prompt costs.
-import { readFile, mkdtemp, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Tiktoken } from 'js-tiktoken/lite';
 import o200k from 'js-tiktoken/ranks/o200k_base';
 import { Pool } from 'undici';
 import { createTokenizer } from '../router/tokenize/index.js';
 import type { BenchSuite, Figure } from './figures.js';
-import { freePorts, start, type Child } from './server.bench.js';
+import { start, startMockFleet, writeRouterConfig, type Child } from './server.bench.js';
 import { median, percentile, round } from './stats.js';
 
 const CLI = fileURLToPath(new URL('../server/cli/main.js', import.meta.url));
@@ -171,22 +170,9 @@ async function healthFigures(quick: boolean): Promise<Figure[]> {
   const children: Child[] = [];
   const pools: Pool[] = [];
   try {
-    const kvBase = await freePorts(2);
-    const mock = start([CLI, 'mock', '--port', '0', '--workers', '2', '--engine-speedup', '1000', '--num-blocks', String(1 << 20), '--kv-events', `tcp://127.0.0.1:${kvBase}`]);
-    children.push(mock);
-    await mock.waitFor(/worker 1: http/);
-    const urls = [...mock.output().matchAll(/worker \d+: (http:\/\/[^/\s]+)\/v1/g)].map((m) => m[1]!);
-    const dir = await mkdtemp(join(tmpdir(), 'kvrouter-bench-'));
-    const config = join(dir, 'router.json');
-    await writeFile(
-      config,
-      JSON.stringify({
-        host: '127.0.0.1',
-        port: 0,
-        models: [{ name: 'mock-model', block_size: 64 }],
-        workers: urls.map((url, i) => ({ id: `w${i}`, url, model: 'mock-model', kv_events: { endpoint: `tcp://127.0.0.1:${kvBase + i}`, topic: 'kv-events' } })),
-      }),
-    );
+    const fleet = await startMockFleet(2, ['--num-blocks', String(1 << 20)]);
+    children.push(fleet.mock);
+    const config = await writeRouterConfig([{ name: 'mock-model', block_size: 64 }], fleet.workers);
     const router = start([CLI, 'serve', '--config', config]);
     children.push(router);
     const url = (await router.waitFor(/listening on (http:\S+)/))[1]!;
