@@ -32,7 +32,7 @@ export const diagnosticsSuite: BenchSuite = {
       const diagnostics = rt.diagnostics!;
       const model = rt.models.get('m')!;
       const prompt = Uint32Array.from({ length: 2048 }, (_, i) => i % 50_000);
-      const request = model.route.partition.prepare(plainFields('bench'), prompt);
+      const request = model.route.fleet.prepare(plainFields('bench'), prompt);
       const admission = { worker: { id: 'w0', rank: 0 }, overlapBlocks: 64, cachedTokens: 1024 };
       const token = Buffer.from(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":0,"model":"m","choices":[{"index":0,"delta":{"content":" word"}}]}\n\n`);
       const usage = Buffer.from(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":0,"model":"m","choices":[],"usage":{"prompt_tokens":2048,"completion_tokens":16,"total_tokens":2064,"prompt_tokens_details":{"cached_tokens":1024}}}\n\ndata: [DONE]\n\n`);
@@ -54,14 +54,14 @@ export const diagnosticsSuite: BenchSuite = {
         events: [{ type: 'stored', blockHashes: Array.from({ length: 16 }, (_, i) => BigInt(i + 1)), parentBlockHash: null, tokenIds: tokens, blockSize: BLOCK_SIZE, loraName: null, medium: 'GPU' }],
       };
       const checking = { worker: { id: 'w1', rank: 0 }, overlapBlocks: 0, cachedTokens: 0 };
-      const confirmedPrompt = model.route.partition.prepare(plainFields('bench-2'), Uint32Array.from(tokens));
+      const confirmedPrompt = model.route.fleet.prepare(plainFields('bench-2'), Uint32Array.from(tokens));
       diagnostics.dispatched(model, admission, tokens.length, performance.now()).prompt(confirmedPrompt, fields);
       model.route.applyEvents({ id: 'w0', rank: 0 }, stored);
 
       const confirmedRequest = sampleMicros(streamed(admission), samples, samples / 4);
       const checkingRequest = sampleMicros(streamed(checking), samples, samples / 4);
       const [indexOnly, withDiagnostics] = sideBySide(
-        () => void model.route.partition.applyEvents({ id: 'w0', rank: 0 }, stored),
+        () => void model.route.fleet.applyEvents({ id: 'w0', rank: 0 }, stored),
         () => void model.route.applyEvents({ id: 'w0', rank: 0 }, stored),
         samples,
       );

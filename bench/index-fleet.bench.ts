@@ -73,7 +73,7 @@ function wasmBytes(cores: Core[]): number {
 
 interface LoadedFleet {
   fleet: Fleet;
-  partition: ModelFleet;
+  modelFleet: ModelFleet;
   index: ShardedPrefixIndex;
   workers: WorkerKey[];
   shared: { pairs: number; bytes: number };
@@ -94,11 +94,11 @@ function loadFleet(shape: FleetShape): LoadedFleet {
   const pairs = shape.workers * shape.blocksPerWorker;
   // Enough cores for the fleet at about 60 bytes a pair, nothing evicted.
   const bound = Math.max(64 * 2 ** 20, Math.ceil((pairs * 60) / 2 ** 30) * 2 ** 30);
-  const partition = new ModelFleet({ model: 'fleet', blockSize: BLOCK_SIZE, clock: new VirtualClock(0), indexMemoryBytes: bound });
-  const index = partition.index as ShardedPrefixIndex;
+  const modelFleet = new ModelFleet({ model: 'fleet', blockSize: BLOCK_SIZE, clock: new VirtualClock(0), indexMemoryBytes: bound });
+  const index = modelFleet.index as ShardedPrefixIndex;
   const workers = keys(shape.workers);
-  for (const w of workers) partition.addWorker({ id: w.id, totalBlocks: FULL_BLOCKS_PER_WORKER, maxBatchedTokens: 8192 });
-  return { fleet, partition, index, workers, ...fill(fleet, index, workers) };
+  for (const w of workers) modelFleet.addWorker({ id: w.id, totalBlocks: FULL_BLOCKS_PER_WORKER, maxBatchedTokens: 8192 });
+  return { fleet, modelFleet, index, workers, ...fill(fleet, index, workers) };
 }
 
 /**
@@ -106,7 +106,7 @@ function loadFleet(shape: FleetShape): LoadedFleet {
  * shared by many workers), then its sessions, round robin a turn at a time,
  * until each holds its share. Returns the bytes and pairs of each part.
  */
-function fill(fleet: Fleet, index: ShardedPrefixIndex, workers: WorkerKey[]): Omit<LoadedFleet, 'fleet' | 'partition' | 'index' | 'workers'> {
+function fill(fleet: Fleet, index: ShardedPrefixIndex, workers: WorkerKey[]): Omit<LoadedFleet, 'fleet' | 'modelFleet' | 'index' | 'workers'> {
   const encoder = new BlockEncoder();
   let peakRss = process.memoryUsage().rss;
   const ids = new Float64Array(256);
@@ -227,7 +227,7 @@ async function fleetFigures(quick: boolean): Promise<Figure[]> {
   const started = performance.now();
   const loaded = loadFleet(shape);
   const loadSeconds = (performance.now() - started) / 1000;
-  const { index, partition } = loaded;
+  const { index, modelFleet } = loaded;
   const rnd = new Random(99);
   const fresh = { next: 2 ** 27 };
   const hasher = new BlockHasher();
@@ -251,8 +251,8 @@ async function fleetFigures(quick: boolean): Promise<Figure[]> {
   const selectMicros = new Float64Array(prompts.length);
   for (const [i, tokens] of prompts.entries()) {
     const t0 = process.hrtime.bigint();
-    const request = partition.prepare(plainFields(`q${i}`), tokens);
-    partition.choose(request);
+    const request = modelFleet.prepare(plainFields(`q${i}`), tokens);
+    modelFleet.choose(request);
     selectMicros[i] = Number(process.hrtime.bigint() - t0) / 1000;
   }
   selectMicros.sort();
@@ -403,16 +403,16 @@ async function ingestFigures(quick: boolean): Promise<Figure[]> {
   // (the core applies the batch from its bytes); decodeKvBatch the JS decoder
   // every payload the core does not read goes through.
   const endToEnd = (withRequests: boolean, read: (payload: Uint8Array) => KvEventBatch = readKvBatch): number => {
-    const partition = new ModelFleet({ model: 'ingest', blockSize: BLOCK_SIZE, clock: new VirtualClock(0) });
-    for (const w of keysOf) partition.addWorker({ id: w.id, totalBlocks: capacity, maxBatchedTokens: 8192 });
-    for (const s of steps.slice(0, start)) partition.applyEvents(keysOf[s.worker]!, read(s.payload));
-    const requests = withRequests ? requestsFor(partition, rnd, workers) : [];
+    const modelFleet = new ModelFleet({ model: 'ingest', blockSize: BLOCK_SIZE, clock: new VirtualClock(0) });
+    for (const w of keysOf) modelFleet.addWorker({ id: w.id, totalBlocks: capacity, maxBatchedTokens: 8192 });
+    for (const s of steps.slice(0, start)) modelFleet.applyEvents(keysOf[s.worker]!, read(s.payload));
+    const requests = withRequests ? requestsFor(modelFleet, rnd, workers) : [];
     let ms = 0;
     for (const [i, s] of timed.entries()) {
       const t0 = performance.now();
-      partition.applyEvents(keysOf[s.worker]!, read(s.payload));
+      modelFleet.applyEvents(keysOf[s.worker]!, read(s.payload));
       ms += performance.now() - t0;
-      if (withRequests) partition.choose(requests[i % requests.length]!);
+      if (withRequests) modelFleet.choose(requests[i % requests.length]!);
     }
     return timedBlocks / (ms / 1000);
   };
@@ -464,14 +464,14 @@ async function ingestFigures(quick: boolean): Promise<Figure[]> {
 }
 
 /** Requests over the engines' prompts: a system prompt and a fresh tail, 8k tokens. */
-function requestsFor(partition: ModelFleet, rnd: Random, workers: number): RoutedRequest[] {
+function requestsFor(modelFleet: ModelFleet, rnd: Random, workers: number): RoutedRequest[] {
   const fleet = new Fleet({ workers, blocksPerWorker: 0, systemPrompts: 300, promptsPerWorker: 6, seed: 3 });
   return Array.from({ length: 64 }, (_, i) => {
     const w = rnd.between(0, workers - 1);
     const p = fleet.caches[w]!.prompts[0]!;
     const path = Array.from({ length: fleet.promptLength[p]! }, (_, j) => fleet.promptBlock(p, j));
     while (path.length < PROMPT_BLOCKS) path.push(2 ** 27 + i * PROMPT_BLOCKS + path.length);
-    return partition.prepare(plainFields(`r${i}`), tokensFor(path));
+    return modelFleet.prepare(plainFields(`r${i}`), tokensFor(path));
   });
 }
 

@@ -134,7 +134,7 @@ class Overload {
   readonly placement: TimedPlacement;
   readonly scheduler: Scheduler<RoutedRequest>;
   dispatched = 0;
-  private readonly partition: ModelFleet;
+  private readonly fleet: ModelFleet;
   private readonly prefilling: string[] = [];
   private readonly decoding: string[] = [];
   private requests = 0;
@@ -156,9 +156,9 @@ class Overload {
     wake: 'targeted' | 'everything',
     private readonly waiting: number,
   ) {
-    this.partition = new ModelFleet({ model: 'bench', blockSize: BLOCK_SIZE, clock, seed: 7, fastPathBusy: OVERLOAD_CLASSES[0]!.busy });
-    for (let i = 0; i < FLEET; i++) this.partition.addWorker({ id: `w${i}`, totalBlocks: 2048, maxBatchedTokens: 8192 });
-    this.placement = new TimedPlacement(this.partition);
+    this.fleet = new ModelFleet({ model: 'bench', blockSize: BLOCK_SIZE, clock, seed: 7, fastPathBusy: OVERLOAD_CLASSES[0]!.busy });
+    for (let i = 0; i < FLEET; i++) this.fleet.addWorker({ id: `w${i}`, totalBlocks: 2048, maxBatchedTokens: 8192 });
+    this.placement = new TimedPlacement(this.fleet);
     this.scheduler = new Scheduler({ clock, placement: this.placement, classes: OVERLOAD_CLASSES, wake, laneKeySecret: Buffer.alloc(32, 5) });
     this.refill();
   }
@@ -178,7 +178,7 @@ class Overload {
       const id = `r${n}`;
       // One session in ten is pinned to a worker: those wait in per-worker groups.
       const pin = n % 10 === 9 ? { id: `w${(n * 7) % FLEET}`, rank: 0 } : null;
-      const request = this.partition.prepare(plainFields(id, { sessionId: `session-${n}`, policyClass: OVERLOAD_CLASSES[n % 2]!.name, pin }), tokens);
+      const request = this.fleet.prepare(plainFields(id, { sessionId: `session-${n}`, policyClass: OVERLOAD_CLASSES[n % 2]!.name, pin }), tokens);
       this.scheduler.submit(request, this.handlers(id));
     }
   }

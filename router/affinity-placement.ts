@@ -36,45 +36,45 @@ export class AffinityPlacement implements Placement<RoutedRequest> {
   listener: RouteListener | null = null;
 
   constructor(
-    private readonly partition: ModelFleet,
+    private readonly fleet: ModelFleet,
     private readonly clock: Clock,
     readonly sessions: SessionBindings | null,
   ) {}
 
   liveWorkers(): number {
-    return this.partition.liveWorkers();
+    return this.fleet.liveWorkers();
   }
 
   cachedTokens(request: RoutedRequest, allowed: readonly WorkerKey[] | null): number {
-    return this.partition.cachedTokens(request, allowed);
+    return this.fleet.cachedTokens(request, allowed);
   }
 
   rows(request: RoutedRequest, allowed: readonly WorkerKey[] | null, inputs: WorkerInputMask): WorkerRows {
-    return this.partition.rows(request, allowed, inputs);
+    return this.fleet.rows(request, allowed, inputs);
   }
 
   capacity(request: RoutedRequest, allowed: readonly WorkerKey[] | null, busy: BusyThresholds | null, exclude: readonly WorkerKey[]): CapacityVerdict {
-    return this.partition.capacity(request, allowed, busy, exclude);
+    return this.fleet.capacity(request, allowed, busy, exclude);
   }
 
   summarizes(busy: BusyThresholds): boolean {
-    return this.partition.summarizes(busy);
+    return this.fleet.summarizes(busy);
   }
 
   headroom(busy: BusyThresholds): number {
-    return this.partition.headroom(busy);
+    return this.fleet.headroom(busy);
   }
 
   busyFor(worker: WorkerKey, busy: BusyThresholds): boolean {
-    return this.partition.busyFor(worker, busy);
+    return this.fleet.busyFor(worker, busy);
   }
 
   constraintKey(request: RoutedRequest): string {
-    return this.partition.constraintKey(request);
+    return this.fleet.constraintKey(request);
   }
 
   workerCapacities(): readonly WorkerCapacity[] {
-    return this.partition.workerCapacities();
+    return this.fleet.workerCapacities();
   }
 
   admit(
@@ -92,7 +92,7 @@ export class AffinityPlacement implements Placement<RoutedRequest> {
       // A dispatch gate's own target comes first.
       target ??= this.affinityTarget(sessions, request, session, allowed);
     }
-    const result = this.partition.admit(request, allowed, busy, target, exclude);
+    const result = this.fleet.admit(request, allowed, busy, target, exclude);
     if (RouterError.is(result)) return result;
     this.listener?.booked?.(request, result);
     if (sessions && session !== null) {
@@ -107,26 +107,26 @@ export class AffinityPlacement implements Placement<RoutedRequest> {
    * decode side), told to the listener like any booking so replicas see it.
    */
   book(request: RoutedRequest, admission: Admission): void {
-    this.partition.book(request, admission.worker, admission.cachedTokens);
+    this.fleet.book(request, admission.worker, admission.cachedTokens);
     this.listener?.booked?.(request, admission);
   }
 
   firstToken(requestId: string): void {
-    this.partition.firstToken(requestId);
+    this.fleet.firstToken(requestId);
     this.listener?.firstToken?.(requestId);
   }
 
   release(requestId: string): void {
-    this.partition.release(requestId);
+    this.fleet.release(requestId);
     this.listener?.released?.(requestId);
   }
 
   /** The bound worker, when no allowed worker holds a longer cached prefix of this prompt. */
   private affinityTarget(sessions: SessionBindings, request: RoutedRequest, session: string, allowed: readonly WorkerKey[] | null): WorkerKey | null {
     const bound = sessions.lookup(session, this.clock.now());
-    if (!bound || !this.partition.hasWorker(bound.worker.id)) return null;
-    const best = this.partition.cachedTokens(request, allowed);
-    if (best === 0 || this.partition.cachedTokens(request, [bound.worker]) >= best) return bound.worker;
+    if (!bound || !this.fleet.hasWorker(bound.worker.id)) return null;
+    const best = this.fleet.cachedTokens(request, allowed);
+    if (best === 0 || this.fleet.cachedTokens(request, [bound.worker]) >= best) return bound.worker;
     return null;
   }
 }

@@ -68,7 +68,7 @@ export const DEFAULT_CLASS: PolicyClass = Object.freeze({
 
 export class ModelRouter {
   readonly model: string;
-  readonly partition: ModelFleet;
+  readonly fleet: ModelFleet;
   readonly scheduler: Scheduler<RoutedRequest>;
   /** Session bindings, when affinity is on. */
   readonly sessions: SessionBindings | null;
@@ -90,7 +90,7 @@ export class ModelRouter {
     const classes = (options.classes ?? [DEFAULT_CLASS]).map((c) => ({ ...c, busy: c.busy && { ...c.busy }, queueLimit: { ...c.queueLimit } }));
     this.classes = new Map(classes.map((c) => [c.name, c]));
     this.defaultClass = options.defaultClass ?? classes[0]!.name;
-    this.partition = new ModelFleet({
+    this.fleet = new ModelFleet({
       model: options.model,
       blockSize: options.blockSize,
       clock: options.clock,
@@ -103,7 +103,7 @@ export class ModelRouter {
       fastPathBusy: this.classes.get(this.defaultClass)!.busy,
     });
     this.sessions = options.sessionAffinity ? new SessionBindings(options.sessionAffinity) : null;
-    this.placement = new AffinityPlacement(this.partition, options.clock, this.sessions);
+    this.placement = new AffinityPlacement(this.fleet, options.clock, this.sessions);
     this.scheduler = new Scheduler<RoutedRequest>({
       clock: options.clock,
       placement: this.placement,
@@ -122,7 +122,7 @@ export class ModelRouter {
   submit(fields: RequestFields, tokens: ArrayLike<number>, handlers: DispatchHandlers): RoutedRequest | undefined {
     let request: RoutedRequest;
     try {
-      request = this.partition.prepare(fields, tokens);
+      request = this.fleet.prepare(fields, tokens);
     } catch (error) {
       if (!RouterError.is(error)) throw error;
       handlers.reject(error);
@@ -134,9 +134,9 @@ export class ModelRouter {
 
   /** The routing decision for a request, without dispatching or booking it. */
   explain(fields: RequestFields, tokens: ArrayLike<number>): Explanation {
-    const request = this.partition.prepare(fields, tokens);
+    const request = this.fleet.prepare(fields, tokens);
     const cls = this.classes.get(fields.policyClass ?? '') ?? this.classes.get(this.defaultClass)!;
-    return this.partition.explain(request, cls.busy);
+    return this.fleet.explain(request, cls.busy);
   }
 
   sent(requestId: string, worker: WorkerKey): void {
@@ -156,7 +156,7 @@ export class ModelRouter {
   }
 
   addWorker(spec: WorkerSpec): WorkerKey[] {
-    const keys = this.partition.addWorker(spec);
+    const keys = this.fleet.addWorker(spec);
     this.scheduler.capacityChanged();
     return keys;
   }
@@ -185,36 +185,36 @@ export class ModelRouter {
 
   /** Removes a worker; its in-flight requests stay with their callers, who will see the worker fail. */
   removeWorker(id: string): void {
-    this.partition.removeWorker(id);
+    this.fleet.removeWorker(id);
     this.sessions?.dropWorker(id);
     this.scheduler.capacityChanged();
   }
 
   setDraining(id: string, draining: boolean): void {
-    this.partition.setDraining(id, draining);
+    this.fleet.setDraining(id, draining);
     this.scheduler.capacityChanged();
   }
 
   /** Replaces a worker's taints: what it serves, and what requests prefer it for. */
   setTaints(id: string, taints: readonly string[]): void {
-    this.partition.setTaints(id, taints);
+    this.fleet.setTaints(id, taints);
     this.scheduler.capacityChanged();
   }
 
   /** Takes a failing worker out of selection, or readmits it (outlier ejection). */
   setEjected(id: string, ejected: boolean): void {
-    this.partition.setEjected(id, ejected);
+    this.fleet.setEjected(id, ejected);
     this.scheduler.capacityChanged();
   }
 
   applyEvents(worker: WorkerKey, batch: KvEventBatch): IndexFailure | null {
     this.eventObserver?.batch(worker, batch);
-    return this.partition.applyEvents(worker, batch);
+    return this.fleet.applyEvents(worker, batch);
   }
 
   markStale(worker: WorkerKey): void {
     this.eventObserver?.stale(worker);
-    this.partition.markStale(worker);
+    this.fleet.markStale(worker);
   }
 
   /** Hears of every batch applied and every stale report; null stops. */
@@ -232,7 +232,7 @@ export class ModelRouter {
     const cls = this.classes.get(className);
     if (!cls) throw new RangeError(`no policy class "${className}" for model ${this.model}`);
     cls.busy = busy && { ...busy };
-    if (className === this.defaultClass) this.partition.configureFastPath(cls.busy);
+    if (className === this.defaultClass) this.fleet.configureFastPath(cls.busy);
     this.scheduler.capacityChanged();
   }
 
@@ -270,7 +270,7 @@ export class ModelRouter {
 
   private sweep(): void {
     let longRunning = 0;
-    const reclaimed = this.partition.sweep(this.sweepAgeMs, (requestId) => {
+    const reclaimed = this.fleet.sweep(this.sweepAgeMs, (requestId) => {
       const live = this.isLive(requestId);
       if (live) longRunning++;
       return live;

@@ -200,7 +200,7 @@ export class RouterMetrics {
       collect() {
         this.reset();
         for (const m of source.models()) {
-          for (const w of m.route.partition.load()) {
+          for (const w of m.route.fleet.load()) {
             this.labels(m.name, w.worker, 'prefill_tokens').set(w.prefillTokens);
             this.labels(m.name, w.worker, 'decode_blocks').set(w.decodeBlocks);
             this.labels(m.name, w.worker, 'active_requests').set(w.activeRequests);
@@ -216,7 +216,7 @@ export class RouterMetrics {
       collect() {
         this.reset();
         for (const m of source.models()) {
-          for (const w of m.route.partition.learnedSpeeds().workers) {
+          for (const w of m.route.fleet.learnedSpeeds().workers) {
             this.labels(m.name, w.worker, 'tokens_per_second').set(w.tokensPerSecond);
             this.labels(m.name, w.worker, 'base_ms').set(w.baseMs);
             this.labels(m.name, w.worker, 'factor').set(w.factor);
@@ -234,7 +234,7 @@ export class RouterMetrics {
       collect() {
         this.reset();
         for (const w of source.workers()) {
-          const applied = w.model.route.partition.eventCounts(w.id);
+          const applied = w.model.route.fleet.eventCounts(w.id);
           const stream = w.kv?.counters();
           for (const [type, key] of INDEX_EVENTS) if (applied && applied[key] > 0) this.labels(w.model.name, w.id, type).inc(applied[key]);
           for (const [type, key] of STREAM_EVENTS) if (stream && stream[key] > 0) this.labels(w.model.name, w.id, type).inc(stream[key]);
@@ -328,7 +328,7 @@ export class RouterMetrics {
       collect() {
         this.reset();
         for (const m of source.models()) {
-          const s = m.route.partition.indexStats();
+          const s = m.route.fleet.indexStats();
           this.labels(m.name, 'nodes').set(s.nodes);
           this.labels(m.name, 'blocks').set(s.blocks);
           this.labels(m.name, 'routed_blocks').set(s.routedBlocks);
@@ -347,7 +347,7 @@ export class RouterMetrics {
       registers,
       collect() {
         this.reset();
-        for (const m of source.models()) this.labels(m.name).inc(m.route.partition.indexStats().evictedBlocks);
+        for (const m of source.models()) this.labels(m.name).inc(m.route.fleet.indexStats().evictedBlocks);
       },
     });
     new Counter({
@@ -357,7 +357,7 @@ export class RouterMetrics {
       registers,
       collect() {
         this.reset();
-        for (const m of source.models()) this.labels(m.name).inc(m.route.partition.indexStats().allocationFailures);
+        for (const m of source.models()) this.labels(m.name).inc(m.route.fleet.indexStats().allocationFailures);
       },
     });
     new Gauge({
@@ -367,7 +367,7 @@ export class RouterMetrics {
       registers,
       collect() {
         this.reset();
-        for (const m of source.models()) this.labels(m.name).set(m.route.partition.core?.liveBytes ?? 0);
+        for (const m of source.models()) this.labels(m.name).set(m.route.fleet.core?.liveBytes ?? 0);
       },
     });
   }

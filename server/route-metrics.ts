@@ -26,7 +26,7 @@ export function registerRouteMetrics(source: MetricsSource, registers: Registry[
     registers,
     collect() {
       this.reset();
-      for (const m of source.models()) this.labels(m.name).set(m.route.partition.bookedRequests);
+      for (const m of source.models()) this.labels(m.name).set(m.route.fleet.bookedRequests);
     },
   });
   new Counter({

@@ -50,11 +50,11 @@ export class DisaggPlanner {
 
   /** Hashes the prompt once and decides how it runs. Throws the RouterError of a bad prompt or pin. */
   plan(fields: RequestFields, tokens: ArrayLike<number>): DisaggPlan {
-    const base = this.route.partition.prepare(fields, tokens);
+    const base = this.route.fleet.prepare(fields, tokens);
     const whole = withTaint(base, AGGREGATE_TAINT);
-    const partition = this.route.partition;
-    const runnable = partition.capacity(whole, whole.allowedWorkers, null) !== 'none';
-    const decision = decideDisaggregation(base.promptTokens, runnable ? partition.cachedTokens(whole, whole.allowedWorkers) : null, this.settings);
+    const fleet = this.route.fleet;
+    const runnable = fleet.capacity(whole, whole.allowedWorkers, null) !== 'none';
+    const decision = decideDisaggregation(base.promptTokens, runnable ? fleet.cachedTokens(whole, whole.allowedWorkers) : null, this.settings);
     return { decision, request: decision.mode === 'aggregated' ? whole : withTaint(base, PREFILL_TAINT) };
   }
 
@@ -85,7 +85,7 @@ export class DisaggPlanner {
    */
   bookDecode(request: RoutedRequest, prefill: WorkerKey): Admission | RouterError {
     const decode = this.decodeRequest(request);
-    const choice = this.route.partition.choose(this.pickRequest(decode), decode.allowedWorkers, null, null, [prefill]);
+    const choice = this.route.fleet.choose(this.pickRequest(decode), decode.allowedWorkers, null, null, [prefill]);
     if (RouterError.is(choice)) return choice;
     // Booked through the route, so replicas hear of it: the prompt's blocks (all cached: the KV comes over) and no prefill.
     this.route.bookPlaced(decode, { ...choice, cachedTokens: decode.promptTokens });
@@ -112,11 +112,11 @@ export class DisaggPlanner {
   /** The decision and both picks, booking nothing. */
   explain(fields: RequestFields, tokens: ArrayLike<number>, busy: BusyThresholds | null): DisaggExplanation {
     const plan = this.plan(fields, tokens);
-    const partition = this.route.partition;
-    const main = partition.explain(plan.request, busy);
+    const fleet = this.route.fleet;
+    const main = fleet.explain(plan.request, busy);
     if (plan.decision.mode === 'aggregated' || main.chosen === null) return { decision: plan.decision, main, decode: null };
     const decode = this.decodeRequest(plan.request);
-    return { decision: plan.decision, main, decode: withoutWorker(partition.explain(this.pickRequest(decode), null), main.chosen) };
+    return { decision: plan.decision, main, decode: withoutWorker(fleet.explain(this.pickRequest(decode), null), main.chosen) };
   }
 
   close(): void {

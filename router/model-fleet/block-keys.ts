@@ -11,7 +11,7 @@
 import type { BlockStored } from '../kv-events.js';
 import type { PromptHashes } from '../../bindings/decision-contract.js';
 
-/** What partition code needs of a block hasher here: the wasm one and its twin both fit. */
+/** What ModelFleet needs of a block hasher here: the wasm one and its twin both fit. */
 export interface KeyedHasher {
   localHashes(tokens: ArrayLike<number>, blockSize: number, seed?: bigint): BigUint64Array;
   sequenceHashes(local: BigUint64Array, seed?: bigint): BigUint64Array;

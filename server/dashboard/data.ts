@@ -26,7 +26,7 @@ export function dashboardData(rt: RouterRuntime, diagnostics: Diagnostics) {
         in_flight: stats.inFlight,
         queue: Object.entries(stats.queued).map(([policyClass, q]) => ({ policy_class: policyClass, requests: q.requests, lanes: q.lanes })),
         hit_rate: { predicted: ratesOf(hits.predicted), reported: ratesOf(hits.reported) },
-        workers: m.route.partition.load().map((l) => {
+        workers: m.route.fleet.load().map((l) => {
           const d = byWorker.get(`${m.name}\u0000${l.worker}`);
           const h = diagnostics.hits.of(m.name, l.worker);
           return {

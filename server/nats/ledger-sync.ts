@@ -90,7 +90,7 @@ export class LedgerSync {
       promptTokens: request.promptTokens,
       cachedTokens: admission.cachedTokens,
       seqHashes: request.seqHashes,
-      localHashes: this.route.partition.workerSpec(admission.worker.id)?.kvEvents === false ? request.localHashes : null,
+      localHashes: this.route.fleet.workerSpec(admission.worker.id)?.kvEvents === false ? request.localHashes : null,
       prefillDone: false,
     };
     this.own.set(request.id, booking);
@@ -223,16 +223,16 @@ export class LedgerSync {
 
   private addPeerBooking(replica: string, peer: Peer, b: Booking): boolean {
     if (peer.bookings.has(b.id)) return false;
-    const partition = this.route.partition;
-    const spec = partition.workerSpec(b.worker.id);
+    const fleet = this.route.fleet;
+    const spec = fleet.workerSpec(b.worker.id);
     if (!spec || b.worker.rank >= (spec.dataParallelSize ?? 1)) {
       // A worker this replica was not told about (config differs, or not added here yet).
       this.counters.unknownWorkers++;
       return false;
     }
     const id = `${replica}/${b.id}`;
-    partition.book(peerRequest(id, b), b.worker, b.cachedTokens);
-    if (b.prefillDone) partition.firstToken(id);
+    fleet.book(peerRequest(id, b), b.worker, b.cachedTokens);
+    if (b.prefillDone) fleet.firstToken(id);
     peer.bookings.set(b.id, { prefillDone: b.prefillDone });
     this.counters.peerAdds++;
     return true;
@@ -242,13 +242,13 @@ export class LedgerSync {
     const known = peer.bookings.get(id);
     if (!known || known.prefillDone) return false;
     known.prefillDone = true;
-    this.route.partition.firstToken(`${replica}/${id}`);
+    this.route.fleet.firstToken(`${replica}/${id}`);
     return true;
   }
 
   private freePeerBooking(replica: string, peer: Peer, id: string): boolean {
     if (!peer.bookings.delete(id)) return false;
-    this.route.partition.release(`${replica}/${id}`);
+    this.route.fleet.release(`${replica}/${id}`);
     this.counters.peerFrees++;
     return true;
   }

@@ -29,7 +29,7 @@ function asBadRequest<T>(read: () => T): T {
 }
 
 function describeWorker(w: WorkerHandle) {
-  const partition = w.model.route.partition;
+  const fleet = w.model.route.fleet;
   const c = w.config;
   return {
     id: c.id,
@@ -43,8 +43,8 @@ function describeWorker(w: WorkerHandle) {
     kv_connected: w.kv ? w.kv.connected() : null,
     draining: w.draining,
     ...healthBody(w.health()),
-    load: partition.load().filter((l) => l.worker === c.id || l.worker.startsWith(`${c.id}#`)),
-    kv_event_counts: partition.eventCounts(c.id) ?? null,
+    load: fleet.load().filter((l) => l.worker === c.id || l.worker.startsWith(`${c.id}#`)),
+    kv_event_counts: fleet.eventCounts(c.id) ?? null,
     kv_stream: w.kv?.counters() ?? null,
   };
 }

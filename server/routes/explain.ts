@@ -29,7 +29,7 @@ export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): v
     const disagg = model.disagg?.explain(fields, ids, busy[fields.policyClass ?? model.config.defaultClass] ?? busy[model.config.defaultClass] ?? null);
     const x = disagg?.main ?? model.route.explain(fields, ids);
     const handles = handlesByLabel(rt, model.name);
-    const evicted = evictedByLabel(model.route.partition);
+    const evicted = evictedByLabel(model.route.fleet);
     const workers = (list: Explanation['workers']) =>
       list.map((w) => {
         const handle = handles.get(w.worker);
@@ -75,7 +75,7 @@ export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): v
       tier_weights: model.config.tierWeights,
       chosen: x.chosen,
       error: x.error,
-      index_evicted_blocks: model.route.partition.indexStats().evictedBlocks,
+      index_evicted_blocks: model.route.fleet.indexStats().evictedBlocks,
       workers: workers(x.workers),
       // A disaggregated model: the decision, and the decode pick beside the prefill pick (`chosen` above).
       ...(disagg && {
@@ -105,10 +105,10 @@ function handlesByLabel(rt: RouterRuntime, model: string): Map<string, WorkerHan
 }
 
 /** Per worker label, the ids the index evicted since the worker was last cleared (workers with none left out). */
-function evictedByLabel(partition: ModelFleet): Map<string, number> {
+function evictedByLabel(fleet: ModelFleet): Map<string, number> {
   const out = new Map<string, number>();
-  for (const [, key] of partition.workers.entries()) {
-    const n = partition.index.evictedBlocks(key);
+  for (const [, key] of fleet.workers.entries()) {
+    const n = fleet.index.evictedBlocks(key);
     if (n > 0) out.set(workerLabel(key), n);
   }
   return out;

@@ -70,8 +70,8 @@ export function registerKvIngestRoute(app: FastifyInstance, rt: RouterRuntime): 
     if (held + stored > perWorker) {
       throw overLimit('blocks_per_worker', perWorker, `worker "${ingest.worker.id}" holds ${held} indexed blocks; ${stored} more would pass limits.kv_ingest_max_blocks_per_worker (${perWorker})`);
     }
-    const partition = handle.model.route.partition;
-    const before = partition.indexStats().blocks;
+    const fleet = handle.model.route.fleet;
+    const before = fleet.indexStats().blocks;
     try {
       source.offer(ingest.worker.rank, ingest.seq, ingest.batch);
     } catch (error) {
@@ -81,7 +81,7 @@ export function registerKvIngestRoute(app: FastifyInstance, rt: RouterRuntime): 
       }
       throw error;
     } finally {
-      indexed.set(source, Math.max(0, held + partition.indexStats().blocks - before));
+      indexed.set(source, Math.max(0, held + fleet.indexStats().blocks - before));
     }
     return { accepted: ingest.batch.events.length };
   });

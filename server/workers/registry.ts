@@ -50,7 +50,7 @@ export class WorkerHandle {
   }
 
   get draining(): boolean {
-    return this.model.route.partition.isDraining(this.config.id);
+    return this.model.route.fleet.isDraining(this.config.id);
   }
 
   /** Failure streaks, ejection and probe counts (outliers.ts), attempts in flight and quiet time (stall-watch.ts). */

@@ -282,14 +282,14 @@ export function simulate(workload: Workload, options: SimulateOptions): Simulati
   while (clock.step()) {}
 
   for (const id of workerIds) {
-    const counts = route.partition.eventCounts(id)!;
+    const counts = route.fleet.eventCounts(id)!;
     routerEvents.stored += counts.stored;
     routerEvents.removed += counts.removed;
     routerEvents.skippedStores += counts.skippedStores;
     routerEvents.blockSizeMismatches += counts.blockSizeMismatches;
   }
   const stats = engines.map((e) => e.stats());
-  const speeds = workerIds.map((id) => route.partition.learnedSpeed({ id, rank: 0 }));
+  const speeds = workerIds.map((id) => route.fleet.learnedSpeed({ id, rank: 0 }));
   for (const e of engines) e.close();
   disagg?.close();
   route.close();

@@ -80,17 +80,17 @@ describe('routing headers are checked against what the core takes', () => {
   });
 
   it('/metrics shows one lane per waiting session, back to none once they are served', async () => {
-    const partition = stack.model.route.partition;
+    const fleet = stack.model.route.fleet;
     // Load every worker past the class's busy threshold, as a peer's bookings would.
-    const blockers = partition.workerIds().map((id, i) => {
-      const request = partition.prepare({ id: `blocker-${i}`, sessionId: null, sessionFinal: false, policyClass: null, priority: 0, tier: 0, pin: null, allowedWorkers: null }, [1, 2, 3, 4]);
-      partition.book(request, { id, rank: 0 }, 0);
+    const blockers = fleet.workerIds().map((id, i) => {
+      const request = fleet.prepare({ id: `blocker-${i}`, sessionId: null, sessionFinal: false, policyClass: null, priority: 0, tier: 0, pin: null, allowedWorkers: null }, [1, 2, 3, 4]);
+      fleet.book(request, { id, rank: 0 }, 0);
       return request.id;
     });
     const waiting = [0, 1, 2].map((i) => post(completions, { model: MODEL, messages: [{ role: 'user', content: `session ${i}` }], max_tokens: 2 }, { 'x-session-id': `lane-${i}` }));
     await waitFor(async () => (await metric(stack.url, 'kvrouter_queue_depth', { model: MODEL })) === 3, 'three queued requests');
     expect(await metric(stack.url, 'kvrouter_queue_lanes', { model: MODEL, policy_class: 'default' })).toBe(3);
-    for (const id of blockers) partition.release(id);
+    for (const id of blockers) fleet.release(id);
     stack.model.route.scheduler.capacityChanged();
     for (const res of await Promise.all(waiting)) expect(res.status).toBe(200);
     await waitFor(() => settled(stack.model), 'the queue to drain');

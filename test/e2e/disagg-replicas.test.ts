@@ -22,7 +22,7 @@ const modelOf = (r: RunningRouter): ModelRuntime => r.runtime.models.get(MODEL)!
 /** Requests decoding on each decode worker, in a router's ledger. */
 const decoding = (m: ModelRuntime) =>
   Object.fromEntries(
-    m.route.partition
+    m.route.fleet
       .load()
       .filter((w) => w.worker.startsWith('d'))
       .map((w) => [w.worker, w.activeRequests]),

@@ -104,7 +104,7 @@ export async function startDisaggStack(o: DisaggStackOptions): Promise<DisaggSta
 export function settledBoth(model: ModelRuntime): boolean {
   const stats = model.route.scheduler.stats();
   const queued = Object.values(stats.queued).reduce((n, q) => n + q.requests, 0);
-  return model.route.partition.bookedRequests === 0 && stats.inFlight === 0 && queued === 0 && model.disagg!.liveDecodes === 0;
+  return model.route.fleet.bookedRequests === 0 && stats.inFlight === 0 && queued === 0 && model.disagg!.liveDecodes === 0;
 }
 
 /** A prompt of `n` random token ids (router and workers read ids as given), distinct per call. */

@@ -68,7 +68,7 @@ describe('overload', () => {
   it('queues while the worker is busy, then 529 with Retry-After past the queue limit or the deadline, 503 for a class that never queues; a queued client that leaves is dropped', async () => {
     // Holds the only worker in prefill (no first byte yet), so it is busy for every class.
     const holder = post(completions, chat('hold the worker'), { 'x-mock-header-delay-ms': '700' });
-    await waitFor(() => stack.model.route.partition.bookedRequests === 1, 'the holder to be booked');
+    await waitFor(() => stack.model.route.fleet.bookedRequests === 1, 'the holder to be booked');
 
     const leaving = new AbortController();
     const queued = post(completions, chat('wait in line'), {}, leaving.signal).catch((e: Error) => e);

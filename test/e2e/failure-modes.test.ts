@@ -55,7 +55,7 @@ describe('cache stickiness and load', () => {
         'x-worker-id': 'mock-0',
       }).then((r) => r.arrayBuffer()),
     );
-    await waitFor(() => stack.model.route.partition.load().find((l) => l.worker === 'mock-0')!.activeRequests === 3, 'mock-0 to be busy');
+    await waitFor(() => stack.model.route.fleet.load().find((l) => l.worker === 'mock-0')!.activeRequests === 3, 'mock-0 to be busy');
     const misses: string[] = [];
     for (let i = 0; i < 6; i++) misses.push(await served(stack.url, chat(`a cold question nobody asked before, number ${i}`)));
     expect(misses).not.toContain('mock-0');

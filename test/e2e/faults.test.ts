@@ -98,7 +98,7 @@ describe('client aborts', () => {
     expect(res.status).toBe(200);
     const reader = res.body!.getReader();
     await reader.read();
-    expect(stack.model.route.partition.bookedRequests).toBe(1);
+    expect(stack.model.route.fleet.bookedRequests).toBe(1);
     abort.abort();
     await waitFor(() => settled(stack.model), 'the booking to be freed');
     await waitFor(() => engine.stats().aborted === 1, 'the engine to abort the request');
@@ -110,7 +110,7 @@ describe('client aborts', () => {
     const admitted = engine.stats().admittedPromptTokens;
     const abort = new AbortController();
     const pending = post(`${stack.url}/v1/chat/completions`, chat('slow to start'), { 'x-mock-header-delay-ms': String(DELAY_MS) }, abort.signal).catch((e: Error) => e);
-    await waitFor(() => stack.model.route.partition.bookedRequests === 1, 'the request to be booked');
+    await waitFor(() => stack.model.route.fleet.bookedRequests === 1, 'the request to be booked');
     abort.abort();
     expect((await pending) as Error).toBeInstanceOf(Error);
     // A marker sent to the worker now comes out of the same delay after the request that left.

@@ -16,7 +16,7 @@ let stack: Stack;
 const explain = async (prompt: number[]) => (await (await post(`${stack.url}/router/explain`, { model: MODEL, prompt })).json()) as Explained;
 const overlap = async (prompt: number[], worker: string) => (await explain(prompt)).workers.find((w) => w.worker === worker)!.overlap_blocks;
 const ingest = (body: unknown) => post(`${stack.url}/router/kv-events`, body);
-const failNextAllocation = () => stack.model.route.partition.core!.kernel<{ coreFailAllocation(after: number, trap: boolean): void }>().coreFailAllocation(0, false);
+const failNextAllocation = () => stack.model.route.fleet.core!.kernel<{ coreFailAllocation(after: number, trap: boolean): void }>().coreFailAllocation(0, false);
 
 /** A stored event of `blocks` blocks of 16 tokens, token and hash values from `first`. */
 function stored(blocks: number, first: number): BlockStored {

@@ -49,7 +49,7 @@ function promptOf(tag: string, tokens: number): string {
   return `${tag} `.repeat(4 * tokens).slice(0, 4 * tokens);
 }
 
-const booked = (r: Replica) => r.model().route.partition.bookedRequests;
+const booked = (r: Replica) => r.model().route.fleet.bookedRequests;
 
 describe('replica state under max_payload', () => {
   it('a snapshot several times max_payload reaches, in parts, a replica that missed every op; ops leave in frames that fit', async () => {

@@ -123,5 +123,5 @@ export async function startReplicaStack(options: ReplicaStackOptions = {}): Prom
 
 /** The ledger's load per worker, as one comparable string. */
 export function loadOf(replica: Replica, model = MODEL): string {
-  return JSON.stringify(replica.model(model).route.partition.load());
+  return JSON.stringify(replica.model(model).route.fleet.load());
 }

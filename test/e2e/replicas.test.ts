@@ -58,7 +58,7 @@ async function burst(n: number, tag: string): Promise<{ leave(): Promise<void> }
   return { leave: () => Promise.all(readers.map((r) => r.cancel())).then(() => {}) };
 }
 
-const booked = (r: Replica) => r.model().route.partition.bookedRequests;
+const booked = (r: Replica) => r.model().route.fleet.bookedRequests;
 
 describe('replicas over NATS', () => {
   it("keeps a multi-turn conversation's turns on one worker whichever replica receives them", async () => {

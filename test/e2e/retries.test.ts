@@ -71,7 +71,7 @@ describe('a retry in a class with busy thresholds', () => {
   it('waits in the queue while the only other worker is busy, then is served there', async () => {
     // mock-0 is busy with a request that sends nothing for a while; only the broken worker is free.
     const blocker = post(`${stack.url}/v1/chat/completions`, chat('hold mock-0'), { 'x-worker-id': 'mock-0', 'x-mock-header-delay-ms': '500' });
-    await waitFor(() => stack.model.route.partition.load().find((l) => l.worker === 'mock-0')!.activeRequests === 1, 'mock-0 to be busy');
+    await waitFor(() => stack.model.route.fleet.load().find((l) => l.worker === 'mock-0')!.activeRequests === 1, 'mock-0 to be busy');
     const hitsBefore = brokenHits;
     const retried = post(`${stack.url}/v1/chat/completions`, chat('goes to broken first'));
     // It failed on the broken worker and now waits for mock-0 instead of failing.

@@ -81,7 +81,7 @@ export { waitFor } from '../helpers/wait.js';
 export function settled(model: ModelRuntime): boolean {
   const stats = model.route.scheduler.stats();
   const queued = Object.values(stats.queued).reduce((n, q) => n + q.requests, 0);
-  return model.route.partition.bookedRequests === 0 && stats.inFlight === 0 && queued === 0;
+  return model.route.fleet.bookedRequests === 0 && stats.inFlight === 0 && queued === 0;
 }
 
 /** A metric's value from the Prometheus text, summed over series whose labels include `labels`. */

@@ -135,8 +135,8 @@ describe('admission leaves no state behind for refused requests', () => {
           const stats = route.scheduler.stats();
           for (const q of Object.values(stats.queued)) expect(q).toMatchObject({ requests: 0, tokens: 0, lanes: 0, blockedLanes: 0 });
           expect(stats.inFlight).toBe(0);
-          expect(route.partition.bookedRequests).toBe(0);
-          expect(route.partition.load().every((w) => w.prefillTokens === 0 && w.decodeBlocks === 0 && w.activeRequests === 0)).toBe(true);
+          expect(route.fleet.bookedRequests).toBe(0);
+          expect(route.fleet.load().every((w) => w.prefillTokens === 0 && w.decodeBlocks === 0 && w.activeRequests === 0)).toBe(true);
           // Bindings end with their TTL (the sweep drops them), and only sessions that were dispatched had any.
           clock.advanceTo(clock.now() + TTL_MS + 60_001);
           expect(route.sessions!.size).toBe(0);

@@ -38,7 +38,7 @@ describe('storedSalt: the salt among a first block\'s extra keys', () => {
   });
 });
 
-describe.each(['wasm', 'reference'] as const)('salted and adapter blocks in the partition (%s kernels)', (kernels) => {
+describe.each(['wasm', 'reference'] as const)('salted and adapter blocks in the model fleet (%s kernels)', (kernels) => {
   const setup = () => {
     const p = new ModelFleet({ model: 'm', blockSize: BS, clock: new VirtualClock(0), seed: 3, kernels });
     for (const id of ['a', 'b']) p.addWorker({ id, totalBlocks: 1000, maxBatchedTokens: 8192 });

@@ -104,7 +104,7 @@ describe('Cold Pool end to end', () => {
     expect(runs.every((r) => r.completed !== undefined)).toBe(true);
     expect(new Set(warm.map((r) => r.worker))).toEqual(new Set(workers));
     expect(pool.snapshot()).toMatchObject({ pendingCold: 0, warm: {}, cold: {} });
-    expect(route.partition.bookedRequests).toBe(0);
+    expect(route.fleet.bookedRequests).toBe(0);
   });
 
   it('the baseline (workers: 0) sends the cold prompt at once, onto warm work', () => {

@@ -63,7 +63,7 @@ describe('DisaggPlanner', () => {
     expect(admission.worker.id).toBe('p0');
     const decode = planner.bookDecode(plan.request, admission.worker) as Admission;
     expect(decode.worker.id).toBe('d0');
-    const load = () => Object.fromEntries(route.partition.load().map((l) => [l.worker, [l.prefillTokens, l.decodeBlocks, l.activeRequests]]));
+    const load = () => Object.fromEntries(route.fleet.load().map((l) => [l.worker, [l.prefillTokens, l.decodeBlocks, l.activeRequests]]));
     // The prefill side computes the prompt; the decode side holds its blocks and computes none of it.
     expect(load()).toEqual({ p0: [64, 16, 1], d0: [0, 16, 1] });
     route.completed('r1');
@@ -71,7 +71,7 @@ describe('DisaggPlanner', () => {
     expect(planner.liveDecodes).toBe(1);
     planner.releaseDecode('r1');
     planner.releaseDecode('r1'); // every end may call it
-    expect(route.partition.bookedRequests).toBe(0);
+    expect(route.fleet.bookedRequests).toBe(0);
     expect(planner.liveDecodes).toBe(0);
   });
 
@@ -160,7 +160,7 @@ describe('DisaggPlanner', () => {
     expect(RouterError.is(decode) && decode.code).toBe('KVR_ERR_NO_WORKERS');
     expect(planner.liveDecodes).toBe(0);
     route.aborted('r');
-    expect(route.partition.bookedRequests).toBe(0);
+    expect(route.fleet.bookedRequests).toBe(0);
   });
 
   it('explain shows the decision and both picks, and the decode pick is the one booked', () => {
@@ -193,11 +193,11 @@ describe('DisaggPlanner', () => {
     route.completed('long');
     clock.advanceTo(20_000);
     expect(route.sweepStats.reclaimed).toBe(0);
-    expect(route.partition.bookedRequests).toBe(1);
+    expect(route.fleet.bookedRequests).toBe(1);
     planner.close(); // no holder vouches for it any more: a lost release is reclaimed
     clock.advanceTo(22_000);
     expect(route.sweepStats.reclaimed).toBe(1);
-    expect(route.partition.bookedRequests).toBe(0);
+    expect(route.fleet.bookedRequests).toBe(0);
     expect(decodeIdOf('long')).toBe('long:decode');
     route.close();
   });

@@ -20,10 +20,10 @@ function setup() {
     route.submit(plainFields(`r${n++}`, over), prompt, { dispatch: (a) => out.push(a), reject: (e) => out.push(e) });
     return out[0]!;
   };
-  return { route, p: route.partition, placed };
+  return { route, p: route.fleet, placed };
 }
 
-describe('E: ejection in the partition', () => {
+describe('E: ejection in the model fleet', () => {
   it('E1: an ejected worker gets no requests and explain says it is unavailable; readmitted, it gets them again', () => {
     const { route, p, placed } = setup();
     route.setEjected('a', true);
@@ -58,7 +58,7 @@ describe('E: ejection in the partition', () => {
     route.addWorker({ id: 'dp', dataParallelSize: 2, totalBlocks: 100, maxBatchedTokens: 512 });
     route.addWorker({ id: 'b', totalBlocks: 100, maxBatchedTokens: 512 });
     route.setEjected('dp', true);
-    expect(route.partition.liveWorkers()).toBe(1);
+    expect(route.fleet.liveWorkers()).toBe(1);
     const x = route.explain(plainFields('x'), prompt);
     expect(x.workers.filter((w) => !w.eligible).map((w) => w.worker)).toEqual(['dp', 'dp#1']);
   });

@@ -23,7 +23,7 @@ const step = fc.oneof(
   fc.record({ kind: fc.constant('release' as const), pick: fc.nat() }),
 );
 
-describe('ModelFleet on the wasm core against the same partition on the pure-TS twins', () => {
+describe('ModelFleet on the wasm core against the same fleet on the pure-TS twins', () => {
   it('makes the same decision, with the same overlap, at every step of random event and request streams', () => {
     fc.assert(
       fc.property(fc.array(step, { maxLength: 60 }), fc.nat(1000), (steps, seed) => {

@@ -28,7 +28,7 @@ function route(busy: { prefillTokens: number } | null = null) {
   return { r, clock, done, submit };
 }
 
-describe('ModelRouter: the partition and the scheduler together', () => {
+describe('ModelRouter: the model fleet and the scheduler together', () => {
   it('queues on the real ledger while every worker is busy and dispatches when a prefill completes', () => {
     const { r, done, submit } = route({ prefillTokens: 50 });
     const a = submit(fields(), tokens(60));
@@ -39,7 +39,7 @@ describe('ModelRouter: the partition and the scheduler together', () => {
     r.firstToken(a);
     expect((done.get(c) as Admission).worker).toEqual((done.get(a) as Admission).worker);
     for (const id of [a, b, c]) r.completed(id);
-    expect(r.partition.bookedRequests).toBe(0);
+    expect(r.fleet.bookedRequests).toBe(0);
   });
 
   it('changes busy thresholds at runtime', () => {
@@ -72,11 +72,11 @@ describe('ModelRouter: the partition and the scheduler together', () => {
       ['a', false, 'busy: active prefill tokens over the threshold'],
       ['b', false, 'busy: active prefill tokens over the threshold'],
     ]);
-    expect(r.partition.bookedRequests).toBe(2);
+    expect(r.fleet.bookedRequests).toBe(2);
     // Its prefill done, the first request's worker is under the threshold again, and the explanation chooses it.
     r.firstToken(first);
     expect(r.explain(fields(), tokens(16, 5000)).chosen).toBe((done.get(first) as Admission).worker.id);
-    expect(r.partition.bookedRequests).toBe(2);
+    expect(r.fleet.bookedRequests).toBe(2);
   });
 
   it('a worker that joins wakes the queue', () => {
@@ -95,7 +95,7 @@ describe('ModelRouter: the partition and the scheduler together', () => {
     const c = submit(fields(), tokens(60, 2000));
     // Ten sweep ages: both requests still run, so their load still counts and c still waits.
     clock.advanceTo(3_000_001);
-    expect(r.partition.bookedRequests).toBe(2);
+    expect(r.fleet.bookedRequests).toBe(2);
     expect(r.sweepStats).toEqual({ reclaimed: 0, longRunning: 2 });
     expect(done.has(c)).toBe(false);
     r.completed(a);
@@ -104,17 +104,17 @@ describe('ModelRouter: the partition and the scheduler together', () => {
     r.completed(c);
     clock.advanceTo(3_060_001);
     expect(r.sweepStats).toEqual({ reclaimed: 0, longRunning: 0 });
-    expect(r.partition.bookedRequests).toBe(0);
+    expect(r.fleet.bookedRequests).toBe(0);
     r.close();
   });
 
   it('the periodic sweep reclaims a booking no live request holds and wakes the queue', () => {
     const { r, clock, done, submit } = route({ prefillTokens: 50 });
     // Booked on the model fleet directly, as the replica layer books a peer's choice: the scheduler does not hold it.
-    const orphan = r.partition.prepare(fields(), tokens(60, 5000));
-    r.partition.book(orphan, { id: 'a', rank: 0 }, 0);
-    const peer = r.partition.prepare(fields(), tokens(60, 6000));
-    r.partition.book(peer, { id: 'b', rank: 0 }, 0);
+    const orphan = r.fleet.prepare(fields(), tokens(60, 5000));
+    r.fleet.book(orphan, { id: 'a', rank: 0 }, 0);
+    const peer = r.fleet.prepare(fields(), tokens(60, 6000));
+    r.fleet.book(peer, { id: 'b', rank: 0 }, 0);
     const held = new Set([peer.id]);
     r.addBookingHolder((id) => held.has(id));
     const c = submit(fields(), tokens(60, 2000));
@@ -133,13 +133,13 @@ describe('ModelRouter: the partition and the scheduler together', () => {
   it('configureSweep changes the age and the interval', () => {
     const { r, clock, submit } = route();
     r.configureSweep(10, 50);
-    const orphan = r.partition.prepare(fields(), tokens(8));
-    r.partition.book(orphan, { id: 'a', rank: 0 }, 0);
+    const orphan = r.fleet.prepare(fields(), tokens(8));
+    r.fleet.book(orphan, { id: 'a', rank: 0 }, 0);
     const live = submit(fields(), tokens(8, 100));
     clock.advanceTo(50);
-    expect(r.partition.bookedRequests).toBe(2);
+    expect(r.fleet.bookedRequests).toBe(2);
     clock.advanceTo(60);
-    expect(r.partition.bookedRequests).toBe(1);
+    expect(r.fleet.bookedRequests).toBe(1);
     expect(r.sweepStats).toEqual({ reclaimed: 1, longRunning: 1 });
     r.completed(live);
     expect(() => r.configureSweep(-1, 50)).toThrow(/interval/);

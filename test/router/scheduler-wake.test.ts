@@ -268,26 +268,26 @@ class TableFleet implements Fleet {
  * prompts it routes and later turns of a session find their prefix cached.
  */
 class ModelFleetBacked implements Fleet {
-  readonly partition: ModelFleet;
+  readonly fleet: ModelFleet;
   private readonly external = new Map<number, string[]>();
   private bookings = 0;
 
   constructor(clock: VirtualClock) {
-    this.partition = new ModelFleet({ model: 'm', blockSize: 16, clock, seed: 11, fastPathBusy: CLASSES[0]!.busy });
-    this.partition.addWorker({ id: 'w0', totalBlocks: 64, maxBatchedTokens: 512, kvEvents: false });
-    this.partition.addWorker({ id: 'w1', dataParallelSize: 2, totalBlocks: 64, maxBatchedTokens: 512, kvEvents: false });
-    this.partition.addWorker({ id: 'w2', totalBlocks: 64, maxBatchedTokens: 512, kvEvents: false, taints: ['gpu=a100'] });
+    this.fleet = new ModelFleet({ model: 'm', blockSize: 16, clock, seed: 11, fastPathBusy: CLASSES[0]!.busy });
+    this.fleet.addWorker({ id: 'w0', totalBlocks: 64, maxBatchedTokens: 512, kvEvents: false });
+    this.fleet.addWorker({ id: 'w1', dataParallelSize: 2, totalBlocks: 64, maxBatchedTokens: 512, kvEvents: false });
+    this.fleet.addWorker({ id: 'w2', totalBlocks: 64, maxBatchedTokens: 512, kvEvents: false, taints: ['gpu=a100'] });
   }
 
   get placement(): Placement<SchedRequest> {
-    return this.partition as Placement<RoutedRequest> as Placement<SchedRequest>;
+    return this.fleet as Placement<RoutedRequest> as Placement<SchedRequest>;
   }
 
   request(fields: SchedRequest, taint: boolean): SchedRequest {
     // A session's turns share a prefix; sessionless prompts share a short one.
     const base = fields.sessionId === null ? 7 : 1000 + fields.sessionId.length * 31 + fields.sessionId.charCodeAt(fields.sessionId.length - 1);
     const tokens = Array.from({ length: fields.promptTokens }, (_, i) => (i < fields.promptTokens - 8 ? base * 131 + i : Number(fields.id.slice(1)) * 17 + i) % 50_000);
-    return this.partition.prepare({ ...fields, requiredTaints: taint ? ['gpu=a100'] : [] }, tokens);
+    return this.fleet.prepare({ ...fields, requiredTaints: taint ? ['gpu=a100'] : [] }, tokens);
   }
 
   externalLoad(worker: number, add: boolean): boolean {
@@ -296,25 +296,25 @@ class ModelFleetBacked implements Fleet {
     if (!add) {
       const id = held.pop();
       if (id === undefined) return false;
-      this.partition.release(id);
+      this.fleet.release(id);
       return true;
     }
     const id = `peer/${this.bookings++}`;
-    const request = this.partition.prepare(plainFields(id), Array.from({ length: EXTERNAL_LOAD }, (_, i) => 40_000 + this.bookings * 7 + i));
-    this.partition.book(request, workerKey(worker), 0);
+    const request = this.fleet.prepare(plainFields(id), Array.from({ length: EXTERNAL_LOAD }, (_, i) => 40_000 + this.bookings * 7 + i));
+    this.fleet.book(request, workerKey(worker), 0);
     held.push(id);
     return true;
   }
 
   toggleSpare(): void {
-    if (this.partition.hasWorker('spare')) this.partition.removeWorker('spare');
-    else this.partition.addWorker({ id: 'spare', totalBlocks: 64, maxBatchedTokens: 512, kvEvents: false });
+    if (this.fleet.hasWorker('spare')) this.fleet.removeWorker('spare');
+    else this.fleet.addWorker({ id: 'spare', totalBlocks: 64, maxBatchedTokens: 512, kvEvents: false });
   }
 
   leftover(): number {
     let held = 0;
     for (const ids of this.external.values()) held += ids.length;
-    return this.partition.bookedRequests - held;
+    return this.fleet.bookedRequests - held;
   }
 }
 
@@ -328,7 +328,7 @@ class Run {
   /** Where each request's booking is, for retries. */
   private readonly workerOf = new Map<string, WorkerKey>();
 
-  constructor(wake: 'targeted' | 'everything', fleet: 'table' | 'partition') {
+  constructor(wake: 'targeted' | 'everything', fleet: 'table' | 'model-fleet') {
     this.fleet = fleet === 'table' ? new TableFleet() : new ModelFleetBacked(this.clock);
     this.scheduler = new Scheduler({ clock: this.clock, placement: this.fleet.placement, classes: CLASSES, classifier: this.gate, wake, laneKeySecret: Buffer.alloc(32, 3) });
   }
@@ -399,7 +399,7 @@ class Run {
 }
 
 /** Runs the stream through the targeted rule, the reference, and the reference rechecked after every step. */
-function differential(fleet: 'table' | 'partition', actions: Action[]): number {
+function differential(fleet: 'table' | 'model-fleet', actions: Action[]): number {
   const targeted = new Run('targeted', fleet);
   const reference = new Run('everything', fleet);
   // The reference again, with every blocked lane rechecked after each step: whatever
@@ -437,9 +437,9 @@ describe('K4: the targeted wake rule dispatches exactly as rechecking everything
     expect(peaks[peaks.length >> 1]).toBeGreaterThanOrEqual(25);
   });
 
-  it('K4: the same through a partition on the wasm core (ranks, a taint, cached prefixes, retries, peer bookings)', () => {
+  it('K4: the same through a model fleet on the wasm core (ranks, a taint, cached prefixes, retries, peer bookings)', () => {
     fc.assert(
-      fc.property(fc.array(action, { minLength: 120, maxLength: 250 }), (actions) => void differential('partition', actions)),
+      fc.property(fc.array(action, { minLength: 120, maxLength: 250 }), (actions) => void differential('model-fleet', actions)),
       { numRuns: 30 },
     );
   });

@@ -102,7 +102,7 @@ describe('ThunderAgent end to end', () => {
     for (const t of log) expect(t.dispatched! - t.submitted).toBeLessThan(600_000);
     expect(agent.programs()).toEqual([]);
     expect(agent.usage()).toEqual({});
-    expect(route.partition.bookedRequests).toBe(0);
+    expect(route.fleet.bookedRequests).toBe(0);
   });
 
   it('pauses the smallest acting program when a session grows past the threshold and resumes it when room frees', () => {

@@ -67,7 +67,7 @@ function cluster(ids: string[], options: { approximate?: boolean; maxMessageByte
     node.route.sent(id, out.worker);
     return { id, admission: out };
   };
-  const load = (node: Node) => JSON.stringify(node.route.partition.load());
+  const load = (node: Node) => JSON.stringify(node.route.fleet.load());
   return { clock, nodes, submit, load, setLoss: (f: typeof lose) => void (lose = f) };
 }
 
@@ -78,28 +78,28 @@ describe('ledger sync', () => {
     const r1 = submit(a, 40);
     const r2 = submit(b, 64);
     expect(load(a)).toEqual(load(b));
-    expect(a.route.partition.bookedRequests).toBe(2);
+    expect(a.route.fleet.bookedRequests).toBe(2);
     a.route.firstToken(r1.id);
     expect(load(a)).toEqual(load(b));
     a.route.completed(r1.id);
     b.route.completed(r2.id);
     expect(load(a)).toEqual(load(b));
-    expect(b.route.partition.bookedRequests).toBe(0);
+    expect(b.route.fleet.bookedRequests).toBe(0);
   });
 
   it('peer request ids are namespaced by replica: equal ids from two replicas are two bookings', () => {
     const { nodes, submit } = cluster(['a', 'b', 'c']);
     submit(nodes[0]!, 40, { id: 'same' });
     submit(nodes[1]!, 40, { id: 'same' });
-    expect(nodes[2]!.route.partition.bookedRequests).toBe(2);
-    expect(nodes[0]!.route.partition.bookedRequests).toBe(2);
+    expect(nodes[2]!.route.fleet.bookedRequests).toBe(2);
+    expect(nodes[0]!.route.fleet.bookedRequests).toBe(2);
   });
 
   it('a replica ignores its own messages', () => {
     const { nodes, submit } = cluster(['a']);
     submit(nodes[0]!, 40);
     nodes[0]!.ledger.tick();
-    expect(nodes[0]!.route.partition.bookedRequests).toBe(1);
+    expect(nodes[0]!.route.fleet.bookedRequests).toBe(1);
     expect(nodes[0]!.ledger.peerStats()).toEqual([]);
   });
 
@@ -122,7 +122,7 @@ describe('ledger sync', () => {
         }
         a.ledger.tick();
         expect(load(b)).toEqual(load(a));
-        expect(b.route.partition.bookedRequests).toBe(live.length);
+        expect(b.route.fleet.bookedRequests).toBe(live.length);
         expect(b.ledger.counters.repairs).toBeGreaterThanOrEqual(live.length > 0 ? 1 : 0);
       }),
       { numRuns: 40 },
@@ -134,20 +134,20 @@ describe('ledger sync', () => {
     const [a, b, c] = nodes as [Node, Node, Node];
     submit(a, 40);
     submit(c, 40);
-    expect(b.route.partition.bookedRequests).toBe(2);
+    expect(b.route.fleet.bookedRequests).toBe(2);
     // a falls silent (crash or partition); b keeps ticking.
     setLoss((m) => m.replica === 'a');
     clock.advanceTo(clock.now() + PEER_TIMEOUT - 1);
     c.ledger.tick();
     b.ledger.tick();
-    expect(b.route.partition.bookedRequests).toBe(2);
+    expect(b.route.fleet.bookedRequests).toBe(2);
     clock.advanceTo(clock.now() + 2);
     c.ledger.tick();
     b.ledger.tick();
-    expect(b.route.partition.bookedRequests).toBe(1);
+    expect(b.route.fleet.bookedRequests).toBe(1);
     expect(b.ledger.counters.expiredPeers).toBe(1);
     c.ledger.publishSnapshot(true);
-    expect(b.route.partition.bookedRequests).toBe(0);
+    expect(b.route.fleet.bookedRequests).toBe(0);
   });
 
   it("the ledger sweep keeps a peer's booking while the peer lists it, however old; detached, it is reclaimed", () => {
@@ -155,16 +155,16 @@ describe('ledger sync', () => {
     const [a, b] = nodes as [Node, Node];
     b.route.configureSweep(1000, 500);
     const { id } = submit(a, 40);
-    expect(b.route.partition.bookedRequests).toBe(1);
+    expect(b.route.fleet.bookedRequests).toBe(1);
     for (let t = 0; t < 5; t++) {
       clock.advanceTo(clock.now() + 1000);
       a.ledger.tick();
     }
     // Five sweeps past the age: the peer's stream still runs, so the booking stays.
-    expect(b.route.partition.bookedRequests).toBe(1);
+    expect(b.route.fleet.bookedRequests).toBe(1);
     b.ledger.detach();
     clock.advanceTo(clock.now() + 1000);
-    expect(b.route.partition.bookedRequests).toBe(0);
+    expect(b.route.fleet.bookedRequests).toBe(0);
     a.route.completed(id);
   });
 
@@ -179,10 +179,10 @@ describe('ledger sync', () => {
     });
     // 24 bookings of 16 blocks each: about 3,500 bytes of hashes, more than two parts' worth.
     for (let i = 0; i < 24; i++) submit(a, 64);
-    expect(b.route.partition.bookedRequests).toBe(0);
+    expect(b.route.fleet.bookedRequests).toBe(0);
     a.ledger.tick();
     expect(parts.size).toBeGreaterThanOrEqual(3);
-    expect(b.route.partition.bookedRequests).toBe(24);
+    expect(b.route.fleet.bookedRequests).toBe(24);
     expect(load(b)).toEqual(load(a));
   });
 
@@ -190,7 +190,7 @@ describe('ledger sync', () => {
     const { nodes, submit, load, setLoss } = cluster(['a', 'b'], { maxMessageBytes: 1500 });
     const [a, b] = nodes as [Node, Node];
     const ids = Array.from({ length: 20 }, () => submit(a, 64).id);
-    expect(b.route.partition.bookedRequests).toBe(20);
+    expect(b.route.fleet.bookedRequests).toBe(20);
     const before = load(b);
     // From here b misses a's ops, and part 0 of a's next snapshot.
     let lostPart = true;
@@ -199,11 +199,11 @@ describe('ledger sync', () => {
     submit(a, 64);
     a.ledger.tick();
     // The parts that arrived neither free the five nor add the new one.
-    expect(b.route.partition.bookedRequests).toBe(20);
+    expect(b.route.fleet.bookedRequests).toBe(20);
     expect(load(b)).toEqual(before);
     lostPart = false;
     a.ledger.tick();
-    expect(b.route.partition.bookedRequests).toBe(16);
+    expect(b.route.fleet.bookedRequests).toBe(16);
     expect(load(b)).toEqual(load(a));
     expect(b.ledger.counters.partialSnapshots).toBe(1);
   });
@@ -215,7 +215,7 @@ describe('ledger sync', () => {
     const phantom = submit(a, 40).id;
     setLoss((m, to) => to === 'b' && m.replica === 'a' && (m.kind === 'snapshot' || (m.kind === 'free' && m.id === phantom)));
     a.route.completed(phantom);
-    expect(b.route.partition.bookedRequests).toBe(1);
+    expect(b.route.fleet.bookedRequests).toBe(1);
     // a keeps booking (its ops arrive) and ticking (its snapshots do not).
     for (let t = 0; t < 3; t++) {
       clock.advanceTo(clock.now() + PEER_TIMEOUT / 3);
@@ -226,11 +226,11 @@ describe('ledger sync', () => {
     clock.advanceTo(clock.now() + 1);
     b.ledger.tick();
     expect(b.ledger.counters.expiredPeers).toBe(1);
-    expect(b.route.partition.bookedRequests).toBe(0);
+    expect(b.route.fleet.bookedRequests).toBe(0);
     // Once a snapshot gets through again, b holds exactly a's bookings.
     setLoss(() => false);
     a.ledger.tick();
-    expect(b.route.partition.bookedRequests).toBe(3);
+    expect(b.route.fleet.bookedRequests).toBe(3);
     expect(load(b)).toEqual(load(a));
   });
 
@@ -238,8 +238,8 @@ describe('ledger sync', () => {
     const { nodes, submit } = cluster(['a', 'b'], { approximate: true });
     const [a, b] = nodes as [Node, Node];
     const { admission } = submit(a, 64);
-    expect(b.route.partition.indexStats().routedBlocks).toBe(a.route.partition.indexStats().routedBlocks);
-    expect(b.route.partition.indexStats().routedBlocks).toBeGreaterThan(0);
+    expect(b.route.fleet.indexStats().routedBlocks).toBe(a.route.fleet.indexStats().routedBlocks);
+    expect(b.route.fleet.indexStats().routedBlocks).toBeGreaterThan(0);
     expect(admission.worker.id).toMatch(/^w/);
   });
 
@@ -250,7 +250,7 @@ describe('ledger sync', () => {
     b.route.removeWorker('w1');
     submit(a, 40, { allowedWorkers: [{ id: 'w0', rank: 0 }] });
     expect(b.ledger.counters.unknownWorkers).toBe(1);
-    expect(b.route.partition.bookedRequests).toBe(0);
+    expect(b.route.fleet.bookedRequests).toBe(0);
   });
 });
 
