@@ -181,7 +181,9 @@ describe('the wire path against the JS path, on the index', () => {
       { numRuns: 150 },
     );
     expect(wired).toBeGreaterThan(100);
-    expect(failed).toBeGreaterThan(5);
+    // A failure is injected into most steps, but it only takes effect in a step whose batch makes the
+    // core allocate (a pool growing): about 10 a run, so any run that saw none has lost its coverage.
+    expect(failed).toBeGreaterThan(0);
   });
 
   it.each(['array', 'map'] as const)('applies stores, parents, removals and clears from the bytes as the decoded events would (%s layout)', (form) => {
