@@ -14,7 +14,7 @@
 // byte of the body is forwarded as it came (numbers keep their digits, keys
 // their order), and a request without such a part keeps its body whole.
 import type { EngineKind } from '../../router/disagg/roles.js';
-import { skipSpace, skipValue } from './json-layout.js';
+import { memberValue, scanElements, skipSpace } from './json-layout.js';
 import { imagePartsOf, isImagePart } from './media.js';
 import type { ModelMultimodal } from './image-fetch.js';
 
@@ -46,37 +46,12 @@ function withUuids(message: unknown, ids: readonly string[], next: number): Reco
 
 /** Where each element of the top-level `messages` array sits in the body's bytes ([start, end) pairs); null when it is not found. */
 function messageSpans(raw: Buffer): [number, number][] | null {
-  let i = skipSpace(raw, 0);
-  if (raw[i] !== 0x7b) return null;
-  let found: [number, number][] | null = null;
-  i = skipSpace(raw, i + 1);
-  while (raw[i] === 0x22) {
-    const keyEnd = skipValue(raw, i);
-    if (keyEnd < 0) return null;
-    const key = JSON.parse(raw.toString('utf8', i, keyEnd)) as string;
-    i = skipSpace(raw, keyEnd);
-    if (raw[i] !== 0x3a) return null;
-    i = skipSpace(raw, i + 1);
-    const valueEnd = skipValue(raw, i);
-    if (valueEnd < 0) return null;
-    // JSON.parse keeps the last of repeated keys: so does this.
-    if (key === 'messages') found = raw[i] === 0x5b ? elementSpans(raw, i, valueEnd) : null;
-    i = skipSpace(raw, valueEnd);
-    if (raw[i] !== 0x2c) break;
-    i = skipSpace(raw, i + 1);
-  }
-  return found;
-}
-
-function elementSpans(raw: Buffer, open: number, close: number): [number, number][] {
-  const spans: [number, number][] = [];
-  let i = skipSpace(raw, open + 1);
-  while (i < close - 1) {
-    const end = skipValue(raw, i);
-    spans.push([i, end]);
-    i = skipSpace(raw, skipSpace(raw, end) + 1);
-  }
-  return spans;
+  const value = memberValue(raw, 'messages');
+  if (value === null || raw[value[0]] !== 0x5b) return null;
+  const ends: number[] = [];
+  if (scanElements(raw, value[0] + 1, ends, Infinity, false) === null) return null;
+  // An element starts at the first non-space past the bracket, or past the comma after the one before.
+  return ends.map((end, k) => [skipSpace(raw, k === 0 ? value[0] + 1 : skipSpace(raw, ends[k - 1]!) + 1), end]);
 }
 
 export interface ForwardedBody {

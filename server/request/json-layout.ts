@@ -141,6 +141,26 @@ export function messagesLayout(buf: Buffer, limit = Infinity): MessagesLayout | 
   }
 }
 
+/**
+ * Where the value of the top-level member `key` sits ([start, end)): the
+ * last one when the key is repeated, as JSON.parse keeps; null when there is
+ * none or the text is no object.
+ */
+export function memberValue(buf: Buffer, key: string): [number, number] | null {
+  let i = skipSpace(buf, 0);
+  if (buf[i] !== OPEN_BRACE) return null;
+  let found: [number, number] | null = null;
+  for (;;) {
+    const member = readKey(buf, skipSpace(buf, i + 1));
+    if (member === null) return found;
+    const end = skipValue(buf, member.value);
+    if (end < 0) return null;
+    if (member.key === key) found = [member.value, end];
+    i = skipSpace(buf, end);
+    if (buf[i] !== COMMA) return found;
+  }
+}
+
 /** The decoded keys of the top-level members after the array that closes at `close`; null when the object does not end well. */
 export function keysAfter(buf: Buffer, close: number): string[] | null {
   const keys: string[] = [];
