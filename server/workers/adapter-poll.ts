@@ -6,8 +6,6 @@
 // engine serves now. KV events cannot say as much: a stored block's
 // `lora_name` shows an adapter was in use, but an unload publishes nothing
 // and an adapter loaded and not yet used has no blocks.
-import type { Pool } from 'undici';
-
 /** The adapters of `model` in a /v1/models answer (entries whose parent is the model); null for an answer of another shape. */
 export function loadedAdapters(body: unknown, model: string): string[] | null {
   const data = (body as { data?: unknown } | null)?.data;
@@ -20,18 +18,13 @@ export function loadedAdapters(body: unknown, model: string): string[] | null {
   return names;
 }
 
-export interface AdapterPollTarget {
-  pool: Pool;
-  /** Path prefix of the worker's base URL. */
-  basePath: string;
-  apiKey: string | null;
-  model: string;
-}
+/** GETs a path of the worker's API: its JSON on a 200 within the timeout, else null. */
+export type WorkerGet = (path: string, timeoutMs: number) => Promise<unknown>;
 
 /**
  * Asks a worker's /v1/models every `intervalMs` (the first time at once)
- * and hands on the adapters it lists. An answer that fails or does not
- * parse is skipped: what the worker was last known to have stands.
+ * and hands on the adapters of `model` it lists. An answer that fails or
+ * does not parse is skipped: what the worker was last known to have stands.
  */
 export class AdapterPoller {
   private timer: NodeJS.Timeout | null = null;
@@ -39,7 +32,8 @@ export class AdapterPoller {
   private closed = false;
 
   constructor(
-    private readonly target: AdapterPollTarget,
+    private readonly get: WorkerGet,
+    private readonly model: string,
     private readonly intervalMs: number,
     private readonly onAdapters: (names: string[]) => void,
   ) {}
@@ -57,27 +51,12 @@ export class AdapterPoller {
   }
 
   private async poll(): Promise<void> {
-    // A slow engine gets one question at a time.
+    // A slow engine gets one question at a time, and at least a second to answer it.
     if (this.inFlight || this.closed) return;
     this.inFlight = true;
-    const { pool, basePath, apiKey, model } = this.target;
     try {
-      const answer = await pool.request({
-        path: `${basePath}/v1/models`,
-        method: 'GET',
-        headers: apiKey === null ? {} : { authorization: `Bearer ${apiKey}` },
-        headersTimeout: this.intervalMs,
-        bodyTimeout: this.intervalMs,
-        signal: AbortSignal.timeout(Math.max(this.intervalMs, 1000)),
-      });
-      if (answer.statusCode !== 200) {
-        await answer.body.dump();
-        return;
-      }
-      const names = loadedAdapters(await answer.body.json(), model);
+      const names = loadedAdapters(await this.get('/v1/models', Math.max(this.intervalMs, 1000)), this.model);
       if (names && !this.closed) this.onAdapters(names);
-    } catch {
-      // Unreachable or not JSON: keep what is known; the next poll asks again.
     } finally {
       this.inFlight = false;
     }

@@ -69,24 +69,41 @@ export class WorkerHandle {
     }
   }
 
+  /** GETs a path of the engine's API; the whole exchange, connect included, within the timeout. */
+  private get(path: string, timeoutMs: number): Promise<Dispatcher.ResponseData> {
+    const apiKey = this.config.apiKey;
+    return this.pool.request({
+      path: this.basePath + path,
+      method: 'GET',
+      headers: apiKey === null ? {} : { authorization: `Bearer ${apiKey}` },
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+      // Bounds the connect too, which the pool allows connect_timeout_ms.
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+  }
+
   /** GETs the engine's health endpoint: healthy on a 2xx answer within the timeout. */
   async probe(path: string, timeoutMs: number): Promise<boolean> {
-    const apiKey = this.config.apiKey;
     try {
-      const answer = await this.pool.request({
-        path: this.basePath + path,
-        method: 'GET',
-        headers: apiKey === null ? {} : { authorization: `Bearer ${apiKey}` },
-        headersTimeout: timeoutMs,
-        bodyTimeout: timeoutMs,
-        // Bounds the connect too, which the pool allows connect_timeout_ms.
-        signal: AbortSignal.timeout(timeoutMs),
-      });
+      const answer = await this.get(path, timeoutMs);
       await answer.body.dump();
       return answer.statusCode >= 200 && answer.statusCode < 300;
     } catch {
       return false;
     }
+  }
+
+  /** The JSON a GET of an engine path answers with 200 within the timeout; null for any other outcome. */
+  async getJson(path: string, timeoutMs: number): Promise<unknown> {
+    try {
+      const answer = await this.get(path, timeoutMs);
+      if (answer.statusCode === 200) return await answer.body.json();
+      await answer.body.dump();
+    } catch {
+      // Unreachable, timed out or not JSON.
+    }
+    return null;
   }
 }
 
@@ -158,8 +175,8 @@ export class WorkerRegistry {
     const handle = new WorkerHandle(config, model, kv, this.limits, this.outliers, this.stalls);
     this.workers.set(config.id, handle);
     if (model.config.adaptersPollMs > 0) {
-      const target = { pool: handle.pool, basePath: handle.basePath, apiKey: config.apiKey, model: model.name };
-      handle.adapterPoller = new AdapterPoller(target, model.config.adaptersPollMs, (names) => this.learnAdapters(handle, names));
+      const ask = (path: string, timeoutMs: number) => handle.getJson(path, timeoutMs);
+      handle.adapterPoller = new AdapterPoller(ask, model.name, model.config.adaptersPollMs, (names) => this.learnAdapters(handle, names));
       handle.adapterPoller.start();
     }
     return handle;
