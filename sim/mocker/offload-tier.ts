@@ -25,10 +25,6 @@ export class OffloadTier {
     return this.lru.size;
   }
 
-  has(hash: bigint): boolean {
-    return this.lru.has(hash);
-  }
-
   /** How many of `hashes[from..limit)` the tier holds in a row from `from`: the blocks a request can load. */
   lookup(hashes: BigUint64Array, from: number, limit: number): number {
     const end = Math.min(limit, hashes.length);
