@@ -1,17 +1,21 @@
 // KV-event batches read from their msgpack bytes in the wasm core
 // (assembly/kv-wire.ts). scan() checks a payload against the layouts vLLM
-// and SGLang publish and returns what the listener needs before the
-// batch is applied (ts, dp_rank, event counts), or null for anything else:
-// router/kv-wire.ts then decodes it in JS, accepting or rejecting it as it
-// always has. Applying a scanned batch (tokens hashed, blocks stored, in one
-// pass over the bytes) is PrefixIndex.applyWire, in the index's own core.
+// and SGLang publish and parses it in the same pass (hashes as u64, each
+// stored block's tokens hashed under the default seed), returning what the
+// listener needs before the batch is applied (ts, dp_rank, event counts) and
+// the parsed batch, or null for anything else: router/kv-wire.ts then decodes
+// it in JS, accepting or rejecting it as it always has. Applying a parsed
+// batch (no byte of the payload read again) is PrefixIndex.applyWire, in the
+// index's own core.
 import { Core } from './core.js';
+import { DEFAULT_SEED } from './reference/hash-inputs.js';
 
 /** The core's wire* exports. */
 export interface WireExports {
   wireInput(bytes: number): number;
   wireSummaryPtr(): number;
-  wireScan(len: number): number;
+  wireScan(len: number, seed: bigint): number;
+  wireParsedPtr(): number;
   wireApply(slot: number, len: number, blockSize: number, seed: bigint): number;
 }
 
@@ -19,8 +23,8 @@ export interface WireExports {
 export const WIRE_APPLIED = 0;
 export const WIRE_NO_MEMORY_STORING = 1;
 export const WIRE_NO_MEMORY_STAGING = 2;
-export const WIRE_NOT_SCANNED = 3;
-export const WIRE_NO_SCRATCH = 4;
+export const WIRE_NOT_PARSED = 3;
+export const WIRE_OTHER_SEED = 4;
 
 /** What a scan found in a batch of the fast layout. */
 export interface WireSummary {
@@ -32,7 +36,13 @@ export interface WireSummary {
   cleared: number;
 }
 
-/** What applying a scanned batch did, event by event until it stopped. */
+/** A payload the scan accepted: its summary, and the batch parsed (the seed, then a record per event; assembly/kv-wire.ts). */
+export interface WireScan {
+  summary: WireSummary;
+  parsed: Uint8Array;
+}
+
+/** What applying a parsed batch did, event by event until it stopped. */
 export interface WireTally {
   stored: number;
   /** Stores whose parent the worker did not hold. */
@@ -46,7 +56,7 @@ export interface WireTally {
 
 /**
  * A core's wire buffer and summary, with views kept until memory grows: a
- * batch costs one copy and no view allocations.
+ * batch costs one copy in and no view allocations.
  */
 export class WireBuffer {
   private readonly summaryPtr: number;
@@ -62,12 +72,18 @@ export class WireBuffer {
     this.summaryPtr = k.wireSummaryPtr() >>> 0;
   }
 
-  /** Copies a payload into the wire buffer; false when the core has no memory for it. */
+  /** Copies a payload (or a parsed batch) into the wire buffer; false when the core has no memory for it. */
   stage(payload: Uint8Array): boolean {
     const ptr = this.k.wireInput(payload.length) >>> 0;
     if (ptr === 0) return false;
     this.views().bytes.set(payload, ptr);
     return true;
+  }
+
+  /** A copy of the parsed batch the last scan wrote, of `length` bytes. */
+  parsed(length: number): Uint8Array {
+    const ptr = this.k.wireParsedPtr() >>> 0;
+    return this.views().bytes.slice(ptr, ptr + length);
   }
 
   summary(): WireSummary {
@@ -105,9 +121,11 @@ export class WireReader {
     this.buffer = new WireBuffer(this.core, this.k);
   }
 
-  /** The batch's summary when it is of the fast layout, else null (decode it in JS). */
-  scan(payload: Uint8Array): WireSummary | null {
-    if (!this.buffer.stage(payload) || this.k.wireScan(payload.length) !== 1) return null;
-    return this.buffer.summary();
+  /** The batch's summary and parsed form when it is of the fast layout, else null (decode it in JS). */
+  scan(payload: Uint8Array): WireScan | null {
+    if (!this.buffer.stage(payload)) return null;
+    const length = this.k.wireScan(payload.length, DEFAULT_SEED);
+    if (length === 0) return null;
+    return { summary: this.buffer.summary(), parsed: this.buffer.parsed(length) };
   }
 }

@@ -1,12 +1,12 @@
-// KV-event batches that keep their wire bytes. readKvBatch is decodeKvBatch
-// for a hot path: a payload the core reads (bindings/kv-wire-reader.ts:
-// vLLM's and SGLang's positional or named layout, device tier, no adapter,
-// extra keys or cache groups) is checked in the core and comes
-// back as a WireKvBatch, whose events are decoded in JS only if someone reads
-// them; the index applies it from its bytes (CacheIndex, PrefixIndex.applyWire).
-// Anything else goes through decodeKvBatch, so every payload is accepted or
-// rejected exactly as before.
-import { WireReader, type WireSummary } from '../bindings/kv-wire-reader.js';
+// KV-event batches the core parsed. readKvBatch is decodeKvBatch for a hot
+// path: a payload the core reads (bindings/kv-wire-reader.ts: vLLM's and
+// SGLang's positional or named layout, device tier, no adapter, extra keys or
+// cache groups) is checked and parsed in the core in one pass and comes back
+// as a WireKvBatch, whose events are decoded in JS only if someone reads
+// them; the index applies its parsed form, without reading the payload again
+// (CacheIndex, PrefixIndex.applyWire). Anything else goes through
+// decodeKvBatch, so every payload is accepted or rejected exactly as before.
+import { WireReader, type WireScan, type WireSummary } from '../bindings/kv-wire-reader.js';
 import type { KvEvent, KvEventBatch } from './kv-events.js';
 import { decodeKvBatch, type DecodeOptions } from './kv-wire.js';
 
@@ -17,12 +17,14 @@ export class WireKvBatch implements KvEventBatch {
   #events: KvEvent[] | null = null;
   readonly #payload: Uint8Array;
   readonly #summary: WireSummary;
+  readonly #parsed: Uint8Array;
 
-  constructor(payload: Uint8Array, summary: WireSummary) {
-    this.ts = summary.ts;
-    this.dpRank = summary.dpRank;
+  constructor(payload: Uint8Array, scan: WireScan) {
+    this.ts = scan.summary.ts;
+    this.dpRank = scan.summary.dpRank;
     this.#payload = payload;
-    this.#summary = summary;
+    this.#summary = scan.summary;
+    this.#parsed = scan.parsed;
   }
 
   get events(): KvEvent[] {
@@ -30,9 +32,14 @@ export class WireKvBatch implements KvEventBatch {
     return this.#events;
   }
 
-  /** The message bytes, for the index to apply. */
+  /** The message bytes. */
   get payload(): Uint8Array {
     return this.#payload;
+  }
+
+  /** The batch as the core parsed it, for the index to apply. */
+  get parsed(): Uint8Array {
+    return this.#parsed;
   }
 
   /** Events of each type, from the scan. */
@@ -46,8 +53,8 @@ let reader: WireReader | null = null;
 /** decodeKvBatch, with the bytes kept for the index when the core can read them. */
 export function readKvBatch(payload: Uint8Array, options: DecodeOptions = {}): KvEventBatch {
   reader ??= new WireReader();
-  const summary = reader.scan(payload);
-  return summary ? new WireKvBatch(payload, summary) : decodeKvBatch(payload, options);
+  const scan = reader.scan(payload);
+  return scan ? new WireKvBatch(payload, scan) : decodeKvBatch(payload, options);
 }
 
 /** Adds the batch's events, by type, into `counts` (without decoding a wire batch). */

@@ -7,6 +7,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { WireReader } from '../../bindings/kv-wire-reader.js';
+import { DEFAULT_SEED, BlockHasher as ReferenceBlockHasher } from '../../bindings/reference/block-hasher.js';
 import { IndexFailure } from '../../bindings/prefix-index-api.js';
 import type { WorkerKey } from '../../bindings/workers.js';
 import { VirtualClock } from '../../router/clock.js';
@@ -32,19 +33,65 @@ function readWith(decode: (payload: Uint8Array, options: { onUnknownEvent: () =>
 }
 
 const reader = new WireReader();
+const hasher = new ReferenceBlockHasher();
 
-/** readKvBatch reads the payload as decodeKvBatch does, and the scan accepts only what the decoder accepts, with the same summary. */
+type Parsed =
+  | { type: 'stored'; parent: bigint | null; blockSize: number; external: bigint[]; local: bigint[] }
+  | { type: 'removed'; external: bigint[] }
+  | { type: 'cleared' };
+
+/** Reads a parsed batch (the record layout in assembly/kv-wire.ts) back into values. */
+function readParsed(bytes: Uint8Array): { seed: bigint; events: Parsed[] } {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const u64s = (at: number, n: number) => Array.from({ length: n }, (_, i) => view.getBigUint64(at + 8 * i, true));
+  const events: Parsed[] = [];
+  let at = 8;
+  while (at < bytes.length) {
+    const kind = view.getUint32(at, true);
+    const n = view.getUint32(at + 4, true);
+    if (kind === 1) {
+      const parent = view.getUint32(at + 8, true) ? view.getBigUint64(at + 16, true) : null;
+      events.push({ type: 'stored', parent, blockSize: view.getUint32(at + 12, true), external: u64s(at + 24, n), local: u64s(at + 24 + 8 * n, n) });
+      at += 24 + 16 * n;
+    } else if (kind === 2) {
+      events.push({ type: 'removed', external: u64s(at + 8, n) });
+      at += 8 + 8 * n;
+    } else {
+      expect(kind).toBe(3);
+      events.push({ type: 'cleared' });
+      at += 8;
+    }
+  }
+  expect(at).toBe(bytes.length);
+  return { seed: view.getBigUint64(0, true), events };
+}
+
+/** The decoded events as the scan must have parsed them: tokens hashed by the pure-TS hasher at the event's block size. */
+function expectedParse(events: KvEvent[]): Parsed[] {
+  return events.map((e): Parsed => {
+    if (e.type === 'cleared') return { type: 'cleared' };
+    if (e.type === 'removed') return { type: 'removed', external: [...e.blockHashes] };
+    return { type: 'stored', parent: e.parentBlockHash, blockSize: e.blockSize, external: [...e.blockHashes], local: [...hasher.localHashes(e.tokenIds, e.blockSize, DEFAULT_SEED)] };
+  });
+}
+
+/**
+ * readKvBatch reads the payload as decodeKvBatch does, and the scan accepts
+ * only what the decoder accepts, with the same summary and a parse of the
+ * same events.
+ */
 function checkRead(payload: Uint8Array): boolean {
   const js = readWith(decodeKvBatch, payload);
   const wire = readWith(readKvBatch, payload);
   expect(wire).toEqual(js);
-  const summary = reader.scan(payload);
-  if (summary === null) return false;
+  const scanned = reader.scan(payload);
+  if (scanned === null) return false;
   if ('error' in js) throw new Error(`the scan accepted a payload the decoder rejects (${js.error})`);
   const counts = { stored: 0, removed: 0, cleared: 0 };
   for (const event of js.batch.events) counts[event.type]++;
   expect(js.unknown).toBe(0);
-  expect(summary).toEqual({ ts: js.batch.ts, dpRank: js.batch.dpRank, ...counts });
+  expect(scanned.summary).toEqual({ ts: js.batch.ts, dpRank: js.batch.dpRank, ...counts });
+  expect(readParsed(scanned.parsed)).toEqual({ seed: DEFAULT_SEED, events: expectedParse(js.batch.events) });
   return true;
 }
 
