@@ -2,11 +2,14 @@
 // (assembly/kv-wire.ts). scan() checks a payload against the layouts vLLM
 // and SGLang publish and parses it in the same pass (hashes as u64, each
 // stored block's tokens hashed under the default seed), returning what the
-// listener needs before the batch is applied (ts, dp_rank, event counts) and
-// the parsed batch, or null for anything else: router/kv-wire.ts then decodes
-// it in JS, accepting or rejecting it as it always has. Applying a parsed
-// batch (no byte of the payload read again) is PrefixIndex.applyWire, in the
-// index's own core.
+// listener needs before the batch is applied (ts, dp_rank, event counts), or
+// null for anything else: router/kv-wire.ts then decodes it in JS, accepting
+// or rejecting it as it always has. The parsed batch stays in the core, where
+// parsed() finds it: a batch applied before the next scan (the listener's
+// usual case) costs no copy out of the core, and one applied later (held for
+// a replay) is parsed again from its payload. Applying a parsed batch (no
+// byte of the payload read again) is PrefixIndex.applyWire, in the index's
+// own core.
 import { Core } from './core.js';
 import { DEFAULT_SEED } from './reference/hash-inputs.js';
 
@@ -34,12 +37,6 @@ export interface WireSummary {
   stored: number;
   removed: number;
   cleared: number;
-}
-
-/** A payload the scan accepted: its summary, and the batch parsed (the seed, then a record per event; assembly/kv-wire.ts). */
-export interface WireScan {
-  summary: WireSummary;
-  parsed: Uint8Array;
 }
 
 /** What applying a parsed batch did, event by event until it stopped. */
@@ -80,10 +77,10 @@ export class WireBuffer {
     return true;
   }
 
-  /** A copy of the parsed batch the last scan wrote, of `length` bytes. */
+  /** The parsed batch the last scan wrote, of `length` bytes: a view valid until the next scan. */
   parsed(length: number): Uint8Array {
     const ptr = this.k.wireParsedPtr() >>> 0;
-    return this.views().bytes.slice(ptr, ptr + length);
+    return this.views().bytes.subarray(ptr, ptr + length);
   }
 
   summary(): WireSummary {
@@ -109,10 +106,20 @@ export class WireBuffer {
   }
 }
 
+/** A payload the scan accepted: its summary, and the ticket that finds its parsed batch (WireReader.parsed). */
+export interface WireScan {
+  summary: WireSummary;
+  ticket: number;
+}
+
 export class WireReader {
   readonly core: Core;
   private readonly k: WireExports;
   private readonly buffer: WireBuffer;
+  // Tickets handed out, the one whose parsed batch the core holds (0: none), and its length.
+  private issued = 0;
+  private held = 0;
+  private length = 0;
 
   constructor(options: { core?: Core } = {}) {
     this.core = options.core ?? new Core();
@@ -121,11 +128,29 @@ export class WireReader {
     this.buffer = new WireBuffer(this.core, this.k);
   }
 
-  /** The batch's summary and parsed form when it is of the fast layout, else null (decode it in JS). */
+  /** The batch's summary when it is of the fast layout, else null (decode it in JS). */
   scan(payload: Uint8Array): WireScan | null {
-    if (!this.buffer.stage(payload)) return null;
-    const length = this.k.wireScan(payload.length, DEFAULT_SEED);
-    if (length === 0) return null;
-    return { summary: this.buffer.summary(), parsed: this.buffer.parsed(length) };
+    const ticket = ++this.issued;
+    return this.parse(payload, ticket) ? { summary: this.buffer.summary(), ticket } : null;
+  }
+
+  /**
+   * The parsed batch of a payload scan() accepted under `ticket`: a view
+   * valid until the next scan or parsed() call. The payload is parsed again
+   * when a later scan took its place (the same bytes parse the same); null
+   * when the core has no memory for that (decode it in JS).
+   */
+  parsed(payload: Uint8Array, ticket: number): Uint8Array | null {
+    if (ticket !== this.held && !this.parse(payload, ticket)) return null;
+    return this.buffer.parsed(this.length);
+  }
+
+  // Parses a payload for `ticket`; false when it is not of the layout or the core has no memory.
+  private parse(payload: Uint8Array, ticket: number): boolean {
+    this.held = 0;
+    this.length = this.buffer.stage(payload) ? this.k.wireScan(payload.length, DEFAULT_SEED) : 0;
+    if (this.length === 0) return false;
+    this.held = ticket;
+    return true;
   }
 }

@@ -17,14 +17,16 @@ export class WireKvBatch implements KvEventBatch {
   #events: KvEvent[] | null = null;
   readonly #payload: Uint8Array;
   readonly #summary: WireSummary;
-  readonly #parsed: Uint8Array;
+  readonly #reader: WireReader;
+  readonly #ticket: number;
 
-  constructor(payload: Uint8Array, scan: WireScan) {
+  constructor(payload: Uint8Array, scan: WireScan, reader: WireReader) {
     this.ts = scan.summary.ts;
     this.dpRank = scan.summary.dpRank;
     this.#payload = payload;
     this.#summary = scan.summary;
-    this.#parsed = scan.parsed;
+    this.#reader = reader;
+    this.#ticket = scan.ticket;
   }
 
   get events(): KvEvent[] {
@@ -37,9 +39,13 @@ export class WireKvBatch implements KvEventBatch {
     return this.#payload;
   }
 
-  /** The batch as the core parsed it, for the index to apply. */
-  get parsed(): Uint8Array {
-    return this.#parsed;
+  /**
+   * The batch as the core parsed it, for the index to apply: a view valid
+   * until the next readKvBatch; null when the core had no memory to parse it
+   * again (apply its events instead).
+   */
+  parsed(): Uint8Array | null {
+    return this.#reader.parsed(this.#payload, this.#ticket);
   }
 
   /** Events of each type, from the scan. */
@@ -54,7 +60,7 @@ let reader: WireReader | null = null;
 export function readKvBatch(payload: Uint8Array, options: DecodeOptions = {}): KvEventBatch {
   reader ??= new WireReader();
   const scan = reader.scan(payload);
-  return scan ? new WireKvBatch(payload, scan) : decodeKvBatch(payload, options);
+  return scan ? new WireKvBatch(payload, scan, reader) : decodeKvBatch(payload, options);
 }
 
 /** Adds the batch's events, by type, into `counts` (without decoding a wire batch). */

@@ -92,14 +92,16 @@ export class CacheIndex {
    * applied by the index from the core's parse of them: its events are all of the device
    * tier, with no adapter, extra keys or cache group, so of the rules below
    * only the block size and the parent apply, and the core follows them.
-   * Undefined when it cannot (other tiers exist, the core had no room, or
-   * the batch was hashed under another seed than this model's):
+   * Undefined when it cannot (other tiers exist, a core had no room, or the
+   * batch was hashed under another seed than this model's):
    * the batch is then applied from its events.
    */
   private applyWire(worker: WorkerKey, batch: KvEventBatch, counts: EventCounts): IndexFailure | null | undefined {
     const { wire } = this.parts;
     if (wire === null || this.tiers.size > 1 || !(batch instanceof WireKvBatch)) return undefined;
-    const outcome = wire.applyWire(worker, batch.parsed, this.parts.blockSize, this.parts.seedOf(null, null));
+    const parsed = batch.parsed();
+    if (parsed === null) return undefined;
+    const outcome = wire.applyWire(worker, parsed, this.parts.blockSize, this.parts.seedOf(null, null));
     if (!outcome) return undefined;
     const { tally } = outcome;
     counts.stored += tally.stored;
