@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { WireReader } from '../../bindings/kv-wire-reader.js';
 import { DEFAULT_SEED, BlockHasher as ReferenceBlockHasher } from '../../bindings/reference/block-hasher.js';
 import { IndexFailure } from '../../bindings/prefix-index-api.js';
+import { PrefixIndex } from '../../bindings/prefix-index.js';
 import type { WorkerKey } from '../../bindings/workers.js';
 import { VirtualClock } from '../../router/clock.js';
 import type { KvEvent, KvEventBatch } from '../../router/kv-events.js';
@@ -273,6 +274,40 @@ describe('the wire path against the JS path, on the index', () => {
     // Wire batches applied after a later read: 154–183 a run over 6 seeds; the floor
     // only catches a run where none were held.
     expect(late).toBeGreaterThan(20);
+  });
+
+  it('applies a batch from its events when the core has no memory to parse it again', () => {
+    // The scan core's buffers come from the allocator without the test hook: a reader that
+    // finds no memory for a second parse stands in for one that ran out.
+    class ExhaustedReader extends WireReader {
+      override parsed(): Uint8Array | null {
+        return null;
+      }
+    }
+    const exhausted = new ExhaustedReader();
+    const viaWire = fleet();
+    const viaJs = fleet();
+    const tokens = Array.from({ length: 8 }, (_, i) => 7 + i);
+    const payload = encodeKvBatch({ ts: 1, dpRank: null, events: [{ type: 'stored', blockHashes: [5n, 6n], parentBlockHash: null, tokenIds: tokens, blockSize: BS, loraName: null, medium: 'GPU' }] }, 'array');
+    const batch = new WireKvBatch(payload, exhausted.scan(payload)!, exhausted);
+    expect(viaWire.applyEvents(WORKERS[0]!, batch)).toBeNull();
+    expect(viaJs.applyEvents(WORKERS[0]!, decodeKvBatch(payload))).toBeNull();
+    expect(state(viaWire)).toEqual(state(viaJs));
+    expect(viaWire.indexStats().blocks).toBe(2);
+  });
+
+  it('applies nothing from a batch hashed under another seed, and refuses bytes that are not a parsed batch', () => {
+    const index = new PrefixIndex();
+    const payload = encodeKvBatch({ ts: 1, dpRank: null, events: [{ type: 'stored', blockHashes: [5n], parentBlockHash: null, tokenIds: [1, 2, 3, 4], blockSize: BS, loraName: null, medium: 'GPU' }] }, 'array');
+    const parsed = reader.parsed(payload, reader.scan(payload)!.ticket)!.slice();
+    const slot = index.workers.ensure('w0', 0);
+    expect(index.applyWire(slot, parsed, BS, DEFAULT_SEED + 1n)).toBeNull();
+    expect(index.stats().blocks).toBe(0);
+    // A record cut short: its hashes run past the bytes given.
+    expect(() => index.applyWire(slot, parsed.subarray(0, parsed.length - 8), BS, DEFAULT_SEED)).toThrow(/not a batch WireReader.scan parsed/);
+    expect(index.stats().blocks).toBe(0);
+    expect(index.applyWire(slot, parsed, BS, DEFAULT_SEED)).toEqual({ tally: expect.objectContaining({ stored: 1 }), failure: null });
+    expect(index.stats().blocks).toBe(1);
   });
 
   it.each(['array', 'map'] as const)('applies stores, parents, removals and clears from the bytes as the decoded events would (%s layout)', (form) => {
