@@ -73,21 +73,15 @@ export function idsFind(h: usize, id: u64): usize {
   if (capacity == 0) return 0;
   const entries = <usize>load<u32>(h);
   let slot = home(id, capacity);
-  // The home entry: any resident there is at least as far from its own home.
-  let e = entries + <usize>slot * ID_ENTRY;
-  if (load<u32>(e, 8) == ID_EMPTY) {
-    stopSlot = slot;
-    stopDistance = 0;
-    return 0;
-  }
-  if (load<u64>(e) == id) return e;
-  for (let d: u32 = 1; ; d++) {
-    slot = slot + 1 == capacity ? 0 : slot + 1;
-    e = entries + <usize>slot * ID_ENTRY;
+  for (let d: u32 = 0; ; d++) {
+    const e = entries + <usize>slot * ID_ENTRY;
     if (load<u32>(e, 8) != ID_EMPTY) {
       const key = load<u64>(e);
       if (key == id) return e;
-      if (distance(slot, home(key, capacity), capacity) >= d) continue;
+      if (distance(slot, home(key, capacity), capacity) >= d) {
+        slot = slot + 1 == capacity ? 0 : slot + 1;
+        continue;
+      }
     }
     stopSlot = slot;
     stopDistance = d;
