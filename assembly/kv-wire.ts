@@ -46,7 +46,8 @@
 //           them, at most 16 deep.
 // Token ids, block_size and dp_rank in a 64-bit encoding are not accepted
 // (the JS decoder reads those as BigInt and rejects them), nor is a float32 ts
-// (msgpackr may round it), nor trailing bytes after the batch.
+// (msgpackr may round it), nor trailing bytes after the batch, nor a block of
+// more than 2^28 tokens or a batch whose parse would pass 2 GiB.
 //
 // Parsed batch: the seed u64, then one record per event, in order, each a
 // multiple of 8 bytes:
@@ -88,6 +89,11 @@ const INDEX_NO_MEMORY: u32 = 2;
 const MAX_DEPTH: u32 = 16;
 /** The longest hash list accepted (the bindings' MAX_BLOCKS). */
 const MAX_HASHES: u32 = 1 << 26;
+
+/** The most tokens a block may have here (its scratch stays under 4 GiB); a batch with more is left to the JS decoder. */
+const MAX_BLOCK_TOKENS: u64 = 1 << 28;
+/** The largest parsed batch (its buffer doubles up to it); a batch that needs more is left to the JS decoder. */
+const MAX_PARSED: usize = 1 << 31;
 
 /** Parsed records (see the header). */
 const RECORD_STORED: u32 = 1;
@@ -670,12 +676,14 @@ function readStored(): bool {
   }
   if (!field(3, 3)) return false;
   const tokens = readArray();
-  if (tokens < 1) return false;
+  // A token takes at least a byte, so the scratch block below is at most four
+  // times the payload.
+  if (tokens < 1 || <u64>tokens > <u64>(end - pos)) return false;
   // block_size follows the tokens and must be tokens / n: the blocks are
   // hashed at that size here (a batch where it is not is refused below).
   if (<u64>tokens % <u64>n != 0) return false;
   const blockSize = <u64>tokens / <u64>n;
-  if (blockSize > 0xffffffff || !readBlocks(record + STORED_HEAD + (<usize>n << 3), n, <u32>blockSize)) return false;
+  if (blockSize > MAX_BLOCK_TOKENS || !readBlocks(record + STORED_HEAD + (<usize>n << 3), n, <u32>blockSize)) return false;
   if (!field(4, 4) || !readSmall(1, 0xffffffff) || intBits != blockSize) return false;
   if (field(5, 5) && !skipValue(1)) return false; // lora_id: deprecated upstream, not read
   if (field(6, 6) && !readDeviceMedium()) return false;
@@ -729,6 +737,7 @@ function reserveScratch(bytes: usize): bool {
 
 /** The next `bytes` of the parsed batch (the buffer grows, keeping what is written); 0 when there is no memory. */
 function reserveOut(bytes: usize): usize {
+  if (<u64>outAt + <u64>bytes > <u64>MAX_PARSED) return 0;
   const need = outAt + bytes;
   if (need > outBytes) {
     let next = outBytes < 4096 ? <usize>4096 : outBytes;

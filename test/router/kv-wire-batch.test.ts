@@ -133,6 +133,32 @@ describe('readKvBatch against decodeKvBatch', () => {
     );
   });
 
+  it('refuses a store whose token list claims more tokens than its bytes hold, and reads the next batches as before', () => {
+    // [1, [["BlockStored", [5], nil, <2^30 tokens claimed, 20,000 present>]]]: a block of 2^30
+    // tokens would want a scratch block of 4 GiB, which a wasm32 size cannot even say.
+    const head = [0x92, 0x01, 0x91, 0x97, 0xab, ...new TextEncoder().encode('BlockStored'), 0x91, 0x05, 0xc0, 0xdd, 0x40, 0x00, 0x00, 0x00];
+    const claimed = new Uint8Array([...head, ...new Array<number>(20_000).fill(0x01)]);
+    expect(checkRead(claimed)).toBe(false);
+    expect(readWith(readKvBatch, claimed)).toHaveProperty('error');
+    // Batches after it, one large enough to make the core's buffers grow, read as the decoder reads them.
+    const blocks = 3000;
+    const large = encodeKvBatch(
+      {
+        ts: 2,
+        dpRank: null,
+        events: [{ type: 'stored', blockHashes: Array.from({ length: blocks }, (_, i) => BigInt(i + 1)), parentBlockHash: null, tokenIds: Array.from({ length: blocks * BS }, (_, i) => i), blockSize: BS, loraName: null, medium: 'GPU' }],
+      },
+      'array',
+    );
+    expect(checkRead(large)).toBe(true);
+    fc.assert(
+      fc.property(batchOf(WIDE_POOLS, BS), (wire) => {
+        checkRead(pack(wire));
+      }),
+      { numRuns: 100 },
+    );
+  });
+
   it('keeps the bytes of a batch it read in the core, and counts its events without decoding them', () => {
     const payload = encodeKvBatch(
       {
