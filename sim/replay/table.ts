@@ -8,7 +8,12 @@ import type { Capacity, SweepResult } from './sweep.js';
 export interface Column {
   head: string;
   cell(report: PolicyReport): string;
+  /** The cell of the ideal's row (the floor no policy beats); '-' without it. */
+  ideal?(report: PolicyReport): string;
 }
+
+/** The name of the row that shows the ideal (one infinite cache, idle workers). */
+export const IDEAL_ROW = '(ideal)';
 
 function ms(value: number | null): string {
   return value === null ? '-' : value >= 100 ? value.toFixed(0) : value.toFixed(1);
@@ -21,13 +26,13 @@ function spread(report: PolicyReport): string {
 
 /** The columns the tables share, by what they show. */
 const COLUMN = {
-  policy: { head: 'policy', cell: (r) => r.policy },
+  policy: { head: 'policy', cell: (r) => r.policy, ideal: () => IDEAL_ROW },
   done: { head: 'done', cell: (r) => (r.rejected + r.failed > 0 ? `${r.completed}/${r.requests}` : String(r.completed)) },
-  reuse: { head: 'reuse', cell: (r) => r.prefix_cache_reused_ratio.toFixed(3) },
-  ttftMean: { head: 'ttft mean', cell: (r) => ms(r.ttft_ms.mean) },
-  ttftP50: { head: 'ttft p50', cell: (r) => ms(r.ttft_ms.p50) },
-  ttftP90: { head: 'ttft p90', cell: (r) => ms(r.ttft_ms.p90) },
-  ttftP99: { head: 'ttft p99', cell: (r) => ms(r.ttft_ms.p99) },
+  reuse: { head: 'reuse', cell: (r) => r.prefix_cache_reused_ratio.toFixed(3), ideal: (r) => r.ideal_prefix_reuse_ratio.toFixed(3) },
+  ttftMean: { head: 'ttft mean', cell: (r) => ms(r.ttft_ms.mean), ideal: (r) => ms(r.ideal_ttft_ms.mean) },
+  ttftP50: { head: 'ttft p50', cell: (r) => ms(r.ttft_ms.p50), ideal: (r) => ms(r.ideal_ttft_ms.p50) },
+  ttftP90: { head: 'ttft p90', cell: (r) => ms(r.ttft_ms.p90), ideal: (r) => ms(r.ideal_ttft_ms.p90) },
+  ttftP99: { head: 'ttft p99', cell: (r) => ms(r.ttft_ms.p99), ideal: (r) => ms(r.ideal_ttft_ms.p99) },
   itlMean: { head: 'itl mean', cell: (r) => ms(r.itl_ms.mean) },
   e2eMean: { head: 'e2e mean', cell: (r) => ms(r.e2e_ms.mean) },
 } satisfies Record<string, Column>;
@@ -36,7 +41,7 @@ export const COMPARISON_COLUMNS: readonly Column[] = [
   COLUMN.policy,
   COLUMN.done,
   COLUMN.reuse,
-  { head: 'ideal', cell: (r) => r.ideal_prefix_reuse_ratio.toFixed(3) },
+  { head: 'ideal', cell: (r) => r.ideal_prefix_reuse_ratio.toFixed(3), ideal: (r) => r.ideal_prefix_reuse_ratio.toFixed(3) },
   COLUMN.ttftMean,
   COLUMN.ttftP50,
   COLUMN.ttftP90,
@@ -50,10 +55,18 @@ export const COMPARISON_COLUMNS: readonly Column[] = [
   { head: 'sim s', cell: (r) => (r.duration_ms / 1000).toFixed(1) },
 ];
 
+/** The ideal's row under these columns, from any report of the workload (its ideal figures are the same in all). */
+export function idealRow(columns: readonly Column[], report: PolicyReport): string[] {
+  return columns.map((c) => c.ideal?.(report) ?? '-');
+}
+
+const IDEAL_NOTE = `${IDEAL_ROW}: the floor no policy beats, each request's TTFT with the reuse of one infinite cache on an idle worker`;
+
 export function formatComparison(reports: readonly PolicyReport[]): string {
   const columns = [...COMPARISON_COLUMNS, { head: 'wall s', cell: (r: PolicyReport) => (r.wall_ms / 1000).toFixed(1) }];
   const rows = reports.map((r) => columns.map((c) => c.cell(r)));
-  const notes = ['latencies in ms (virtual time); reuse = reused prompt tokens / prompt tokens; per worker = fewest-most requests'];
+  if (reports[0]) rows.push(idealRow(columns, reports[0]));
+  const notes = ['latencies in ms (virtual time); reuse = reused prompt tokens / prompt tokens; per worker = fewest-most requests', IDEAL_NOTE];
   return formatRows(columns.map((c) => c.head), rows, notes);
 }
 
@@ -71,18 +84,24 @@ export function speedup(value: number): string {
 
 const SWEEP_COLUMNS: readonly Column[] = [
   COLUMN.policy,
-  { head: 'load', cell: (r) => speedup(r.arrival_speedup) },
+  { head: 'load', cell: (r) => speedup(r.arrival_speedup), ideal: () => 'any' },
   COLUMN.done,
   COLUMN.reuse,
   COLUMN.ttftMean,
   COLUMN.ttftP50,
   COLUMN.ttftP90,
   COLUMN.ttftP99,
+  { head: 'x ideal', cell: (r) => `${overIdeal(r.ttft_ms.mean, r.ideal_ttft_ms.mean)} / ${overIdeal(r.ttft_ms.p99, r.ideal_ttft_ms.p99)}` },
   COLUMN.itlMean,
   { head: 'itl p99', cell: (r) => ms(r.itl_ms.p99) },
   COLUMN.e2eMean,
   { head: 'wall s', cell: (r) => (r.wall_ms / 1000).toFixed(1) },
 ];
+
+/** A figure over the ideal's, as a ratio. */
+function overIdeal(value: number | null, ideal: number | null): string {
+  return value === null || ideal === null || !(ideal > 0) ? '-' : (value / ideal).toFixed(2);
+}
 
 /** The capacity cell: the speed-up, or what the search could say about it. */
 export function capacityText(c: Capacity): string {
@@ -102,13 +121,19 @@ export function capacityCaption(c: Capacity): string {
 
 export function formatSweep(result: SweepResult): string {
   const rows = result.runs.flatMap((p) => p.loads.map((run) => SWEEP_COLUMNS.map((c) => c.cell(run.report))));
-  const notes = ['latencies in ms (virtual time); load = arrival speed-up; reuse = reused prompt tokens / prompt tokens'];
+  // The ideal does not depend on the load: one row stands for every load.
+  const first = result.runs[0]?.loads[0]?.report;
+  if (first) rows.push(idealRow(SWEEP_COLUMNS, first));
+  const notes = [
+    'latencies in ms (virtual time); load = arrival speed-up; reuse = reused prompt tokens / prompt tokens',
+    `${IDEAL_NOTE}, at any load; x ideal = TTFT mean / the ideal's, and p99 / the ideal's`,
+  ];
   const parts = [formatRows(SWEEP_COLUMNS.map((c) => c.head), rows, notes)];
-  const first = result.capacities[0];
-  if (first) {
+  const capacity = result.capacities[0];
+  if (capacity) {
     const head = ['policy', 'capacity', 'bracket', 'runs'];
     const capacityRows = result.capacities.map((c) => [c.policy, capacityText(c), bracketText(c), String(c.probes.length)]);
-    parts.push(formatRows(head, capacityRows, [capacityCaption(first)]));
+    parts.push(formatRows(head, capacityRows, [capacityCaption(capacity)]));
   }
   return parts.join('\n\n');
 }
