@@ -168,7 +168,7 @@ async function replayPolicies(o: ReplayCommandOptions, explicit: Explicit): Prom
   if (o.prefillWorkers !== undefined) return replayDisaggregation(o, workload, engine, policies.map((p) => p.label), loads, slo);
   const tierWeights = o.cpuTierWeight === undefined ? undefined : { cpu: o.cpuTierWeight };
   const settings = runSettings({ workers: o.workers, engine, tierWeights, eventDelayMs: o.eventDelayMs, seed: o.seed });
-  const ideal = idealFigures(workload, engine);
+  const ideal = idealFigures(workload, engine, o.workers);
   const progress = new ProgressBar(process.stderr);
   const onProgress = (label: string, done: number, total: number) => progress.update(label, done, total);
   // Worker threads pay off only when there is more than one run.

@@ -7,6 +7,7 @@ import { distribution, idealPrefixHits, idealShare } from './metrics.js';
 import { policyList, policyOf } from './policy-spec.js';
 import { summarize, type IdealFigures, type PolicyReport } from './report.js';
 import { checkReplayOptions, simulate, type FleetEngineShape, type ReplayRouterOptions, type SimulateOptions, type SimulationResult } from './simulate.js';
+import { fleetLruHits } from './fleet-lru.js';
 import { ttftFloors } from './ttft-floor.js';
 import { checkWorkload, type Workload } from './workload.js';
 
@@ -69,17 +70,17 @@ export function runSettings(options: ReplayRunOptions): RunSettings {
   return settings;
 }
 
-/** The ideal figures of a workload on the engines (the same for every run and load). */
-export function idealFigures(workload: Workload, engine: Partial<FleetEngineShape> | undefined): IdealFigures {
+/** The ideal figures of a workload on a fleet of `workers` engines (the same for every run and load). */
+export function idealFigures(workload: Workload, engine: Partial<FleetEngineShape> | undefined, workers: number): IdealFigures {
   const shape = resolveEngineShape({ ...engine });
-  const hits = idealPrefixHits(workload, shape.blockSize, wasmChainedHashes());
-  const floors = ttftFloors(
-    workload.requests.map((r) => r.inputLength),
-    hits,
-    shape.maxBatchedTokens,
-    shape.speedup,
-  );
-  return { reuse: idealShare(workload, hits), ttft: distribution(Array.from(floors)) };
+  const hashBlocks = wasmChainedHashes();
+  const prompts = workload.requests.map((r) => r.inputLength);
+  const at = (hits: Float64Array) => ({
+    reuse: idealShare(workload, hits),
+    ttft: distribution(Array.from(ttftFloors(prompts, hits, shape.maxBatchedTokens, shape.speedup))),
+  });
+  const ideal = at(idealPrefixHits(workload, shape.blockSize, hashBlocks));
+  return { ...ideal, fleetLru: at(fleetLruHits(workload, shape.blockSize, workers * shape.numBlocks, hashBlocks)) };
 }
 
 /** One run: a fresh router and fresh engines replay the whole workload. */
@@ -117,7 +118,7 @@ export function replayRuns(workload: Workload, runs: readonly ReplayRun[], optio
   if (runs.length === 0) throw new RangeError('give at least one policy');
   // Every spec is checked before the first (long) run starts.
   for (const r of runs) policyOf(r.policy);
-  const ideal = idealFigures(workload, settings.engine);
+  const ideal = idealFigures(workload, settings.engine, settings.workers);
   const progress = options.onProgress;
   return runs.map((r) => replayOne(workload, r, settings, ideal, progress && ((finished, total) => progress(r.label, finished, total))));
 }

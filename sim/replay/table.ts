@@ -8,12 +8,24 @@ import type { Capacity, SweepResult } from './sweep.js';
 export interface Column {
   head: string;
   cell(report: PolicyReport): string;
-  /** The cell of the ideal's row (the floor no policy beats); '-' without it. */
-  ideal?(report: PolicyReport): string;
+  /** The cell of a reference row (the ideal, the fleet's LRU); '-' without it. */
+  ideal?(reference: Reference, report: PolicyReport): string;
 }
 
-/** The name of the row that shows the ideal (one infinite cache, idle workers). */
-export const IDEAL_ROW = '(ideal)';
+/** What a reference row shows: a reuse and the TTFT floor at it, from the ideal_* or fleet_lru_* fields. */
+export interface Reference {
+  name: string;
+  reuse: number;
+  ttft: PolicyReport['ttft_ms'];
+}
+
+/** The reference rows of a workload, from any of its reports (their reference figures are the same in all). */
+export function references(report: PolicyReport): Reference[] {
+  return [
+    { name: '(ideal)', reuse: report.ideal_prefix_reuse_ratio, ttft: report.ideal_ttft_ms },
+    { name: '(fleet LRU)', reuse: report.fleet_lru_reuse_ratio, ttft: report.fleet_lru_ttft_ms },
+  ];
+}
 
 function ms(value: number | null): string {
   return value === null ? '-' : value >= 100 ? value.toFixed(0) : value.toFixed(1);
@@ -26,13 +38,13 @@ function spread(report: PolicyReport): string {
 
 /** The columns the tables share, by what they show. */
 const COLUMN = {
-  policy: { head: 'policy', cell: (r) => r.policy, ideal: () => IDEAL_ROW },
+  policy: { head: 'policy', cell: (r) => r.policy, ideal: (ref) => ref.name },
   done: { head: 'done', cell: (r) => (r.rejected + r.failed > 0 ? `${r.completed}/${r.requests}` : String(r.completed)) },
-  reuse: { head: 'reuse', cell: (r) => r.prefix_cache_reused_ratio.toFixed(3), ideal: (r) => r.ideal_prefix_reuse_ratio.toFixed(3) },
-  ttftMean: { head: 'ttft mean', cell: (r) => ms(r.ttft_ms.mean), ideal: (r) => ms(r.ideal_ttft_ms.mean) },
-  ttftP50: { head: 'ttft p50', cell: (r) => ms(r.ttft_ms.p50), ideal: (r) => ms(r.ideal_ttft_ms.p50) },
-  ttftP90: { head: 'ttft p90', cell: (r) => ms(r.ttft_ms.p90), ideal: (r) => ms(r.ideal_ttft_ms.p90) },
-  ttftP99: { head: 'ttft p99', cell: (r) => ms(r.ttft_ms.p99), ideal: (r) => ms(r.ideal_ttft_ms.p99) },
+  reuse: { head: 'reuse', cell: (r) => r.prefix_cache_reused_ratio.toFixed(3), ideal: (ref) => ref.reuse.toFixed(3) },
+  ttftMean: { head: 'ttft mean', cell: (r) => ms(r.ttft_ms.mean), ideal: (ref) => ms(ref.ttft.mean) },
+  ttftP50: { head: 'ttft p50', cell: (r) => ms(r.ttft_ms.p50), ideal: (ref) => ms(ref.ttft.p50) },
+  ttftP90: { head: 'ttft p90', cell: (r) => ms(r.ttft_ms.p90), ideal: (ref) => ms(ref.ttft.p90) },
+  ttftP99: { head: 'ttft p99', cell: (r) => ms(r.ttft_ms.p99), ideal: (ref) => ms(ref.ttft.p99) },
   itlMean: { head: 'itl mean', cell: (r) => ms(r.itl_ms.mean) },
   e2eMean: { head: 'e2e mean', cell: (r) => ms(r.e2e_ms.mean) },
 } satisfies Record<string, Column>;
@@ -41,7 +53,7 @@ export const COMPARISON_COLUMNS: readonly Column[] = [
   COLUMN.policy,
   COLUMN.done,
   COLUMN.reuse,
-  { head: 'ideal', cell: (r) => r.ideal_prefix_reuse_ratio.toFixed(3), ideal: (r) => r.ideal_prefix_reuse_ratio.toFixed(3) },
+  { head: 'ideal', cell: (r) => r.ideal_prefix_reuse_ratio.toFixed(3), ideal: (_ref, r) => r.ideal_prefix_reuse_ratio.toFixed(3) },
   COLUMN.ttftMean,
   COLUMN.ttftP50,
   COLUMN.ttftP90,
@@ -55,18 +67,21 @@ export const COMPARISON_COLUMNS: readonly Column[] = [
   { head: 'sim s', cell: (r) => (r.duration_ms / 1000).toFixed(1) },
 ];
 
-/** The ideal's row under these columns, from any report of the workload (its ideal figures are the same in all). */
-export function idealRow(columns: readonly Column[], report: PolicyReport): string[] {
-  return columns.map((c) => c.ideal?.(report) ?? '-');
+/** The reference rows under these columns, from any report of the workload. */
+export function referenceRows(columns: readonly Column[], report: PolicyReport): string[][] {
+  return references(report).map((ref) => columns.map((c) => c.ideal?.(ref, report) ?? '-'));
 }
 
-const IDEAL_NOTE = `${IDEAL_ROW}: the floor no policy beats, each request's TTFT with the reuse of one infinite cache on an idle worker`;
+const REFERENCE_NOTES = [
+  "(ideal): the floor no policy beats, each request's TTFT with the reuse of one infinite cache on an idle worker",
+  '(fleet LRU): the same with the reuse of one LRU cache as large as all workers\' caches together (what the cache room allows)',
+];
 
 export function formatComparison(reports: readonly PolicyReport[]): string {
   const columns = [...COMPARISON_COLUMNS, { head: 'wall s', cell: (r: PolicyReport) => (r.wall_ms / 1000).toFixed(1) }];
   const rows = reports.map((r) => columns.map((c) => c.cell(r)));
-  if (reports[0]) rows.push(idealRow(columns, reports[0]));
-  const notes = ['latencies in ms (virtual time); reuse = reused prompt tokens / prompt tokens; per worker = fewest-most requests', IDEAL_NOTE];
+  if (reports[0]) rows.push(...referenceRows(columns, reports[0]));
+  const notes = ['latencies in ms (virtual time); reuse = reused prompt tokens / prompt tokens; per worker = fewest-most requests', ...REFERENCE_NOTES];
   return formatRows(columns.map((c) => c.head), rows, notes);
 }
 
@@ -121,12 +136,12 @@ export function capacityCaption(c: Capacity): string {
 
 export function formatSweep(result: SweepResult): string {
   const rows = result.runs.flatMap((p) => p.loads.map((run) => SWEEP_COLUMNS.map((c) => c.cell(run.report))));
-  // The ideal does not depend on the load: one row stands for every load.
+  // The references do not depend on the load: one row each stands for every load.
   const first = result.runs[0]?.loads[0]?.report;
-  if (first) rows.push(idealRow(SWEEP_COLUMNS, first));
+  if (first) rows.push(...referenceRows(SWEEP_COLUMNS, first));
   const notes = [
-    'latencies in ms (virtual time); load = arrival speed-up; reuse = reused prompt tokens / prompt tokens',
-    `${IDEAL_NOTE}, at any load; x ideal = TTFT mean / the ideal's, and p99 / the ideal's`,
+    "latencies in ms (virtual time); load = arrival speed-up; reuse = reused prompt tokens / prompt tokens; x ideal = TTFT mean / the ideal's, and p99 / the ideal's",
+    ...REFERENCE_NOTES.map((n) => `${n}, at any load`),
   ];
   const parts = [formatRows(SWEEP_COLUMNS.map((c) => c.head), rows, notes)];
   const capacity = result.capacities[0];

@@ -1,7 +1,8 @@
 // The TTFT floor: each request's uncached tokens (after the ideal reuse)
 // prefilled alone in the fewest-ms split into budget-sized steps, checked
 // against hand-computed figures of the timing model, and against replays
-// (no request there beats its floor).
+// (no request there beats its floor); and the reuse of one LRU cache of the
+// fleet's room, on hand-built traces.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -9,6 +10,7 @@ import { chainedBlockHashes } from '../../sim/mocker/block-hash.js';
 import { idealPrefixHits } from '../../sim/replay/metrics.js';
 import { parseMooncakeTrace } from '../../sim/replay/mooncake.js';
 import { idealFigures, replay } from '../../sim/replay/replay.js';
+import { fleetLruHits } from '../../sim/replay/fleet-lru.js';
 import { prefillFloorMs, ttftFloors } from '../../sim/replay/ttft-floor.js';
 import { limitWorkload } from '../../sim/replay/workload.js';
 import { jsonl } from './replay-fixtures.js';
@@ -64,7 +66,7 @@ describe('the ideal figures of a workload', () => {
       { traceBlockSize: 64 },
     );
     expect(Array.from(idealPrefixHits(w, 64, chainedBlockHashes))).toEqual([0, 128]);
-    const ideal = idealFigures(w, { blockSize: 64 });
+    const ideal = idealFigures(w, { blockSize: 64 }, 2);
     expect(ideal.reuse).toBeCloseTo(128 / 384, 12);
     // prefillMs(192) = 19.43216..., prefillMs(64) = 17.47490...
     const [first, second] = [4.209989e-7 * 192 * 192 + 1.518344e-2 * 192 + 16.50142, 4.209989e-7 * 64 * 64 + 1.518344e-2 * 64 + 16.50142];
@@ -97,5 +99,41 @@ describe('the ideal figures of a workload', () => {
         expect(report.ttft_ms.p99!).toBeGreaterThanOrEqual(report.ideal_ttft_ms.p99!);
       }
     }
+  });
+});
+
+describe('the reuse of one LRU cache of the fleet room', () => {
+  // Trace and engine blocks of 4 tokens. With room for 2 blocks, request 1's block evicts
+  // request 0's first one, so request 2 finds nothing and recomputes both (refreshing them,
+  // and evicting request 1's); request 3 then finds both. With room for 3, nothing is evicted.
+  const w = parseMooncakeTrace(
+    jsonl([
+      { timestamp: 0, input_length: 8, output_length: 1, hash_ids: [1, 2] },
+      { timestamp: 1, input_length: 5, output_length: 1, hash_ids: [3, 4] },
+      { timestamp: 2, input_length: 9, output_length: 1, hash_ids: [1, 2, 5] },
+      { timestamp: 3, input_length: 9, output_length: 1, hash_ids: [1, 2, 6] },
+    ]),
+    { traceBlockSize: 4 },
+  );
+
+  it('misses what it evicted, least recently used first', () => {
+    expect(Array.from(fleetLruHits(w, 4, 2, chainedBlockHashes))).toEqual([0, 0, 0, 8]);
+  });
+
+  it('reuses what the ideal does when the room holds everything', () => {
+    expect(Array.from(fleetLruHits(w, 4, 3, chainedBlockHashes))).toEqual([0, 0, 8, 8]);
+    expect(Array.from(idealPrefixHits(w, 4, chainedBlockHashes))).toEqual([0, 0, 8, 8]);
+  });
+
+  it('refuses a room below one block', () => {
+    expect(() => fleetLruHits(w, 4, 0, chainedBlockHashes)).toThrow(/capacityBlocks must be an integer >= 1/);
+  });
+
+  it('is the fleet figure of a replay: workers x blocks of room', () => {
+    // 4 workers of 1 block hold all 3 distinct full blocks: 16 of 31 prompt tokens reused, as the ideal;
+    // 1 worker of 1 block holds only the last block computed: nothing is reused.
+    expect(idealFigures(w, { blockSize: 4, numBlocks: 1 }, 4).fleetLru.reuse).toBeCloseTo(16 / 31, 12);
+    expect(idealFigures(w, { blockSize: 4, numBlocks: 1 }, 1).fleetLru.reuse).toBe(0);
+    expect(idealFigures(w, { blockSize: 4, numBlocks: 1 }, 1).reuse).toBeCloseTo(16 / 31, 12);
   });
 });

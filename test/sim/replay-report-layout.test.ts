@@ -63,7 +63,7 @@ beforeAll(async () => {
     policies.map((p) => ({ label: p, policy: p })),
     [1, 4, 16],
     { ttftP90Ms: 30, precision: 0.25 },
-    serialRunner(trace, settings, idealFigures(trace, settings.engine)),
+    serialRunner(trace, settings, idealFigures(trace, settings.engine, settings.workers)),
   );
   sweepHtml = renderHtmlReport({ title: 'kvrouter replay: a load sweep with a long title that has to wrap onto a second line', settings: { workers: 3 }, runs: [], sweep: result });
   singleHtml = renderHtmlReport({ title: 'kvrouter replay: one load', settings: { workers: 3 }, runs: replay(trace, { ...options, policies }) });
