@@ -21,7 +21,7 @@ export interface DisaggComparison extends ReplayRunOptions {
 export function compareDisaggregation(workload: Workload, options: DisaggComparison): [PolicyReport, PolicyReport] {
   const settings = runSettings(options);
   checkWorkload(workload);
-  const ideal = idealFigures(workload, settings.engine, settings.workers);
+  const ideal = idealFigures(workload, settings.engine);
   const policy = options.policy ?? 'kv';
   const decodeWorkers = settings.workers - options.prefillWorkers;
   const run = (label: string, disaggregated: boolean) =>

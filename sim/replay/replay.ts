@@ -70,8 +70,13 @@ export function runSettings(options: ReplayRunOptions): RunSettings {
   return settings;
 }
 
-/** The ideal figures of a workload on a fleet of `workers` engines (the same for every run and load). */
-export function idealFigures(workload: Workload, engine: Partial<FleetEngineShape> | undefined, workers: number): IdealFigures {
+/**
+ * The ideal figures of a workload on the engines (the same for every run and
+ * load); the fleet LRU's too when `fleetWorkers` is given. That pass costs
+ * several times the ideal's (a recency list of every block), so only the
+ * command line, which prints it, asks for it.
+ */
+export function idealFigures(workload: Workload, engine: Partial<FleetEngineShape> | undefined, fleetWorkers?: number): IdealFigures {
   const shape = resolveEngineShape({ ...engine });
   const hashBlocks = wasmChainedHashes();
   const prompts = workload.requests.map((r) => r.inputLength);
@@ -80,7 +85,8 @@ export function idealFigures(workload: Workload, engine: Partial<FleetEngineShap
     ttft: distribution(Array.from(ttftFloors(prompts, hits, shape.maxBatchedTokens, shape.speedup))),
   });
   const ideal = at(idealPrefixHits(workload, shape.blockSize, hashBlocks));
-  return { ...ideal, fleetLru: at(fleetLruHits(workload, shape.blockSize, workers * shape.numBlocks, hashBlocks)) };
+  const fleetLru = fleetWorkers === undefined ? null : at(fleetLruHits(workload, shape.blockSize, fleetWorkers * shape.numBlocks, hashBlocks));
+  return { ...ideal, fleetLru };
 }
 
 /** One run: a fresh router and fresh engines replay the whole workload. */
@@ -118,7 +124,7 @@ export function replayRuns(workload: Workload, runs: readonly ReplayRun[], optio
   if (runs.length === 0) throw new RangeError('give at least one policy');
   // Every spec is checked before the first (long) run starts.
   for (const r of runs) policyOf(r.policy);
-  const ideal = idealFigures(workload, settings.engine, settings.workers);
+  const ideal = idealFigures(workload, settings.engine);
   const progress = options.onProgress;
   return runs.map((r) => replayOne(workload, r, settings, ideal, progress && ((finished, total) => progress(r.label, finished, total))));
 }

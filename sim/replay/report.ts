@@ -25,8 +25,8 @@ export interface IdealFigures {
   reuse: number;
   /** Each request's TTFT with that reuse on an idle worker (ttft-floor.ts), over the whole workload. */
   ttft: Distribution;
-  /** The same two with the reuse of one LRU cache as large as the fleet's caches together (fleet-lru.ts). */
-  fleetLru: { reuse: number; ttft: Distribution };
+  /** The same two with the reuse of one LRU cache as large as the fleet's caches together (fleet-lru.ts); null when not computed. */
+  fleetLru: { reuse: number; ttft: Distribution } | null;
 }
 
 export interface PolicyReport {
@@ -49,9 +49,9 @@ export interface PolicyReport {
   ideal_prefix_reuse_ratio: number;
   /** The floor under any policy's TTFT: each request's with the ideal reuse on an idle worker. */
   ideal_ttft_ms: Distribution;
-  /** The reuse of one LRU cache of the whole fleet's blocks, and the TTFT floor at that reuse: how much of the gap is cache room. */
-  fleet_lru_reuse_ratio: number;
-  fleet_lru_ttft_ms: Distribution;
+  /** The reuse of one LRU cache of the whole fleet's blocks, and the TTFT floor at that reuse: how much of the gap is cache room (null when not computed). */
+  fleet_lru_reuse_ratio: number | null;
+  fleet_lru_ttft_ms: Distribution | null;
   ttft_ms: Distribution;
   itl_ms: Distribution;
   e2e_ms: Distribution;
@@ -122,8 +122,8 @@ export function summarize(run: SimulationResult, ideal: IdealFigures): PolicyRep
     prefix_cache_reused_ratio: round(reuseRatio(records), RATIO_DIGITS),
     ideal_prefix_reuse_ratio: round(ideal.reuse, RATIO_DIGITS),
     ideal_ttft_ms: ideal.ttft,
-    fleet_lru_reuse_ratio: round(ideal.fleetLru.reuse, RATIO_DIGITS),
-    fleet_lru_ttft_ms: ideal.fleetLru.ttft,
+    fleet_lru_reuse_ratio: ideal.fleetLru && round(ideal.fleetLru.reuse, RATIO_DIGITS),
+    fleet_lru_ttft_ms: ideal.fleetLru?.ttft ?? null,
     ttft_ms: distribution(ttfts(records)),
     itl_ms: distribution(interTokenLatencies(records)),
     e2e_ms: distribution(endToEndLatencies(records)),

@@ -15,16 +15,18 @@ export interface Column {
 /** What a reference row shows: a reuse and the TTFT floor at it, from the ideal_* or fleet_lru_* fields. */
 export interface Reference {
   name: string;
+  /** What the row is, for the table's notes. */
+  note: string;
   reuse: number;
   ttft: PolicyReport['ttft_ms'];
 }
 
 /** The reference rows of a workload, from any of its reports (their reference figures are the same in all). */
 export function references(report: PolicyReport): Reference[] {
-  return [
-    { name: '(ideal)', reuse: report.ideal_prefix_reuse_ratio, ttft: report.ideal_ttft_ms },
-    { name: '(fleet LRU)', reuse: report.fleet_lru_reuse_ratio, ttft: report.fleet_lru_ttft_ms },
-  ];
+  const ideal = { name: '(ideal)', note: IDEAL_NOTE, reuse: report.ideal_prefix_reuse_ratio, ttft: report.ideal_ttft_ms };
+  const lru = report.fleet_lru_reuse_ratio;
+  if (lru === null || report.fleet_lru_ttft_ms === null) return [ideal];
+  return [ideal, { name: '(fleet LRU)', note: FLEET_LRU_NOTE, reuse: lru, ttft: report.fleet_lru_ttft_ms }];
 }
 
 function ms(value: number | null): string {
@@ -72,16 +74,15 @@ export function referenceRows(columns: readonly Column[], report: PolicyReport):
   return references(report).map((ref) => columns.map((c) => c.ideal?.(ref, report) ?? '-'));
 }
 
-const REFERENCE_NOTES = [
-  "(ideal): the floor no policy beats, each request's TTFT with the reuse of one infinite cache on an idle worker",
-  '(fleet LRU): the same with the reuse of one LRU cache as large as all workers\' caches together (what the cache room allows)',
-];
+const IDEAL_NOTE = "(ideal): the floor no policy beats, each request's TTFT with the reuse of one infinite cache on an idle worker";
+const FLEET_LRU_NOTE = "(fleet LRU): the same with the reuse of one LRU cache as large as all workers' caches together (what the cache room allows)";
 
 export function formatComparison(reports: readonly PolicyReport[]): string {
   const columns = [...COMPARISON_COLUMNS, { head: 'wall s', cell: (r: PolicyReport) => (r.wall_ms / 1000).toFixed(1) }];
   const rows = reports.map((r) => columns.map((c) => c.cell(r)));
   if (reports[0]) rows.push(...referenceRows(columns, reports[0]));
-  const notes = ['latencies in ms (virtual time); reuse = reused prompt tokens / prompt tokens; per worker = fewest-most requests', ...REFERENCE_NOTES];
+  const refs = reports[0] ? references(reports[0]) : [];
+  const notes = ['latencies in ms (virtual time); reuse = reused prompt tokens / prompt tokens; per worker = fewest-most requests', ...refs.map((r) => r.note)];
   return formatRows(columns.map((c) => c.head), rows, notes);
 }
 
@@ -141,7 +142,7 @@ export function formatSweep(result: SweepResult): string {
   if (first) rows.push(...referenceRows(SWEEP_COLUMNS, first));
   const notes = [
     "latencies in ms (virtual time); load = arrival speed-up; reuse = reused prompt tokens / prompt tokens; x ideal = TTFT mean / the ideal's, and p99 / the ideal's",
-    ...REFERENCE_NOTES.map((n) => `${n}, at any load`),
+    ...(first ? references(first) : []).map((r) => `${r.note}, at any load`),
   ];
   const parts = [formatRows(SWEEP_COLUMNS.map((c) => c.head), rows, notes)];
   const capacity = result.capacities[0];

@@ -132,8 +132,12 @@ describe('the reuse of one LRU cache of the fleet room', () => {
   it('is the fleet figure of a replay: workers x blocks of room', () => {
     // 4 workers of 1 block hold all 3 distinct full blocks: 16 of 31 prompt tokens reused, as the ideal;
     // 1 worker of 1 block holds only the last block computed: nothing is reused.
-    expect(idealFigures(w, { blockSize: 4, numBlocks: 1 }, 4).fleetLru.reuse).toBeCloseTo(16 / 31, 12);
-    expect(idealFigures(w, { blockSize: 4, numBlocks: 1 }, 1).fleetLru.reuse).toBe(0);
+    expect(idealFigures(w, { blockSize: 4, numBlocks: 1 }, 4).fleetLru!.reuse).toBeCloseTo(16 / 31, 12);
+    expect(idealFigures(w, { blockSize: 4, numBlocks: 1 }, 1).fleetLru!.reuse).toBe(0);
     expect(idealFigures(w, { blockSize: 4, numBlocks: 1 }, 1).reuse).toBeCloseTo(16 / 31, 12);
+    // Without a fleet size the pass is skipped, and the reports say so.
+    expect(idealFigures(w, { blockSize: 4 }).fleetLru).toBeNull();
+    const [{ report }] = replay(w, { policies: ['round-robin'], workers: 2, engine: { blockSize: 4 } });
+    expect([report!.fleet_lru_reuse_ratio, report!.fleet_lru_ttft_ms]).toEqual([null, null]);
   });
 });
