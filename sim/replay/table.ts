@@ -9,7 +9,7 @@ export interface Column {
   head: string;
   cell(report: PolicyReport): string;
   /** The cell of a reference row (the ideal, the fleet's LRU); '-' without it. */
-  ideal?(reference: Reference, report: PolicyReport): string;
+  reference?(ref: Reference, report: PolicyReport): string;
 }
 
 /** What a reference row shows: a reuse and the TTFT floor at it, from the ideal_* or fleet_lru_* fields. */
@@ -40,13 +40,13 @@ function spread(report: PolicyReport): string {
 
 /** The columns the tables share, by what they show. */
 const COLUMN = {
-  policy: { head: 'policy', cell: (r) => r.policy, ideal: (ref) => ref.name },
+  policy: { head: 'policy', cell: (r) => r.policy, reference: (ref) => ref.name },
   done: { head: 'done', cell: (r) => (r.rejected + r.failed > 0 ? `${r.completed}/${r.requests}` : String(r.completed)) },
-  reuse: { head: 'reuse', cell: (r) => r.prefix_cache_reused_ratio.toFixed(3), ideal: (ref) => ref.reuse.toFixed(3) },
-  ttftMean: { head: 'ttft mean', cell: (r) => ms(r.ttft_ms.mean), ideal: (ref) => ms(ref.ttft.mean) },
-  ttftP50: { head: 'ttft p50', cell: (r) => ms(r.ttft_ms.p50), ideal: (ref) => ms(ref.ttft.p50) },
-  ttftP90: { head: 'ttft p90', cell: (r) => ms(r.ttft_ms.p90), ideal: (ref) => ms(ref.ttft.p90) },
-  ttftP99: { head: 'ttft p99', cell: (r) => ms(r.ttft_ms.p99), ideal: (ref) => ms(ref.ttft.p99) },
+  reuse: { head: 'reuse', cell: (r) => r.prefix_cache_reused_ratio.toFixed(3), reference: (ref) => ref.reuse.toFixed(3) },
+  ttftMean: { head: 'ttft mean', cell: (r) => ms(r.ttft_ms.mean), reference: (ref) => ms(ref.ttft.mean) },
+  ttftP50: { head: 'ttft p50', cell: (r) => ms(r.ttft_ms.p50), reference: (ref) => ms(ref.ttft.p50) },
+  ttftP90: { head: 'ttft p90', cell: (r) => ms(r.ttft_ms.p90), reference: (ref) => ms(ref.ttft.p90) },
+  ttftP99: { head: 'ttft p99', cell: (r) => ms(r.ttft_ms.p99), reference: (ref) => ms(ref.ttft.p99) },
   itlMean: { head: 'itl mean', cell: (r) => ms(r.itl_ms.mean) },
   e2eMean: { head: 'e2e mean', cell: (r) => ms(r.e2e_ms.mean) },
 } satisfies Record<string, Column>;
@@ -55,7 +55,7 @@ export const COMPARISON_COLUMNS: readonly Column[] = [
   COLUMN.policy,
   COLUMN.done,
   COLUMN.reuse,
-  { head: 'ideal', cell: (r) => r.ideal_prefix_reuse_ratio.toFixed(3), ideal: (_ref, r) => r.ideal_prefix_reuse_ratio.toFixed(3) },
+  { head: 'ideal', cell: (r) => r.ideal_prefix_reuse_ratio.toFixed(3), reference: (_ref, r) => r.ideal_prefix_reuse_ratio.toFixed(3) },
   COLUMN.ttftMean,
   COLUMN.ttftP50,
   COLUMN.ttftP90,
@@ -71,7 +71,7 @@ export const COMPARISON_COLUMNS: readonly Column[] = [
 
 /** The reference rows under these columns, from any report of the workload. */
 export function referenceRows(columns: readonly Column[], report: PolicyReport): string[][] {
-  return references(report).map((ref) => columns.map((c) => c.ideal?.(ref, report) ?? '-'));
+  return references(report).map((ref) => columns.map((c) => c.reference?.(ref, report) ?? '-'));
 }
 
 const IDEAL_NOTE = "(ideal): the floor no policy beats, each request's TTFT with the reuse of one infinite cache on an idle worker";
@@ -100,7 +100,7 @@ export function speedup(value: number): string {
 
 const SWEEP_COLUMNS: readonly Column[] = [
   COLUMN.policy,
-  { head: 'load', cell: (r) => speedup(r.arrival_speedup), ideal: () => 'any' },
+  { head: 'load', cell: (r) => speedup(r.arrival_speedup), reference: () => 'any' },
   COLUMN.done,
   COLUMN.reuse,
   COLUMN.ttftMean,
