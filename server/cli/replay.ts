@@ -16,7 +16,7 @@ import { renderHtmlReport, type HtmlReportInput } from '../../sim/replay/html-re
 import { MOONCAKE_BLOCK_SIZE, TraceError, writeMooncakeTrace } from '../../sim/replay/mooncake.js';
 import { PARAM_SEPARATOR, policyList } from '../../sim/replay/policy-spec.js';
 import { ProgressBar } from '../../sim/replay/progress.js';
-import { DEFAULT_EVENT_DELAY_MS, idealReuse, runSettings } from '../../sim/replay/replay.js';
+import { DEFAULT_EVENT_DELAY_MS, idealFigures, runSettings } from '../../sim/replay/replay.js';
 import { compareDisaggregation } from '../../sim/replay/disagg-compare.js';
 import { TRANSFER_DEFAULTS } from '../../sim/mocker/kv-handoff.js';
 import { DISAGG_DEFAULTS } from '../config/disaggregation.js';
@@ -168,7 +168,7 @@ async function replayPolicies(o: ReplayCommandOptions, explicit: Explicit): Prom
   if (o.prefillWorkers !== undefined) return replayDisaggregation(o, workload, engine, policies.map((p) => p.label), loads, slo);
   const tierWeights = o.cpuTierWeight === undefined ? undefined : { cpu: o.cpuTierWeight };
   const settings = runSettings({ workers: o.workers, engine, tierWeights, eventDelayMs: o.eventDelayMs, seed: o.seed });
-  const ideal = idealReuse(workload, engine);
+  const ideal = idealFigures(workload, engine, o.workers);
   const progress = new ProgressBar(process.stderr);
   const onProgress = (label: string, done: number, total: number) => progress.update(label, done, total);
   // Worker threads pay off only when there is more than one run.

@@ -4,7 +4,7 @@
 // policy and seed. What `kvrouter replay --prefill-workers N` prints.
 import type { KvTransferShape } from '../mocker/kv-handoff.js';
 import { policyOf } from './policy-spec.js';
-import { idealReuse, runSettings, type ReplayRunOptions } from './replay.js';
+import { idealFigures, runSettings, type ReplayRunOptions } from './replay.js';
 import { summarize, type PolicyReport } from './report.js';
 import { simulate } from './simulate.js';
 import { checkWorkload, type Workload } from './workload.js';
@@ -21,7 +21,7 @@ export interface DisaggComparison extends ReplayRunOptions {
 export function compareDisaggregation(workload: Workload, options: DisaggComparison): [PolicyReport, PolicyReport] {
   const settings = runSettings(options);
   checkWorkload(workload);
-  const ideal = idealReuse(workload, settings.engine);
+  const ideal = idealFigures(workload, settings.engine);
   const policy = options.policy ?? 'kv';
   const decodeWorkers = settings.workers - options.prefillWorkers;
   const run = (label: string, disaggregated: boolean) =>

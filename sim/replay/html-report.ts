@@ -8,7 +8,7 @@ import { ttfts } from './metrics.js';
 import type { PolicyRun } from './replay.js';
 import type { SweepResult } from './sweep.js';
 import { barChart, escapeHtml, lineChart, type LineSeries } from './svg-chart.js';
-import { bracketText, capacityCaption, capacityText, COMPARISON_COLUMNS, speedup } from './table.js';
+import { bracketText, capacityCaption, capacityText, COMPARISON_COLUMNS, referenceRows, references, speedup } from './table.js';
 
 export interface HtmlReportInput {
   title: string;
@@ -77,12 +77,15 @@ function loadSeries(sweep: SweepResult, chart: string, stat: string, value: (run
 function latencyCharts(sweep: SweepResult): string {
   const slo = sweep.capacities[0]?.slo_ttft_p90_ms;
   const loads = sweep.runs[0]?.loads.map((r) => r.report.arrival_speedup) ?? [];
+  // No policy beats the floor at any load: the room a policy has is its gap to it.
+  const first = sweep.runs[0]?.loads[0]?.report;
   const load = { xLabel: 'arrival speed-up (log scale)', xLog: true, yLog: true, legend: true, xTicks: loads } as const;
   const mean = lineChart({
     ...load,
     title: 'Mean time to first token against load',
     yLabel: 'TTFT mean, ms (log scale)',
     series: loadSeries(sweep, 'latency-load', 'mean', (r) => r.report.ttft_ms.mean),
+    references: first ? references(first).flatMap((ref) => (ref.ttft.mean === null ? [] : [{ y: ref.ttft.mean, label: ref.name }])) : [],
   });
   const tail = lineChart({
     ...load,
@@ -183,6 +186,8 @@ function summaryTable(runs: readonly PolicyRun[]): string {
     const swatch = `<span class="swatch" style="background:${policyColor(i)}"></span>`;
     return `<tr><td>${swatch}${policy}</td>${figures.map((f) => `<td>${f}</td>`).join('')}</tr>`;
   });
+  const first = runs[0];
+  if (first) for (const row of referenceRows(COMPARISON_COLUMNS, first.report)) rows.push(`<tr class="reference">${row.map((f) => `<td>${escapeHtml(f)}</td>`).join('')}</tr>`);
   return scrolling(`<table><thead><tr>${head}</tr></thead><tbody>${rows.join('')}</tbody></table>`);
 }
 

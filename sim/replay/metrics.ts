@@ -96,21 +96,21 @@ export function reuseRatio(records: readonly RequestRecord[]): number {
 
 /**
  * The prefix reuse of one engine with an infinite cache serving the whole
- * workload at `blockSize`: each request reuses its longest prefix of full
- * blocks any earlier request computed, capped (as the engine caps it) so at
- * least one prompt token is computed. With chained block hashes the total
- * does not depend on the order requests arrive in, apart from that cap.
- * A prompt made of trace blocks is read from its ids (trace-prefixes.ts);
- * any other is written out and hashed with `hashBlocks`.
+ * workload at `blockSize`, per request in workload order: each request reuses
+ * its longest prefix of full blocks any earlier request computed, capped (as
+ * the engine caps it) so at least one prompt token is computed. With chained
+ * block hashes the total does not depend on the order requests arrive in,
+ * apart from that cap. A prompt made of trace blocks is read from its ids
+ * (trace-prefixes.ts); any other is written out and hashed with `hashBlocks`.
+ * Returns the reused tokens of each request.
  */
-export function idealPrefixReuse(workload: Workload, blockSize: number, hashBlocks: HashBlocks): number {
+export function idealPrefixHits(workload: Workload, blockSize: number, hashBlocks: HashBlocks): Float64Array {
   const seen = new U64Map(1 << 16);
   const traced = new TracePrefixes(blockSize);
-  let prompt = 0;
-  let reused = 0;
+  const reused = new Float64Array(workload.requests.length);
   // One buffer for every prompt: writing into fresh memory costs more than the tokens themselves.
   let buffer = new Uint32Array(0);
-  for (const request of workload.requests) {
+  workload.requests.forEach((request, r) => {
     const length = request.inputLength;
     const limit = Math.floor((length - 1) / blockSize);
     let hits = 0;
@@ -124,8 +124,23 @@ export function idealPrefixReuse(workload: Workload, blockSize: number, hashBloc
       while (hits < Math.min(limit, hashes.length) && seen.has(halves[2 * hits]!, halves[2 * hits + 1]!)) hits++;
       for (let i = hits; i < hashes.length; i++) seen.set(halves[2 * i]!, halves[2 * i + 1]!, 1);
     }
-    prompt += length;
-    reused += hits * blockSize;
-  }
+    reused[r] = hits * blockSize;
+  });
+  return reused;
+}
+
+/** The ideal reuse (idealPrefixHits) as a share of all prompt tokens; 0 for an empty workload. */
+export function idealPrefixReuse(workload: Workload, blockSize: number, hashBlocks: HashBlocks): number {
+  return idealShare(workload, idealPrefixHits(workload, blockSize, hashBlocks));
+}
+
+/** Reused tokens `hits` (one per request) as a share of the workload's prompt tokens; 0 for an empty workload. */
+export function idealShare(workload: Workload, hits: ArrayLike<number>): number {
+  let prompt = 0;
+  let reused = 0;
+  workload.requests.forEach((request, r) => {
+    prompt += request.inputLength;
+    reused += hits[r]!;
+  });
   return prompt === 0 ? 0 : reused / prompt;
 }

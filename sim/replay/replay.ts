@@ -3,10 +3,12 @@
 // the tests call.
 import { resolveEngineShape } from '../mocker/engine-options.js';
 import { wasmChainedHashes } from './engine-hasher.js';
-import { idealPrefixReuse } from './metrics.js';
+import { distribution, idealPrefixHits, idealShare } from './metrics.js';
 import { policyList, policyOf } from './policy-spec.js';
-import { summarize, type PolicyReport } from './report.js';
+import { summarize, type IdealFigures, type PolicyReport } from './report.js';
 import { checkReplayOptions, simulate, type FleetEngineShape, type ReplayRouterOptions, type SimulateOptions, type SimulationResult } from './simulate.js';
+import { fleetLruHits } from './fleet-lru.js';
+import { ttftFloors } from './ttft-floor.js';
 import { checkWorkload, type Workload } from './workload.js';
 
 /**
@@ -68,13 +70,27 @@ export function runSettings(options: ReplayRunOptions): RunSettings {
   return settings;
 }
 
-/** The reuse one infinite cache would reach on the workload at the engines' block size (the same for every run). */
-export function idealReuse(workload: Workload, engine: Partial<FleetEngineShape> | undefined): number {
-  return idealPrefixReuse(workload, resolveEngineShape({ ...engine }).blockSize, wasmChainedHashes());
+/**
+ * The ideal figures of a workload on the engines (the same for every run and
+ * load); the fleet LRU's too when `fleetWorkers` is given. That pass costs
+ * several times the ideal's (a recency list of every block), so only the
+ * command line, which prints it, asks for it.
+ */
+export function idealFigures(workload: Workload, engine: Partial<FleetEngineShape> | undefined, fleetWorkers?: number): IdealFigures {
+  const shape = resolveEngineShape({ ...engine });
+  const hashBlocks = wasmChainedHashes();
+  const prompts = workload.requests.map((r) => r.inputLength);
+  const at = (hits: Float64Array) => ({
+    reuse: idealShare(workload, hits),
+    ttft: distribution(Array.from(ttftFloors(prompts, hits, shape.maxBatchedTokens, shape.speedup))),
+  });
+  const ideal = at(idealPrefixHits(workload, shape.blockSize, hashBlocks));
+  const fleetLru = fleetWorkers === undefined ? null : at(fleetLruHits(workload, shape.blockSize, fleetWorkers * shape.numBlocks, hashBlocks));
+  return { ...ideal, fleetLru };
 }
 
 /** One run: a fresh router and fresh engines replay the whole workload. */
-export function replayOne(workload: Workload, run: ReplayRun, settings: RunSettings, ideal: number, onProgress?: (finished: number, total: number) => void): PolicyRun {
+export function replayOne(workload: Workload, run: ReplayRun, settings: RunSettings, ideal: IdealFigures, onProgress?: (finished: number, total: number) => void): PolicyRun {
   const arrivalSpeedup = run.arrivalSpeedup ?? settings.arrivalSpeedup;
   const result = simulate(workload, {
     workers: settings.workers,
@@ -108,7 +124,7 @@ export function replayRuns(workload: Workload, runs: readonly ReplayRun[], optio
   if (runs.length === 0) throw new RangeError('give at least one policy');
   // Every spec is checked before the first (long) run starts.
   for (const r of runs) policyOf(r.policy);
-  const ideal = idealReuse(workload, settings.engine);
+  const ideal = idealFigures(workload, settings.engine);
   const progress = options.onProgress;
   return runs.map((r) => replayOne(workload, r, settings, ideal, progress && ((finished, total) => progress(r.label, finished, total))));
 }

@@ -19,6 +19,16 @@ export interface TrafficReport {
   e2e_ms: Distribution;
 }
 
+/** What no policy can beat on a workload, the same for every run and load. */
+export interface IdealFigures {
+  /** The reuse one infinite cache would reach, at the engines' block size. */
+  reuse: number;
+  /** Each request's TTFT with that reuse on an idle worker (ttft-floor.ts), over the whole workload. */
+  ttft: Distribution;
+  /** The same two with the reuse of one LRU cache as large as the fleet's caches together (fleet-lru.ts); null when not computed. */
+  fleetLru: { reuse: number; ttft: Distribution } | null;
+}
+
 export interface PolicyReport {
   policy: string;
   workers: number;
@@ -37,6 +47,11 @@ export interface PolicyReport {
   reused_tokens: number;
   prefix_cache_reused_ratio: number;
   ideal_prefix_reuse_ratio: number;
+  /** The floor under any policy's TTFT: each request's with the ideal reuse on an idle worker. */
+  ideal_ttft_ms: Distribution;
+  /** The reuse of one LRU cache of the whole fleet's blocks, and the TTFT floor at that reuse: how much of the gap is cache room (null when not computed). */
+  fleet_lru_reuse_ratio: number | null;
+  fleet_lru_ttft_ms: Distribution | null;
   ttft_ms: Distribution;
   itl_ms: Distribution;
   e2e_ms: Distribution;
@@ -74,7 +89,7 @@ function byTag(records: readonly RequestRecord[]): Record<string, TrafficReport>
   return Object.fromEntries([...groups].map(([tag, group]) => [tag, traffic(group)]));
 }
 
-export function summarize(run: SimulationResult, idealReuse: number): PolicyReport {
+export function summarize(run: SimulationResult, ideal: IdealFigures): PolicyReport {
   const records = run.records;
   const completed = records.filter((r) => r.outcome === 'completed');
   let start = Infinity;
@@ -105,7 +120,10 @@ export function summarize(run: SimulationResult, idealReuse: number): PolicyRepo
     output_tokens: outputTokens,
     reused_tokens: completed.reduce((sum, r) => sum + r.cachedTokens, 0),
     prefix_cache_reused_ratio: round(reuseRatio(records), RATIO_DIGITS),
-    ideal_prefix_reuse_ratio: round(idealReuse, RATIO_DIGITS),
+    ideal_prefix_reuse_ratio: round(ideal.reuse, RATIO_DIGITS),
+    ideal_ttft_ms: ideal.ttft,
+    fleet_lru_reuse_ratio: ideal.fleetLru && round(ideal.fleetLru.reuse, RATIO_DIGITS),
+    fleet_lru_ttft_ms: ideal.fleetLru?.ttft ?? null,
     ttft_ms: distribution(ttfts(records)),
     itl_ms: distribution(interTokenLatencies(records)),
     e2e_ms: distribution(endToEndLatencies(records)),

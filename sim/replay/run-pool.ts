@@ -8,6 +8,7 @@ import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { replayOne, type PolicyRun, type RunSettings } from './replay.js';
+import type { IdealFigures } from './report.js';
 import type { LoadJob, RunJobs } from './sweep.js';
 import type { Workload } from './workload.js';
 import type { WorkloadSource } from './workload-source.js';
@@ -18,7 +19,7 @@ export type Progress = (label: string, finished: number, total: number) => void;
 export interface WorkerSetup {
   source: WorkloadSource;
   settings: RunSettings;
-  ideal: number;
+  ideal: IdealFigures;
 }
 
 export type ToWorker = { type: 'job'; id: number; job: LoadJob };
@@ -32,7 +33,7 @@ export function defaultJobs(): number {
   return Math.max(1, availableParallelism());
 }
 
-export function serialRunner(workload: Workload, settings: RunSettings, ideal: number, onProgress?: Progress): RunJobs {
+export function serialRunner(workload: Workload, settings: RunSettings, ideal: IdealFigures, onProgress?: Progress): RunJobs {
   return async (jobs) => jobs.map((job) => replayOne(workload, job, settings, ideal, onProgress && ((finished, total) => onProgress(job.label, finished, total))));
 }
 

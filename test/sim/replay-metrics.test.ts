@@ -120,7 +120,7 @@ describe('the per-policy summary', () => {
     speeds: [],
     wallMs: 12.34,
   };
-  const report = summarize(run, 0.5);
+  const report = summarize(run, { reuse: 0.5, ttft: { mean: 12, p50: 11, p90: 20, p99: 30 }, fleetLru: { reuse: 0.25, ttft: { mean: 40, p50: 41, p90: 42, p99: 43 } } });
 
   it('counts requests by outcome and spans virtual time from first arrival to last end', () => {
     expect([report.requests, report.completed, report.rejected, report.failed]).toEqual([3, 2, 1, 0]);
@@ -131,6 +131,9 @@ describe('the per-policy summary', () => {
   it('reports reuse, the ideal, engine counters and per-worker figures', () => {
     expect(report.prefix_cache_reused_ratio).toBe(0.25);
     expect(report.ideal_prefix_reuse_ratio).toBe(0.5);
+    expect(report.ideal_ttft_ms).toEqual({ mean: 12, p50: 11, p90: 20, p99: 30 });
+    expect(report.fleet_lru_reuse_ratio).toBe(0.25);
+    expect(report.fleet_lru_ttft_ms).toEqual({ mean: 40, p50: 41, p90: 42, p99: 43 });
     expect([report.preemptions, report.recomputed_tokens]).toEqual([3, 64]);
     expect(report.per_worker).toEqual({ w0: { requests: 1, prefix_cache_reused_ratio: 0.5 }, w1: { requests: 1, prefix_cache_reused_ratio: 0 } });
     expect(report.ttft_ms.mean).toBe(60);
@@ -139,7 +142,7 @@ describe('the per-policy summary', () => {
 
   it('has every field the --json contract names', () => {
     expect(report.arrival_speedup).toBe(2);
-    for (const key of ['policy', 'arrival_speedup', 'requests', 'completed', 'duration_ms', 'wall_ms', 'prefix_cache_reused_ratio', 'ideal_prefix_reuse_ratio', 'ttft_ms', 'itl_ms', 'e2e_ms', 'output_tokens_per_s', 'preemptions', 'recomputed_tokens', 'per_worker']) {
+    for (const key of ['policy', 'arrival_speedup', 'requests', 'completed', 'duration_ms', 'wall_ms', 'prefix_cache_reused_ratio', 'ideal_prefix_reuse_ratio', 'ideal_ttft_ms', 'fleet_lru_reuse_ratio', 'fleet_lru_ttft_ms', 'ttft_ms', 'itl_ms', 'e2e_ms', 'output_tokens_per_s', 'preemptions', 'recomputed_tokens', 'per_worker']) {
       expect(report).toHaveProperty(key);
     }
     for (const key of ['ttft_ms', 'itl_ms', 'e2e_ms'] as const) expect(Object.keys(report[key])).toEqual(['mean', 'p50', 'p90', 'p99']);

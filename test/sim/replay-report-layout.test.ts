@@ -9,7 +9,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderHtmlReport } from '../../sim/replay/html-report.js';
 import { parseMooncakeTrace } from '../../sim/replay/mooncake.js';
-import { idealReuse, replay, runSettings } from '../../sim/replay/replay.js';
+import { idealFigures, replay, runSettings } from '../../sim/replay/replay.js';
 import { serialRunner } from '../../sim/replay/run-pool.js';
 import { sweep } from '../../sim/replay/sweep.js';
 import { jsonl, sharedDocumentTrace } from './replay-fixtures.js';
@@ -63,7 +63,7 @@ beforeAll(async () => {
     policies.map((p) => ({ label: p, policy: p })),
     [1, 4, 16],
     { ttftP90Ms: 30, precision: 0.25 },
-    serialRunner(trace, settings, idealReuse(trace, settings.engine)),
+    serialRunner(trace, settings, idealFigures(trace, settings.engine, settings.workers)),
   );
   sweepHtml = renderHtmlReport({ title: 'kvrouter replay: a load sweep with a long title that has to wrap onto a second line', settings: { workers: 3 }, runs: [], sweep: result });
   singleHtml = renderHtmlReport({ title: 'kvrouter replay: one load', settings: { workers: 3 }, runs: replay(trace, { ...options, policies }) });

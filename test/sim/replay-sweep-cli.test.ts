@@ -85,7 +85,11 @@ describe.concurrent('a load sweep', PROCESS_TIMEOUT, () => {
     async () => {
       const run = await kvrouter(...synthetic, '--policy', 'kv,round-robin', '--arrival-speedup', '1,4', '--slo-ttft-ms', String(SLO), '--capacity-precision', '0.2');
       expect(run.code).toBe(0);
-      expect(run.stdout).toMatch(/^policy +load +done +reuse +ttft mean +ttft p50 +ttft p90 +ttft p99 +itl mean/m);
+      expect(run.stdout).toMatch(/^policy +load +done +reuse +ttft mean +ttft p50 +ttft p90 +ttft p99 +x ideal +itl mean/m);
+      // The references, once for every load, and each run's figures over the ideal's.
+      expect(run.stdout).toMatch(/^\(ideal\) +any +- +0\.\d{3} +\d/m);
+      expect(run.stdout).toMatch(/^\(fleet LRU\) +any +- +0\.\d{3} +\d/m);
+      expect(run.stdout).toMatch(/^kv +4x +120 +0\.\d{3}( +[0-9.]+){4} +\d+\.\d\d \/ \d+\.\d\d /m);
       for (const policy of ['kv', 'round-robin']) {
         expect(run.stdout).toMatch(new RegExp(`^${policy} +1x +120 `, 'm'));
         expect(run.stdout).toMatch(new RegExp(`^${policy} +4x +120 `, 'm'));
