@@ -15,7 +15,12 @@
 //   single  u32 x 256    rank of each byte
 //   double  u32 x 65536  rank of each two-byte string (NO_RANK: none), index = b0 | b1 << 8
 //   triple, quad  u64 slots (bytes as a u32 << 32 | rank; rank NO_RANK marks an
-//           empty slot), linear probing, at most half full: tokens of 3 and 4 bytes
+//           empty slot), linear probing, filled up to 80%: tokens of 3 and 4 bytes
+//   words   2^19 bits (64 KiB): bit wordBit(bytes, length) set for every token
+//           in `triple` and `quad`. Most 3- and 4-byte strings merging asks
+//           about are no token (on random letters 85% of them), and an
+//           unsuccessful probe of a table that full runs long; the filter
+//           turns most of them away from a table that stays in cache
 //   slots   16 bytes each, linear probing, at most half full: tokens of 5 bytes or more
 //     +0  u64  the token's first 8 bytes, zero-padded (a shorter token is all of it)
 //     +8  u32  rank
@@ -33,6 +38,7 @@ export const NO_RANK: u32 = 0xffffffff;
 
 const SLOT: usize = 16;
 const FILTER_BYTES: usize = 1 << 18;
+const WORD_FILTER_BYTES: usize = 1 << 16;
 /** Lengths and blob offsets share a u32 in the slot. */
 const MAX_TOKEN_BYTES: u32 = 255;
 const MAX_BLOB_BYTES: u32 = 1 << 24;
@@ -52,6 +58,7 @@ let tripleMask: u32 = 0;
 let quad: usize = 0;
 let quadMask: u32 = 0;
 let filter: usize = 0;
+let wordFilter: usize = 0;
 /** Longest token, in bytes: a longer string is no token without a lookup. */
 let longest: u32 = 0;
 let highestRank: u32 = 0;
@@ -75,9 +82,10 @@ function vocabRelease(): void {
   if (single) release(single, 256 << 2);
   if (double) release(double, 65536 << 2);
   if (filter) release(filter, FILTER_BYTES);
+  if (wordFilter) release(wordFilter, WORD_FILTER_BYTES);
   if (triple) release(triple, (<usize>tripleMask + 1) << 3);
   if (quad) release(quad, (<usize>quadMask + 1) << 3);
-  input = slots = single = double = filter = triple = quad = 0;
+  input = slots = single = double = filter = wordFilter = triple = quad = 0;
   tripleMask = quadMask = 0;
   inputBytes = 0;
   tokenCount = slotMask = longest = highestRank = 0;
@@ -122,16 +130,21 @@ function slotAt(i: u32): usize {
 }
 
 @inline
-function filterHas(hash: u32): bool {
-  const bit = hash >> 11;
-  return (load<u8>(filter + (bit >> 3)) & (1 << (bit & 7))) != 0;
+function bitHas(bits: usize, bit: u32): bool {
+  return (load<u8>(bits + (bit >> 3)) & (1 << (bit & 7))) != 0;
+}
+
+@inline
+function bitSet(bits: usize, bit: u32): void {
+  const byte = bits + (bit >> 3);
+  store<u8>(byte, <u32>load<u8>(byte) | (<u32>1 << (bit & 7)));
 }
 
 /** The slot holding the `n` (>= 5) bytes at `p`, or 0. */
 function findSlot(p: usize, n: u32): usize {
   const head = headWord(p, n);
   const hash = hashBytes(p, n, head);
-  if (!filterHas(hash)) return 0;
+  if (!bitHas(filter, hash >> 11)) return 0;
   let i = hash & slotMask;
   while (true) {
     const s = slotAt(i);
@@ -147,6 +160,12 @@ function findSlot(p: usize, n: u32): usize {
 @inline
 function wordSlot(word: u32, mask: u32): u32 {
   return <u32>((<u64>word * 0x9e3779b97f4a7c15) >> 40) & mask;
+}
+
+/** The bit of the word filter for the `n`-byte (3 or 4) string `word`. */
+@inline
+function wordBit(word: u32, n: u32): u32 {
+  return <u32>((((<u64>n << 32) | <u64>word) * 0xc4ceb9fe1a85ec53) >> 45);
 }
 
 /** The rank of the 3- or 4-byte string `word` in a word table, or NO_RANK. */
@@ -191,8 +210,14 @@ export function pairRank2(p: usize): u32 {
 export function rankOf(p: usize, n: u32): u32 {
   if (n <= 4) {
     if (n == 2) return load<u32>(double + (<usize>load<u16>(p) << 2));
-    if (n == 3) return wordRank(triple, tripleMask, load<u32>(p) & 0xffffff);
-    if (n == 4) return wordRank(quad, quadMask, load<u32>(p));
+    if (n == 3) {
+      const word = load<u32>(p) & 0xffffff;
+      return bitHas(wordFilter, wordBit(word, 3)) ? wordRank(triple, tripleMask, word) : NO_RANK;
+    }
+    if (n == 4) {
+      const word = load<u32>(p);
+      return bitHas(wordFilter, wordBit(word, 4)) ? wordRank(quad, quadMask, word) : NO_RANK;
+    }
     return n == 1 ? load<u32>(single + (<usize>load<u8>(p) << 2)) : NO_RANK;
   }
   if (n > longest) return NO_RANK;
@@ -245,20 +270,26 @@ export function vocabBuild(count: u32, bytes: u32): u32 {
   memory.fill(double, 0xff, 65536 << 2);
   filter = alloc(FILTER_BYTES);
   memory.fill(filter, 0, FILTER_BYTES);
+  wordFilter = alloc(WORD_FILTER_BYTES);
+  memory.fill(wordFilter, 0, WORD_FILTER_BYTES);
   for (let i: u32 = 0; i < count; i++) {
     const start = load<u32>(offsets + (<usize>i << 2));
     const n = load<u32>(offsets + ((<usize>i + 1) << 2)) - start;
     const p = blob + start;
     const rank = load<u32>(ranks + (<usize>i << 2));
-    if (n == 3 && !wordInsert(triple, tripleMask, load<u32>(p) & 0xffffff, rank)) return fail();
-    if (n == 4 && !wordInsert(quad, quadMask, load<u32>(p), rank)) return fail();
+    if (n == 3) {
+      if (!wordInsert(triple, tripleMask, load<u32>(p) & 0xffffff, rank)) return fail();
+      bitSet(wordFilter, wordBit(load<u32>(p) & 0xffffff, 3));
+    }
+    if (n == 4) {
+      if (!wordInsert(quad, quadMask, load<u32>(p), rank)) return fail();
+      bitSet(wordFilter, wordBit(load<u32>(p), 4));
+    }
     if (n >= 5) {
       if (findSlot(p, n) != 0) return fail();
       const head = headWord(p, n);
       const hash = hashBytes(p, n, head);
-      const bit = hash >> 11;
-      const byte = filter + (bit >> 3);
-      store<u8>(byte, <u32>load<u8>(byte) | (<u32>1 << (bit & 7)));
+      bitSet(filter, hash >> 11);
       let s = hash & slotMask;
       while (load<u32>(slotAt(s), 12) != 0) s = (s + 1) & slotMask;
       const slot = slotAt(s);

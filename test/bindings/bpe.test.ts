@@ -105,6 +105,71 @@ describe('windowed merging', () => {
   });
 });
 
+describe('token lookups', () => {
+  const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+  it.each(ENCODINGS.map(([name]) => name))('%s: every 3- and 4-byte token that is text encodes as js-tiktoken encodes it', (name) => {
+    // Merging finds 3- and 4-byte strings through a filter and a word table each; a token either one lost would change these ids.
+    const { kernel, oracle } = encoders.get(name)!;
+    const vocab = tiktokenVocabulary(ENCODINGS.find(([n]) => n === name)![1]);
+    let checked = 0;
+    for (let i = 0; i < vocab.ranks.length; i++) {
+      const bytes = vocab.bytes.subarray(vocab.offsets[i]!, vocab.offsets[i + 1]!);
+      if (bytes.length !== 3 && bytes.length !== 4) continue;
+      let t: string;
+      try {
+        t = strictUtf8.decode(bytes);
+      } catch {
+        continue;
+      }
+      expect([...kernel.encode(t)], t).toEqual(oracle.encode(t, [], []));
+      // With a byte either side, the token is no longer a whole piece and has to be merged to.
+      expect([...kernel.encode(`${t}${t}`)], `${t}${t}`).toEqual(oracle.encode(`${t}${t}`, [], []));
+      checked++;
+    }
+    // Every encoding here has thousands of them (o200k_base: over 40,000).
+    expect(checked).toBeGreaterThan(5_000);
+  });
+
+  it('random vocabularies of short ASCII tokens: the kernel and its twin give the same ids', () => {
+    const alphabet = 'abcdef ';
+    const token = fc.string({ unit: fc.constantFrom(...alphabet), minLength: 2, maxLength: 6 });
+    // Text made of the vocabulary's own tokens and stray letters, some cut apart by '|' (a piece of its
+    // own), so tokens are there to be found as the result of merges.
+    const case_ = fc.uniqueArray(token, { minLength: 1, maxLength: 300 }).chain((tokens) =>
+      fc.tuple(
+        fc.constant(tokens),
+        fc.array(fc.oneof(fc.constantFrom(...tokens), fc.constantFrom(...alphabet, '|')), { maxLength: 80 }).map((parts) => parts.join('')),
+        fc.integer({ min: 0, max: 2 ** 31 }),
+      ),
+    );
+    fc.assert(
+      fc.property(case_, ([tokens, t, seed]) => {
+        const all = [...Array.from({ length: 256 }, (_, b) => String.fromCharCode(b)), ...tokens];
+        // Ranks in an order unrelated to the tokens' lengths, as real vocabularies have.
+        let x = seed;
+        const ranks = all.map((_, i) => i);
+        for (let i = ranks.length - 1; i > 0; i--) {
+          x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+          const j = x % (i + 1);
+          [ranks[i], ranks[j]] = [ranks[j]!, ranks[i]!];
+        }
+        const bytes: number[] = [];
+        const offsets = [0];
+        for (const a of all) {
+          for (const c of a) bytes.push(c.charCodeAt(0));
+          offsets.push(bytes.length);
+        }
+        const vocab: BpeVocabulary = { bytes: Uint8Array.from(bytes), offsets: Uint32Array.from(offsets), ranks: Uint32Array.from(ranks), pattern: '[a-f ]+|[^a-f ]+' };
+        // Then every token once as a piece of its own.
+        const text = `${t}|${tokens.join('|')}`;
+        expect([...new BytePairEncoder(vocab).encode(text)]).toEqual([...new BytePairEncoderReference(vocab).encode(text)]);
+      }),
+      { numRuns: 150 },
+    );
+  });
+});
+
 describe('vocabulary checks', () => {
   const tiny = (tokens: string[], ranks?: number[]): BpeVocabulary => {
     const bytes: number[] = [];
