@@ -274,30 +274,38 @@ export function adjacentChild(n: u32, p: usize, local: u64): usize {
  * Steps down n's chain (n's record at p) along the u64 hashes at `hashes`,
  * at most `limit` of them, for as long as the members stay the same: the
  * next record is n's live child for the next hash, n tracks its children's
- * orphans, the child has none (so its members are among n's) and as many
- * members as n. Stamps each node it steps to with `epoch`; returns the steps
- * taken (the node reached is n + steps). Records of a chain stored in one
- * event are consecutive (see adjacentChild): inside a chunk each step is four
- * loads from the next 32 bytes and never a load of where to go.
+ * orphans, the child tracks its own, has no orphans (so its members are among
+ * n's) and as many members as n. Stamps each node it steps to with `epoch`;
+ * returns the steps taken (the node reached is n + steps). Records of a chain
+ * stored in one event are consecutive (see adjacentChild): inside a chunk
+ * each step reads the next 32 bytes and never a load of where to go, and
+ * tests two words: the block and parent, then the info and marks.
  */
 export function chainRun(n: u32, p: usize, hashes: usize, limit: u32, epoch: u16): u32 {
-  let info = load<u32>(p, INFO);
+  const info = load<u32>(p, INFO);
+  if (info & UNTRACKED) return 0;
   const members = info & COUNT_MASK;
-  let steps: u32 = 0;
-  for (let c = n + 1; steps < limit && c < poolTop && (c & CHUNK_MASK) != 0 && (info & UNTRACKED) == 0; c++) {
-    const cp = p + NODE_BYTES;
-    if (load<u64>(cp, LOCAL) != load<u64>(hashes + (<usize>steps << 3)) || load<u32>(cp, PARENT) != c - 1) break;
-    info = load<u32>(cp, INFO);
-    // The same count and not freed (a freed record's info is FREE alone).
-    if ((info & (COUNT_MASK | FREE)) != members) break;
-    // Orphans in the low half, the stamp in the high half.
+  // A record with exactly these bits (an untracked or freed one has another flag set).
+  const STATE: u32 = COUNT_MASK | UNTRACKED | FREE;
+  // Orphans in the low half of the marks word, the stamp in the high half.
+  const walked = <u32>epoch << 16;
+  // The run ends at the limit, the pool's top or the chunk's end.
+  const end = min(min(n + 1 + min(limit, CHUNK_NODES), poolTop), (n | CHUNK_MASK) + 1);
+  let c = n + 1;
+  let cp = p + NODE_BYTES;
+  let h = hashes;
+  for (; c < end; c++) {
+    if ((load<u64>(cp, LOCAL) ^ load<u64>(h)) | <u64>(load<u32>(cp, PARENT) ^ (c - 1))) break;
+    const state = load<u32>(cp, INFO) & STATE;
     const marks = load<u32>(cp, ORPHANS);
-    if ((marks & 0xffff) != 0) break;
-    if (<u16>(marks >> 16) != epoch) store<u16>(cp, epoch, STAMP);
-    p = cp;
-    steps++;
+    if ((state ^ members) | (marks ^ walked)) {
+      if (state != members || (marks & 0xffff) != 0) break;
+      store<u16>(cp, epoch, STAMP);
+    }
+    cp += NODE_BYTES;
+    h += 8;
   }
-  return steps;
+  return c - n - 1;
 }
 
 /** The child of `parent` for this block, or 0. */
