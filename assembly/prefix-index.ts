@@ -118,6 +118,7 @@ import {
   nodeCount,
   nodeIsLive,
   nodeTop,
+  poolArena,
   poolReserve,
   releasePending,
   releaseTree,
@@ -274,6 +275,8 @@ export function indexStored(slot: u32, hasParent: u32, count: u32): u32 {
     }
   }
   if (!prepare(slot)) return NO_MEMORY;
+  // A chain continued: its records from the worker's span, after its last turn's.
+  poolArena(hasParent ? slot : NONE);
   warmIds(slot, 1, count);
   let parentHeld: i32 = hasParent ? 1 : -1;
   for (let i: u32 = 0; i < count; i++) {
@@ -338,6 +341,7 @@ export function indexInsertRouted(slot: u32, count: u32, nowMs: f64): u32 {
   if (count == 0) return STORED;
   makeRoom(<usize>count * BYTES_PER_BLOCK);
   if (!prepare(slot) || !routedReserve(count)) return NO_MEMORY;
+  poolArena(NONE);
   const expiry = nowMs + ttlMs;
   let cur = ROOT;
   let seq: u64 = 0;

@@ -13,7 +13,9 @@ import { COPY_SLACK } from './prefix-members';
 //                         worker was last cleared; +4 oldest: the stamp of the
 //                         oldest block it held when eviction last looked (a
 //                         lower bound on its blocks' stamps); +8 extras: its
-//                         entries in the extra-ids table; +12 spare
+//                         entries in the extra-ids table; +12 span: the next
+//                         record of its span in the node pool (prefix-nodes.ts
+//                         arenas; 0: none)
 //   marks       4 B/slot  findMatches stamps ("this worker holds the child")
 //   active      4 B/slot  findMatches explicit list of still-matching slots
 //   outSlots    4 B/slot  findMatches output: worker slots
@@ -171,6 +173,7 @@ export function slotMeta(slot: u32): usize {
 export const META_EVICTED: usize = 0;
 export const META_OLDEST: usize = 4;
 export const META_EXTRAS: usize = 8;
+export const META_SPAN: usize = 12;
 
 /** A fresh stamp: no slot's mark equals it until marked. */
 export function nextStamp(): u32 {
