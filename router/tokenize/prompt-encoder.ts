@@ -28,7 +28,7 @@ export interface EncodePlan {
   readonly whole: boolean;
   /** UTF-16 code units in `texts`: the tokenizer's work. */
   readonly chars: number;
-  /** The prompt's ids, given the ids of `texts` in order. Call at most once. */
+  /** The prompt's ids, given the ids of `texts` in order. Call at most once. Read-only (types.ts TokenizePlan.finish). */
   finish(encoded: readonly ArrayLike<number>[]): Uint32Array;
 }
 
@@ -206,8 +206,8 @@ export class PromptEncoder {
         ends[i] = at;
       }
       const prompt = joinIds(pieces);
-      // Its own copy: the prompt's ids are the caller's.
-      if (parts.length >= CONVERSATION_MIN_PARTS) this.conversations.set(parts[1]!, { parts: parts.slice(), ids: prompt.slice(), ends }, parts[0]!, true);
+      // The conversation keeps the prompt's own ids (read-only, see EncodePlan.finish): a copy would cost as much as the join.
+      if (parts.length >= CONVERSATION_MIN_PARTS) this.conversations.set(parts[1]!, { parts: parts.slice(), ids: prompt, ends }, parts[0]!, true);
       return prompt;
     });
   }

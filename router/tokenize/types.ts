@@ -71,7 +71,11 @@ export interface TokenizePlan {
   readonly chars: number;
   /** The rendered prompt text (for routing on its bytes instead of its tokens). */
   prompt(): string;
-  /** The prompt's ids, given the ids of `texts` in order; fills the caches. Call at most once. */
+  /**
+   * The prompt's ids, given the ids of `texts` in order; fills the caches.
+   * Call at most once. The caches may keep the ids themselves (a
+   * conversation's next turn starts from them): read them, never write them.
+   */
   finish(encoded: readonly ArrayLike<number>[]): Uint32Array;
   /** Encodes `texts` on this thread and finishes. */
   run(): Uint32Array;
@@ -81,7 +85,7 @@ export interface PromptTokenizer {
   readonly spec: string;
   readonly mode: TokenizeMode;
   readonly renderMode: RenderMode;
-  /** Renders the conversation with the chat template and tokenizes it (no BOS added beyond the template's). */
+  /** Renders the conversation with the chat template and tokenizes it (no BOS added beyond the template's). The ids are read-only (TokenizePlan.finish). */
   encodeChat(messages: ChatMessage[], options?: ChatOptions): Uint32Array;
   /** Tokenizes a raw prompt as an engine does for completions (adds the tokenizer's BOS/EOS rules). */
   encodeText(text: string): Uint32Array;

@@ -30,12 +30,18 @@ import type { PromptBasis } from './prompt.js';
 
 export const isImagePart = (part: unknown): part is object => typeof part === 'object' && part !== null && (part as { type?: unknown }).type === 'image_url';
 
-/** Whether any message has an image part. */
+/**
+ * Whether any message has an image part. An index loop: the messages are
+ * often a frozen array (body-parser.ts), on which Array.prototype.some takes
+ * V8's slow generic path.
+ */
 export function hasImages(messages: readonly unknown[]): boolean {
-  return messages.some((message) => {
-    const content = (message as { content?: unknown } | null)?.content;
-    return Array.isArray(content) && content.some(isImagePart);
-  });
+  for (let i = 0; i < messages.length; i++) {
+    const content = (messages[i] as { content?: unknown } | null)?.content;
+    if (!Array.isArray(content)) continue;
+    for (let j = 0; j < content.length; j++) if (isImagePart(content[j])) return true;
+  }
+  return false;
 }
 
 /** The image parts of a message, in order (none for string content). */
