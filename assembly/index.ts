@@ -100,5 +100,5 @@ export {
   indexDumpRelease,
   indexVerify,
 } from './prefix-index';
-export { wireInput, wireSummaryPtr, wireScan, wireApply } from './kv-wire';
+export { wireInput, wireSummaryPtr, wireScan, wireParsedPtr, wireApply } from './kv-wire';
 export { bpeVocabInput, bpeVocabBuild, bpeTextInput, bpePieceInput, bpeOutPtr, bpeEncode, bpeEncodeText, bpeTakenUnits, bpeSplit, bpeTune, bpeStats } from './bpe';

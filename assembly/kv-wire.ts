@@ -1,23 +1,29 @@
 // KV-event batches read straight from their msgpack bytes, in the layouts
 // vLLM and SGLang publish (router/kv-wire.ts decodes every layout in JS).
-// Token ids are hashed and blocks stored into this core's prefix index from
-// the message bytes, without a JS value per token. Exports
-// are prefixed `wire`; the binding is bindings/kv-wire-reader.ts (scan) and
+// Token ids are hashed from the message bytes, without a JS value per token,
+// and the blocks stored into this core's prefix index. Exports are prefixed
+// `wire`; the binding is bindings/kv-wire-reader.ts (scan) and
 // PrefixIndex.applyWire (apply).
 //
-// Two calls over the payload in the wire buffer (wireInput reserves it):
-//   wireScan(len)      checks the whole batch against the layout below and the
-//                      rules of the JS decoder; 1 when every byte fits (the
-//                      summary then holds ts, dp_rank and the event counts),
-//                      0 when anything does not: the host decodes it in JS,
-//                      which accepts or rejects it as it always has. It never
-//                      changes the index.
+// The payload is read once, when it arrives; the index applies what that
+// read wrote, after the listener has put the batch in sequence:
+//   wireScan(len, seed) checks the payload in the wire buffer (wireInput
+//                      reserves it) against the layout below and the rules of
+//                      the JS decoder, and parses it: hashes as u64, each
+//                      stored block's tokens hashed (XXH3 of u32 LE, under
+//                      seed) at the event's block size. It returns the parsed
+//                      batch's length (at wireParsedPtr) when every byte fits,
+//                      the summary then holding ts, dp_rank and the event
+//                      counts, or 0 when anything does not: the host decodes
+//                      it in JS, which accepts or rejects it as it always has.
+//                      It never changes the index.
 //   wireApply(slot, len, blockSize, seed)
-//                      applies a batch wireScan accepted, event by event,
-//                      through the index's own entry points (indexStored,
-//                      indexRemoved, indexCleared); tallies go to the summary
-//                      as each event completes, so they are right even after
-//                      a failure stops the batch.
+//                      applies a parsed batch, copied into the wire buffer of
+//                      the index's core, event by event, through the index's
+//                      own entry points (indexStored, indexRemoved,
+//                      indexCleared); tallies go to the summary as each event
+//                      completes, so they are right even after a failure
+//                      stops the batch.
 //
 // The layouts the scan accepts (anything else is left to the JS decoder):
 // positional (msgspec array_like: SGLang, older vLLM), below, or named
@@ -40,7 +46,16 @@
 //           them, at most 16 deep.
 // Token ids, block_size and dp_rank in a 64-bit encoding are not accepted
 // (the JS decoder reads those as BigInt and rejects them), nor is a float32 ts
-// (msgpackr may round it), nor trailing bytes after the batch.
+// (msgpackr may round it), nor trailing bytes after the batch, nor a block of
+// more than 2^28 tokens or a batch whose parse would pass 2 GiB.
+//
+// Parsed batch: the seed u64, then one record per event, in order, each a
+// multiple of 8 bytes:
+//   stored   kind u32 (1), n u32, has_parent u32, block_size u32, parent u64,
+//            external hashes u64[n], local hashes u64[n]   (the tail, from
+//            parent on, is indexStored's input as it stands)
+//   removed  kind u32 (2), n u32, external hashes u64[n]
+//   cleared  kind u32 (3), 0 u32
 //
 // Summary (wireSummaryPtr, 48 bytes):
 //   +0  ts f64            +8  dp_rank i32 (-1: none)
@@ -49,10 +64,11 @@
 //   +32 stores of another block size            +36 removals applied
 //   +40 clears applied    +44 hashes of the event that found no memory (apply)
 //
-// Scratch (one block of u32-LE tokens, for XXH3) and the wire buffer are the
-// host's, not the index's: from allocIfRoom (the fallible allocator without
-// its test hook, so a test failing the index's next allocation fails the
-// index's); with no memory for them the host decodes in JS instead.
+// The wire buffer, the parsed batch and the scratch (one block of u32-LE
+// tokens, for XXH3) are the host's, not the index's: from allocIfRoom (the
+// fallible allocator without its test hook, so a test failing the index's
+// next allocation fails the index's); with no memory for them the host
+// decodes in JS instead.
 
 import { allocIfRoom, release } from './alloc';
 import { STORED, indexCleared, indexInput, indexRemoved, indexStored } from './prefix-index';
@@ -62,10 +78,10 @@ import { xxh3 } from './xxh3';
 const APPLIED: u32 = 0;
 const NO_MEMORY_STORING: u32 = 1;
 const NO_MEMORY_STAGING: u32 = 2;
-/** The payload is not one wireScan accepts (a host bug: it must scan first). */
-const NOT_SCANNED: u32 = 3;
-/** No memory for the scratch block: nothing was applied (the host decodes in JS). */
-const NO_SCRATCH: u32 = 4;
+/** The bytes are not a parsed batch (a host bug: it must apply what wireScan wrote). */
+const NOT_PARSED: u32 = 3;
+/** The batch was hashed under another seed than the index's: nothing was applied (the host decodes in JS). */
+const OTHER_SEED: u32 = 4;
 
 /** indexStored's code for a store it had no memory for (prefix-index.ts). */
 const INDEX_NO_MEMORY: u32 = 2;
@@ -73,6 +89,18 @@ const INDEX_NO_MEMORY: u32 = 2;
 const MAX_DEPTH: u32 = 16;
 /** The longest hash list accepted (the bindings' MAX_BLOCKS). */
 const MAX_HASHES: u32 = 1 << 26;
+
+/** The most tokens a block may have here (its scratch stays under 4 GiB); a batch with more is left to the JS decoder. */
+const MAX_BLOCK_TOKENS: u64 = 1 << 28;
+/** The largest parsed batch (its buffer doubles up to it); a batch that needs more is left to the JS decoder. */
+const MAX_PARSED: usize = 1 << 31;
+
+/** Parsed records (see the header). */
+const RECORD_STORED: u32 = 1;
+const RECORD_REMOVED: u32 = 2;
+const RECORD_CLEARED: u32 = 3;
+const STORED_HEAD: usize = 24;
+const REMOVED_HEAD: usize = 8;
 
 const summary: usize = memory.data(48, 8);
 const TAG_STORED: usize = memory.data<u8>([0x42, 0x6c, 0x6f, 0x63, 0x6b, 0x53, 0x74, 0x6f, 0x72, 0x65, 0x64]);
@@ -84,6 +112,11 @@ let buffer: usize = 0;
 let bufferBytes: usize = 0;
 let scratch: usize = 0;
 let scratchBytes: usize = 0;
+// The parsed batch: its buffer, and how much of it the scan has written.
+let out: usize = 0;
+let outBytes: usize = 0;
+let outAt: usize = 0;
+let scanSeed: u64 = 0;
 
 // ---- reader ----------------------------------------------------------------------
 // One cursor over the payload; every read checks the bytes are there.
@@ -476,16 +509,9 @@ function fieldStart(id: i32): usize {
 }
 
 
-// ---- the walk --------------------------------------------------------------------
-// One walk serves both calls: the scan checks (apply = false); the apply acts
-// on a batch the scan accepted, re-checking as it goes so that bytes it was
-// not given can never make it read outside the buffer.
-
-let applying = false;
-let applySlot: u32 = 0;
-let applyBlockSize: u32 = 0;
-let applySeed: u64 = 0;
-let outcome: u32 = APPLIED;
+// ---- the scan --------------------------------------------------------------------
+// One walk over the payload checks it and writes the parsed batch (see the
+// header) as it goes; a payload it refuses leaves a parsed batch nobody reads.
 
 @inline
 function tally(at: usize): void {
@@ -497,12 +523,15 @@ function walk(len: usize): bool {
   end = buffer + min(len, bufferBytes);
   memory.fill(summary, 0, 48);
   store<i32>(summary + 8, -1);
+  outAt = 0;
+  const head = reserveOut(8);
+  if (head == 0) return false;
+  store<u64>(head, scanSeed);
   if (pos < end && isMapHead(<u32>load<u8>(pos))) return walkNamed();
   const fields = readArray();
   if (fields < 2) return false;
   if (!readTs()) return false;
   if (!readEvents()) return false;
-  if (outcome != APPLIED) return true;
   if (fields >= 3 && !readRank()) return false;
   return skipRest(fields, 3) && pos == end;
 }
@@ -520,7 +549,6 @@ function walkNamed(): bool {
   if (!readTs()) return false;
   pos = events;
   if (!readEvents()) return false;
-  if (outcome != APPLIED) return true;
   if (rank != 0) {
     pos = rank;
     if (!readRank()) return false;
@@ -533,7 +561,6 @@ function readEvents(): bool {
   if (events < 0) return false;
   for (let i: i64 = 0; i < events; i++) {
     if (!readEvent()) return false;
-    if (outcome != APPLIED) return true;
   }
   return true;
 }
@@ -604,43 +631,42 @@ function readEvent(): bool {
   if (strIs(TAG_CLEARED, 16)) {
     if (!finishEvent(1)) return false;
     tally(20);
-    if (applying) {
-      indexCleared(applySlot);
-      tally(40);
-    }
+    const record = reserveOut(8);
+    if (record == 0) return false;
+    store<u32>(record, RECORD_CLEARED);
+    store<u32>(record, 0, 4);
     return true;
   }
   return false;
 }
 
-/** Reads a hash list, writing it to `out` (u64 each) when out is not 0; its length, or -1 when it is not one. */
-function readHashes(out: usize): i64 {
+/**
+ * A hash list's header: its length, or -1 when the next value is not one or
+ * is longer than the bytes left could hold (a hash takes at least one).
+ */
+function readHashCount(): i64 {
   const n = readArray();
-  if (n < 0 || n > <i64>MAX_HASHES) return -1;
-  for (let i: i64 = 0; i < n; i++) {
-    if (!readHash()) return -1;
-    if (out != 0) store<u64>(out + (<usize>i << 3), intBits);
-  }
+  if (n < 0 || n > <i64>MAX_HASHES || <u64>n > <u64>(end - pos)) return -1;
   return n;
 }
 
-/** The index's I/O buffer for `count` hashes, as the binding would stage them; 0 (outcome set) when it cannot grow. */
-function staging(count: u32): usize {
-  const input = indexInput(count);
-  if (input == 0) {
-    outcome = NO_MEMORY_STAGING;
-    store<u32>(summary + 44, count);
+/** n hashes, each written as u64 from `out`. */
+function readHashes(n: u32, out: usize): bool {
+  for (let i: u32 = 0; i < n; i++) {
+    if (!readHash()) return false;
+    store<u64>(out + (<usize>i << 3), intBits);
   }
-  return input;
+  return true;
 }
 
 function readStored(): bool {
   tally(12);
   if (!field(1, 1)) return false;
-  const hashesAt = pos;
-  const count = readHashes(0);
+  const count = readHashCount();
   if (count < 1) return false;
   const n = <u32>count;
+  const record = reserveOut(STORED_HEAD + (<usize>n << 4));
+  if (record == 0 || !readHashes(n, record + STORED_HEAD)) return false;
   let hasParent: u32 = 0;
   let parent: u64 = 0;
   if (field(2, 2) && !readNil()) {
@@ -650,49 +676,35 @@ function readStored(): bool {
   }
   if (!field(3, 3)) return false;
   const tokens = readArray();
-  if (tokens < 1) return false;
-  // Known before block_size, which follows the tokens: they are whole blocks
-  // of the router's size exactly when there are n of them per block.
-  const hashed = applying && <u64>tokens == <u64>n * <u64>applyBlockSize;
-  if (hashed) {
-    const input = staging(1 + 2 * n);
-    if (input == 0) return true;
-    store<u64>(input, parent);
-    if (!readBlocks(input + ((<usize>n + 1) << 3), n)) return false;
-    const after = pos;
-    pos = hashesAt;
-    readHashes(input + 8);
-    pos = after;
-  } else {
-    if (!readTokens(<usize>tokens, 0)) return false;
-  }
-  if (!field(4, 4) || !readSmall(1, 0xffffffff) || <u64>tokens != <u64>n * intBits) return false;
+  // A token takes at least a byte, so the scratch block below is at most four
+  // times the payload.
+  if (tokens < 1 || <u64>tokens > <u64>(end - pos)) return false;
+  // block_size follows the tokens and must be tokens / n: the blocks are
+  // hashed at that size here (a batch where it is not is refused below).
+  if (<u64>tokens % <u64>n != 0) return false;
+  const blockSize = <u64>tokens / <u64>n;
+  if (blockSize > MAX_BLOCK_TOKENS || !readBlocks(record + STORED_HEAD + (<usize>n << 3), n, <u32>blockSize)) return false;
+  if (!field(4, 4) || !readSmall(1, 0xffffffff) || intBits != blockSize) return false;
   if (field(5, 5) && !skipValue(1)) return false; // lora_id: deprecated upstream, not read
   if (field(6, 6) && !readDeviceMedium()) return false;
   // lora_name, extra_keys, group_idx, kv_cache_spec_kind, kv_cache_spec_sliding_window
   for (let f: i32 = 7; f < 12; f++) if (field(f, f) && !readNil()) return false;
   if (!finishEvent(12)) return false;
-  if (!applying) return true;
-  if (!hashed) {
-    tally(32);
-    return true;
-  }
-  const status = indexStored(applySlot, hasParent, n);
-  if (status == INDEX_NO_MEMORY) {
-    outcome = NO_MEMORY_STORING;
-    store<u32>(summary + 44, 1 + 2 * n);
-  } else {
-    tally(status == STORED ? 24 : 28);
-  }
+  store<u32>(record, RECORD_STORED);
+  store<u32>(record, n, 4);
+  store<u32>(record, hasParent, 8);
+  store<u32>(record, <u32>blockSize, 12);
+  store<u64>(record, parent, 16);
   return true;
 }
 
-/** n blocks of the router's block size: each block's tokens as u32 LE in the scratch, hashed, its local hash written at `out`. */
-function readBlocks(out: usize, n: u32): bool {
-  const blockBytes = <usize>applyBlockSize << 2;
+/** n blocks of blockSize tokens: each block's tokens as u32 LE in the scratch, hashed, its local hash written at `out`. */
+function readBlocks(out: usize, n: u32, blockSize: u32): bool {
+  const blockBytes = <usize>blockSize << 2;
+  if (!reserveScratch(blockBytes)) return false;
   for (let b: u32 = 0; b < n; b++) {
-    if (!readTokens(<usize>applyBlockSize, scratch)) return false;
-    store<u64>(out + (<usize>b << 3), xxh3(scratch, blockBytes, applySeed));
+    if (!readTokens(<usize>blockSize, scratch)) return false;
+    store<u64>(out + (<usize>b << 3), xxh3(scratch, blockBytes, scanSeed));
   }
   return true;
 }
@@ -700,21 +712,16 @@ function readBlocks(out: usize, n: u32): bool {
 function readRemoved(): bool {
   tally(16);
   if (!field(1, 1)) return false;
-  const hashesAt = pos;
-  const count = readHashes(0);
+  const count = readHashCount();
   if (count < 0) return false;
+  const n = <u32>count;
+  const record = reserveOut(REMOVED_HEAD + (<usize>n << 3));
+  if (record == 0 || !readHashes(n, record + REMOVED_HEAD)) return false;
   if (field(2, 6) && !readDeviceMedium()) return false;
   if (field(3, 9) && !readNil()) return false; // group_idx
   if (!finishEvent(4)) return false;
-  if (!applying) return true;
-  const input = staging(<u32>count);
-  if (input == 0) return true;
-  const after = pos;
-  pos = hashesAt;
-  readHashes(input);
-  pos = after;
-  indexRemoved(applySlot, <u32>count);
-  tally(36);
+  store<u32>(record, RECORD_REMOVED);
+  store<u32>(record, n, 4);
   return true;
 }
 
@@ -728,9 +735,89 @@ function reserveScratch(bytes: usize): bool {
   return true;
 }
 
+/** The next `bytes` of the parsed batch (the buffer grows, keeping what is written); 0 when there is no memory. */
+function reserveOut(bytes: usize): usize {
+  if (<u64>outAt + <u64>bytes > <u64>MAX_PARSED) return 0;
+  const need = outAt + bytes;
+  if (need > outBytes) {
+    let next = outBytes < 4096 ? <usize>4096 : outBytes;
+    while (next < need) next <<= 1;
+    const grown = allocIfRoom(next);
+    if (grown == 0) return 0;
+    if (out != 0) {
+      memory.copy(grown, out, outAt);
+      release(out, outBytes);
+    }
+    out = grown;
+    outBytes = next;
+  }
+  const at = out + outAt;
+  outAt = need;
+  return at;
+}
+
+// ---- the apply -------------------------------------------------------------------
+
+/** The index's I/O buffer for `count` hashes, as the binding would stage them; 0 (outcome set) when it cannot grow. */
+function staging(count: u32): usize {
+  const input = indexInput(count);
+  if (input == 0) {
+    outcome = NO_MEMORY_STAGING;
+    store<u32>(summary + 44, count);
+  }
+  return input;
+}
+
+let outcome: u32 = APPLIED;
+
+/** Applies the records in [at, stop) one by one; false at a record that does not fit. */
+function applyRecords(at: usize, stop: usize, slot: u32, blockSize: u32): bool {
+  while (at < stop) {
+    if (stop - at < 8) return false;
+    const kind = load<u32>(at);
+    const n = load<u32>(at, 4);
+    if (kind == RECORD_STORED) {
+      const bytes = STORED_HEAD + (<usize>n << 4);
+      if (n == 0 || <u64>(stop - at) < <u64>bytes) return false;
+      if (load<u32>(at, 12) != blockSize) {
+        // Hashes over other block boundaries would never match.
+        tally(32);
+      } else {
+        const input = staging(1 + 2 * n);
+        if (input == 0) return true;
+        memory.copy(input, at + 16, (<usize>n << 4) + 8);
+        const status = indexStored(slot, load<u32>(at, 8), n);
+        if (status == INDEX_NO_MEMORY) {
+          outcome = NO_MEMORY_STORING;
+          store<u32>(summary + 44, 1 + 2 * n);
+          return true;
+        }
+        tally(status == STORED ? 24 : 28);
+      }
+      at += bytes;
+    } else if (kind == RECORD_REMOVED) {
+      const bytes = REMOVED_HEAD + (<usize>n << 3);
+      if (<u64>(stop - at) < <u64>bytes) return false;
+      const input = staging(n);
+      if (input == 0) return true;
+      memory.copy(input, at + REMOVED_HEAD, <usize>n << 3);
+      indexRemoved(slot, n);
+      tally(36);
+      at += bytes;
+    } else if (kind == RECORD_CLEARED) {
+      indexCleared(slot);
+      tally(40);
+      at += 8;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
 // ---- exports ---------------------------------------------------------------------
 
-/** The wire buffer for a payload of `bytes`; 0 when there is no memory for it. */
+/** The wire buffer for a payload (or a parsed batch) of `bytes`; 0 when there is no memory for it. */
 export function wireInput(bytes: u32): usize {
   if (<usize>bytes > bufferBytes) {
     let next = bufferBytes < 4096 ? <usize>4096 : bufferBytes;
@@ -748,29 +835,35 @@ export function wireSummaryPtr(): usize {
   return summary;
 }
 
-/** 1 when the first len bytes of the wire buffer are a batch of the layout above; never changes the index. */
-export function wireScan(len: u32): u32 {
-  applying = false;
-  outcome = APPLIED;
-  return walk(len) ? 1 : 0;
+/**
+ * Checks the first len bytes of the wire buffer against the layout above and
+ * parses them, hashing the stores' tokens under seed: the parsed batch's
+ * length (at wireParsedPtr()), or 0 when the payload is not of the layout
+ * (or there was no memory to parse it). Never changes the index.
+ */
+export function wireScan(len: u32, seed: u64): u32 {
+  scanSeed = seed;
+  return walk(len) ? <u32>outAt : 0;
+}
+
+/** Where the last scan wrote its parsed batch: valid until the next scan. */
+export function wireParsedPtr(): usize {
+  return out;
 }
 
 /**
- * Applies a scanned batch to worker `slot` (this core's slot) of the index:
- * stores hashed at blockSize under seed (another block size's are skipped
- * and counted), removals, clears. Returns APPLIED, NO_MEMORY_STORING or
- * NO_MEMORY_STAGING (the batch stopped there; the host clears the worker),
- * NOT_SCANNED, or NO_SCRATCH (nothing applied). Allocates.
+ * Applies a parsed batch (first len bytes of the wire buffer) to worker
+ * `slot` (this core's slot) of the index: stores of blockSize (another block
+ * size's are skipped and counted), removals, clears. Returns APPLIED,
+ * NO_MEMORY_STORING or NO_MEMORY_STAGING (the batch stopped there; the host
+ * clears the worker), NOT_PARSED, or OTHER_SEED (nothing applied: the batch
+ * was hashed under another seed). Allocates.
  */
 export function wireApply(slot: u32, len: u32, blockSize: u32, seed: u64): u32 {
-  if (blockSize == 0 || !reserveScratch(<usize>blockSize << 2)) return NO_SCRATCH;
-  applying = true;
-  applySlot = slot;
-  applyBlockSize = blockSize;
-  applySeed = seed;
+  memory.fill(summary + 24, 0, 24);
+  if (len < 8 || <usize>len > bufferBytes) return NOT_PARSED;
+  if (load<u64>(buffer) != seed) return OTHER_SEED;
   outcome = APPLIED;
-  const read = walk(len);
-  applying = false;
-  if (!read) return NOT_SCANNED;
+  if (!applyRecords(buffer + 8, buffer + <usize>len, slot, blockSize)) return NOT_PARSED;
   return outcome;
 }

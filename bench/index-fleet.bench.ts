@@ -14,9 +14,9 @@
 // ingest: engines at their cache capacity publishing KV events as vLLM does
 // (new turns chained to their sessions, removals of the oldest sessions),
 // encoded as ZeroMQ payloads beforehand. Timed end to end: the listener's
-// reader (router/kv-wire-batch.ts: the payload checked in the core) and
-// ModelFleet.applyEvents (the core hashes the tokens from the bytes and
-// updates the index), and the same through the JS decoder (router/kv-wire.ts)
+// reader (router/kv-wire-batch.ts: the payload checked and parsed in the
+// core, its tokens hashed from the bytes) and ModelFleet.applyEvents (the
+// index's core applies the parsed batch), and the same through the JS decoder (router/kv-wire.ts)
 // that payloads the core does not read take; and per core: the same events,
 // hashed beforehand, straight into the index. Both alone and with a request stream beside them (one decision
 // per batch, between batches, untimed): what the decisions' cache traffic
@@ -400,7 +400,7 @@ async function ingestFigures(quick: boolean): Promise<Figure[]> {
 
   // End to end: read the payload and ModelFleet.applyEvents, with or without
   // one decision per batch beside it. readKvBatch is the listener's reader
-  // (the core applies the batch from its bytes); decodeKvBatch the JS decoder
+  // (the core parses the batch, the index applies the parse); decodeKvBatch the JS decoder
   // every payload the core does not read goes through.
   const endToEnd = (withRequests: boolean, read: (payload: Uint8Array) => KvEventBatch = readKvBatch): number => {
     const modelFleet = new ModelFleet({ model: 'ingest', blockSize: BLOCK_SIZE, clock: new VirtualClock(0) });
@@ -449,7 +449,7 @@ async function ingestFigures(quick: boolean): Promise<Figure[]> {
       value: Math.round(e2e),
       unit: 'blocks/s',
       goal: '>= 5000000',
-      note: `readKvBatch (the payload checked in the core) + ModelFleet.applyEvents (the core hashes the tokens from the bytes, stores, removes); ${scene}`,
+      note: `readKvBatch (the payload checked and parsed in the core, tokens hashed from the bytes) + ModelFleet.applyEvents (the index's core stores and removes from the parse); ${scene}`,
     },
     {
       key: 'ingest_blocks_per_s_end_to_end_decoded',

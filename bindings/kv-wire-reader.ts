@@ -1,17 +1,24 @@
 // KV-event batches read from their msgpack bytes in the wasm core
 // (assembly/kv-wire.ts). scan() checks a payload against the layouts vLLM
-// and SGLang publish and returns what the listener needs before the
-// batch is applied (ts, dp_rank, event counts), or null for anything else:
-// router/kv-wire.ts then decodes it in JS, accepting or rejecting it as it
-// always has. Applying a scanned batch (tokens hashed, blocks stored, in one
-// pass over the bytes) is PrefixIndex.applyWire, in the index's own core.
+// and SGLang publish and parses it in the same pass (hashes as u64, each
+// stored block's tokens hashed under the default seed), returning what the
+// listener needs before the batch is applied (ts, dp_rank, event counts), or
+// null for anything else: router/kv-wire.ts then decodes it in JS, accepting
+// or rejecting it as it always has. The parsed batch stays in the core, where
+// parsed() finds it: a batch applied before the next scan (the listener's
+// usual case) costs no copy out of the core, and one applied later (held for
+// a replay) is parsed again from its payload. Applying a parsed batch (no
+// byte of the payload read again) is PrefixIndex.applyWire, in the index's
+// own core.
 import { Core } from './core.js';
+import { DEFAULT_SEED } from './reference/hash-inputs.js';
 
 /** The core's wire* exports. */
 export interface WireExports {
   wireInput(bytes: number): number;
   wireSummaryPtr(): number;
-  wireScan(len: number): number;
+  wireScan(len: number, seed: bigint): number;
+  wireParsedPtr(): number;
   wireApply(slot: number, len: number, blockSize: number, seed: bigint): number;
 }
 
@@ -19,8 +26,8 @@ export interface WireExports {
 export const WIRE_APPLIED = 0;
 export const WIRE_NO_MEMORY_STORING = 1;
 export const WIRE_NO_MEMORY_STAGING = 2;
-export const WIRE_NOT_SCANNED = 3;
-export const WIRE_NO_SCRATCH = 4;
+export const WIRE_NOT_PARSED = 3;
+export const WIRE_OTHER_SEED = 4;
 
 /** What a scan found in a batch of the fast layout. */
 export interface WireSummary {
@@ -32,7 +39,7 @@ export interface WireSummary {
   cleared: number;
 }
 
-/** What applying a scanned batch did, event by event until it stopped. */
+/** What applying a parsed batch did, event by event until it stopped. */
 export interface WireTally {
   stored: number;
   /** Stores whose parent the worker did not hold. */
@@ -46,7 +53,7 @@ export interface WireTally {
 
 /**
  * A core's wire buffer and summary, with views kept until memory grows: a
- * batch costs one copy and no view allocations.
+ * batch costs one copy in and no view allocations.
  */
 export class WireBuffer {
   private readonly summaryPtr: number;
@@ -62,12 +69,18 @@ export class WireBuffer {
     this.summaryPtr = k.wireSummaryPtr() >>> 0;
   }
 
-  /** Copies a payload into the wire buffer; false when the core has no memory for it. */
+  /** Copies a payload (or a parsed batch) into the wire buffer; false when the core has no memory for it. */
   stage(payload: Uint8Array): boolean {
     const ptr = this.k.wireInput(payload.length) >>> 0;
     if (ptr === 0) return false;
     this.views().bytes.set(payload, ptr);
     return true;
+  }
+
+  /** The parsed batch the last scan wrote, of `length` bytes: a view valid until the next scan. */
+  parsed(length: number): Uint8Array {
+    const ptr = this.k.wireParsedPtr() >>> 0;
+    return this.views().bytes.subarray(ptr, ptr + length);
   }
 
   summary(): WireSummary {
@@ -93,10 +106,20 @@ export class WireBuffer {
   }
 }
 
+/** A payload the scan accepted: its summary, and the ticket that finds its parsed batch (WireReader.parsed). */
+export interface WireScan {
+  summary: WireSummary;
+  ticket: number;
+}
+
 export class WireReader {
   readonly core: Core;
   private readonly k: WireExports;
   private readonly buffer: WireBuffer;
+  // Tickets handed out, the one whose parsed batch the core holds (0: none), and its length.
+  private issued = 0;
+  private held = 0;
+  private length = 0;
 
   constructor(options: { core?: Core } = {}) {
     this.core = options.core ?? new Core();
@@ -106,8 +129,28 @@ export class WireReader {
   }
 
   /** The batch's summary when it is of the fast layout, else null (decode it in JS). */
-  scan(payload: Uint8Array): WireSummary | null {
-    if (!this.buffer.stage(payload) || this.k.wireScan(payload.length) !== 1) return null;
-    return this.buffer.summary();
+  scan(payload: Uint8Array): WireScan | null {
+    const ticket = ++this.issued;
+    return this.parse(payload, ticket) ? { summary: this.buffer.summary(), ticket } : null;
+  }
+
+  /**
+   * The parsed batch of a payload scan() accepted under `ticket`: a view
+   * valid until the next scan or parsed() call. The payload is parsed again
+   * when a later scan took its place (the same bytes parse the same); null
+   * when the core has no memory for that (decode it in JS).
+   */
+  parsed(payload: Uint8Array, ticket: number): Uint8Array | null {
+    if (ticket !== this.held && !this.parse(payload, ticket)) return null;
+    return this.buffer.parsed(this.length);
+  }
+
+  // Parses a payload for `ticket`; false when it is not of the layout or the core has no memory.
+  private parse(payload: Uint8Array, ticket: number): boolean {
+    this.held = 0;
+    this.length = this.buffer.stage(payload) ? this.k.wireScan(payload.length, DEFAULT_SEED) : 0;
+    if (this.length === 0) return false;
+    this.held = ticket;
+    return true;
   }
 }

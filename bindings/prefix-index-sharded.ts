@@ -104,9 +104,9 @@ export class ShardedPrefixIndex implements PrefixIndexApi {
   }
 
   /** PrefixIndex.applyWire on the worker's shard; null (nothing applied) for a worker without a slot. */
-  applyWire(worker: WorkerKey, payload: Uint8Array, blockSize: number, seed: bigint): WireOutcome | null {
+  applyWire(worker: WorkerKey, parsed: Uint8Array, blockSize: number, seed: bigint): WireOutcome | null {
     const slot = this.workers.slotOf(worker.id, worker.rank);
-    return slot === undefined ? null : this.shardOf(slot).applyWire(slot, payload, blockSize, seed);
+    return slot === undefined ? null : this.shardOf(slot).applyWire(slot, parsed, blockSize, seed);
   }
 
   applyRemoved(worker: WorkerKey, external: ArrayLike<bigint>): void {

@@ -33,7 +33,7 @@ import {
   type PrefixIndexStats,
 } from './prefix-index-api.js';
 import { eventsFromSnapshot, type SnapshotId, type SnapshotNode } from './prefix-index-dump.js';
-import { WIRE_APPLIED, WIRE_NOT_SCANNED, WIRE_NO_MEMORY_STORING, WIRE_NO_SCRATCH, WireBuffer, type WireExports, type WireTally } from './kv-wire-reader.js';
+import { WIRE_APPLIED, WIRE_NOT_PARSED, WIRE_NO_MEMORY_STORING, WIRE_OTHER_SEED, WireBuffer, type WireExports, type WireTally } from './kv-wire-reader.js';
 
 export { IndexFailure } from './prefix-index-api.js';
 export type { IndexEvent, MatchResult, PrefixIndexApi, PrefixIndexOptions, PrefixIndexStats } from './prefix-index-api.js';
@@ -182,29 +182,29 @@ export class PrefixIndex implements PrefixIndexApi {
   }
 
   /**
-   * Applies a batch WireReader.scan accepted to model slot `slot` of this
-   * core, from its bytes: stores hashed at blockSize under seed, removals,
-   * clears, in order, through the same core calls as applyStored,
+   * Applies a batch WireReader.scan parsed to model slot `slot` of this
+   * core: stores of blockSize (another size's are skipped and counted),
+   * removals, clears, in order, through the same core calls as applyStored,
    * applyRemoved and clearSlot. A failure stops the batch where it happened,
    * with the same clearing and count as theirs, and comes back with the tally
-   * of the events applied before it. Null when the core has no room for the
-   * payload: nothing was applied.
+   * of the events applied before it. Null when nothing was applied: the core
+   * has no room for the batch, or it was hashed under another seed.
    */
-  applyWire(slot: number, payload: Uint8Array, blockSize: number, seed: bigint): WireOutcome | null {
+  applyWire(slot: number, parsed: Uint8Array, blockSize: number, seed: bigint): WireOutcome | null {
     this.wire ??= new WireBuffer(this.core, this.k);
-    if (!this.wire.stage(payload)) return null;
+    if (!this.wire.stage(parsed)) return null;
     this.core.wrote('matches');
     let status: number;
     try {
-      status = this.k.wireApply(this.local(slot), payload.length, blockSize, seed);
+      status = this.k.wireApply(this.local(slot), parsed.length, blockSize, seed);
     } catch (error) {
       const tally = this.wire.tally();
       return { tally, failure: failureOf(() => this.trapped(error, slot)) };
     } finally {
       this.forgetInput();
     }
-    if (status === WIRE_NO_SCRATCH) return null;
-    if (status === WIRE_NOT_SCANNED) throw new Error('applyWire was given a payload WireReader.scan does not accept');
+    if (status === WIRE_OTHER_SEED) return null;
+    if (status === WIRE_NOT_PARSED) throw new Error('applyWire was given bytes that are not a batch WireReader.scan parsed');
     const tally = this.wire.tally();
     if (status === WIRE_APPLIED) return { tally, failure: null };
     const doing = status === WIRE_NO_MEMORY_STORING ? 'storing' : `staging an event of ${tally.failedHashes} hashes of`;

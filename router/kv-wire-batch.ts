@@ -1,12 +1,12 @@
-// KV-event batches that keep their wire bytes. readKvBatch is decodeKvBatch
-// for a hot path: a payload the core reads (bindings/kv-wire-reader.ts:
-// vLLM's and SGLang's positional or named layout, device tier, no adapter,
-// extra keys or cache groups) is checked in the core and comes
-// back as a WireKvBatch, whose events are decoded in JS only if someone reads
-// them; the index applies it from its bytes (CacheIndex, PrefixIndex.applyWire).
-// Anything else goes through decodeKvBatch, so every payload is accepted or
-// rejected exactly as before.
-import { WireReader, type WireSummary } from '../bindings/kv-wire-reader.js';
+// KV-event batches the core parsed. readKvBatch is decodeKvBatch for a hot
+// path: a payload the core reads (bindings/kv-wire-reader.ts: vLLM's and
+// SGLang's positional or named layout, device tier, no adapter, extra keys or
+// cache groups) is checked and parsed in the core in one pass and comes back
+// as a WireKvBatch, whose events are decoded in JS only if someone reads
+// them; the index applies its parsed form, without reading the payload again
+// (CacheIndex, PrefixIndex.applyWire). Anything else goes through
+// decodeKvBatch, so every payload is accepted or rejected exactly as before.
+import { WireReader, type WireScan, type WireSummary } from '../bindings/kv-wire-reader.js';
 import type { KvEvent, KvEventBatch } from './kv-events.js';
 import { decodeKvBatch, type DecodeOptions } from './kv-wire.js';
 
@@ -17,12 +17,16 @@ export class WireKvBatch implements KvEventBatch {
   #events: KvEvent[] | null = null;
   readonly #payload: Uint8Array;
   readonly #summary: WireSummary;
+  readonly #reader: WireReader;
+  readonly #ticket: number;
 
-  constructor(payload: Uint8Array, summary: WireSummary) {
-    this.ts = summary.ts;
-    this.dpRank = summary.dpRank;
+  constructor(payload: Uint8Array, scan: WireScan, reader: WireReader) {
+    this.ts = scan.summary.ts;
+    this.dpRank = scan.summary.dpRank;
     this.#payload = payload;
-    this.#summary = summary;
+    this.#summary = scan.summary;
+    this.#reader = reader;
+    this.#ticket = scan.ticket;
   }
 
   get events(): KvEvent[] {
@@ -30,9 +34,18 @@ export class WireKvBatch implements KvEventBatch {
     return this.#events;
   }
 
-  /** The message bytes, for the index to apply. */
+  /** The message bytes. */
   get payload(): Uint8Array {
     return this.#payload;
+  }
+
+  /**
+   * The batch as the core parsed it, for the index to apply: a view valid
+   * until the next readKvBatch; null when the core had no memory to parse it
+   * again (apply its events instead).
+   */
+  parsed(): Uint8Array | null {
+    return this.#reader.parsed(this.#payload, this.#ticket);
   }
 
   /** Events of each type, from the scan. */
@@ -46,8 +59,8 @@ let reader: WireReader | null = null;
 /** decodeKvBatch, with the bytes kept for the index when the core can read them. */
 export function readKvBatch(payload: Uint8Array, options: DecodeOptions = {}): KvEventBatch {
   reader ??= new WireReader();
-  const summary = reader.scan(payload);
-  return summary ? new WireKvBatch(payload, summary) : decodeKvBatch(payload, options);
+  const scan = reader.scan(payload);
+  return scan ? new WireKvBatch(payload, scan, reader) : decodeKvBatch(payload, options);
 }
 
 /** Adds the batch's events, by type, into `counts` (without decoding a wire batch). */

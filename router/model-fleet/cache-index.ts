@@ -18,9 +18,9 @@ import { TierMatcher, tierOf, type Tier, type TierDepths, type TierWeights } fro
 import type { EventCounts } from './types.js';
 import type { WorkerSet } from './worker-set.js';
 
-/** An index that applies batches from their wire bytes (the wasm one; see PrefixIndex.applyWire). */
+/** An index that applies batches the core parsed from their wire bytes (the wasm one; see PrefixIndex.applyWire). */
 export interface WireIndex {
-  applyWire(worker: WorkerKey, payload: Uint8Array, blockSize: number, seed: bigint): WireOutcome | null;
+  applyWire(worker: WorkerKey, parsed: Uint8Array, blockSize: number, seed: bigint): WireOutcome | null;
 }
 
 export interface CacheIndexParts {
@@ -89,16 +89,19 @@ export class CacheIndex {
 
   /**
    * A batch read from bytes of the core's layout (router/kv-wire-batch.ts),
-   * applied by the index from those bytes: its events are all of the device
+   * applied by the index from the core's parse of them: its events are all of the device
    * tier, with no adapter, extra keys or cache group, so of the rules below
    * only the block size and the parent apply, and the core follows them.
-   * Undefined when it cannot (other tiers exist, or the core had no room):
+   * Undefined when it cannot (other tiers exist, a core had no room, or the
+   * batch was hashed under another seed than this model's):
    * the batch is then applied from its events.
    */
   private applyWire(worker: WorkerKey, batch: KvEventBatch, counts: EventCounts): IndexFailure | null | undefined {
     const { wire } = this.parts;
     if (wire === null || this.tiers.size > 1 || !(batch instanceof WireKvBatch)) return undefined;
-    const outcome = wire.applyWire(worker, batch.payload, this.parts.blockSize, this.parts.seedOf(null, null));
+    const parsed = batch.parsed();
+    if (parsed === null) return undefined;
+    const outcome = wire.applyWire(worker, parsed, this.parts.blockSize, this.parts.seedOf(null, null));
     if (!outcome) return undefined;
     const { tally } = outcome;
     counts.stored += tally.stored;

@@ -85,6 +85,19 @@ describe('ZeroMQ KV events', () => {
     expect(await metric(stack.url, 'kvrouter_kv_events_total', { worker: 'mock-1', type: 'replayed_batch' })).toBeGreaterThanOrEqual(1);
     expect(await metric(stack.url, 'kvrouter_kv_events_total', { worker: 'mock-1', type: 'stale' })).toBe(0);
   });
+
+  it('a batch held while a replay fills the gap before it is applied after the replayed one, as published', async () => {
+    const publisher = stack.embedded.publishers[1]!;
+    const prompt = ids(96, 9000);
+    const first = prompt.slice(0, 48);
+    // The first half only in the replay ring; the second half, chained to it, live: the listener
+    // holds the live batch (read first) until the replayed one (read after it) is applied.
+    await publisher.publish({ ts: 3, events: [stored(first, 500n)], dpRank: 0 }, { live: false });
+    const rest = { ...stored(prompt.slice(48), 600n), parentBlockHash: 502n };
+    await publisher.publish({ ts: 4, events: [rest], dpRank: 0 });
+    await waitFor(async () => (await overlaps(prompt))['mock-1'] === 6, 'both halves of the prompt');
+    expect(await metric(stack.url, 'kvrouter_kv_events_total', { worker: 'mock-1', type: 'stale' })).toBe(0);
+  });
 });
 
 describe('HTTP KV ingest', () => {

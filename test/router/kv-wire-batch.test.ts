@@ -7,7 +7,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { WireReader } from '../../bindings/kv-wire-reader.js';
+import { DEFAULT_SEED, BlockHasher as ReferenceBlockHasher } from '../../bindings/reference/block-hasher.js';
 import { IndexFailure } from '../../bindings/prefix-index-api.js';
+import { PrefixIndex } from '../../bindings/prefix-index.js';
 import type { WorkerKey } from '../../bindings/workers.js';
 import { VirtualClock } from '../../router/clock.js';
 import type { KvEvent, KvEventBatch } from '../../router/kv-events.js';
@@ -32,19 +34,65 @@ function readWith(decode: (payload: Uint8Array, options: { onUnknownEvent: () =>
 }
 
 const reader = new WireReader();
+const hasher = new ReferenceBlockHasher();
 
-/** readKvBatch reads the payload as decodeKvBatch does, and the scan accepts only what the decoder accepts, with the same summary. */
+type Parsed =
+  | { type: 'stored'; parent: bigint | null; blockSize: number; external: bigint[]; local: bigint[] }
+  | { type: 'removed'; external: bigint[] }
+  | { type: 'cleared' };
+
+/** Reads a parsed batch (the record layout in assembly/kv-wire.ts) back into values. */
+function readParsed(bytes: Uint8Array): { seed: bigint; events: Parsed[] } {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const u64s = (at: number, n: number) => Array.from({ length: n }, (_, i) => view.getBigUint64(at + 8 * i, true));
+  const events: Parsed[] = [];
+  let at = 8;
+  while (at < bytes.length) {
+    const kind = view.getUint32(at, true);
+    const n = view.getUint32(at + 4, true);
+    if (kind === 1) {
+      const parent = view.getUint32(at + 8, true) ? view.getBigUint64(at + 16, true) : null;
+      events.push({ type: 'stored', parent, blockSize: view.getUint32(at + 12, true), external: u64s(at + 24, n), local: u64s(at + 24 + 8 * n, n) });
+      at += 24 + 16 * n;
+    } else if (kind === 2) {
+      events.push({ type: 'removed', external: u64s(at + 8, n) });
+      at += 8 + 8 * n;
+    } else {
+      expect(kind).toBe(3);
+      events.push({ type: 'cleared' });
+      at += 8;
+    }
+  }
+  expect(at).toBe(bytes.length);
+  return { seed: view.getBigUint64(0, true), events };
+}
+
+/** The decoded events as the scan must have parsed them: tokens hashed by the pure-TS hasher at the event's block size. */
+function expectedParse(events: KvEvent[]): Parsed[] {
+  return events.map((e): Parsed => {
+    if (e.type === 'cleared') return { type: 'cleared' };
+    if (e.type === 'removed') return { type: 'removed', external: [...e.blockHashes] };
+    return { type: 'stored', parent: e.parentBlockHash, blockSize: e.blockSize, external: [...e.blockHashes], local: [...hasher.localHashes(e.tokenIds, e.blockSize, DEFAULT_SEED)] };
+  });
+}
+
+/**
+ * readKvBatch reads the payload as decodeKvBatch does, and the scan accepts
+ * only what the decoder accepts, with the same summary and a parse of the
+ * same events.
+ */
 function checkRead(payload: Uint8Array): boolean {
   const js = readWith(decodeKvBatch, payload);
   const wire = readWith(readKvBatch, payload);
   expect(wire).toEqual(js);
-  const summary = reader.scan(payload);
-  if (summary === null) return false;
+  const scanned = reader.scan(payload);
+  if (scanned === null) return false;
   if ('error' in js) throw new Error(`the scan accepted a payload the decoder rejects (${js.error})`);
   const counts = { stored: 0, removed: 0, cleared: 0 };
   for (const event of js.batch.events) counts[event.type]++;
   expect(js.unknown).toBe(0);
-  expect(summary).toEqual({ ts: js.batch.ts, dpRank: js.batch.dpRank, ...counts });
+  expect(scanned.summary).toEqual({ ts: js.batch.ts, dpRank: js.batch.dpRank, ...counts });
+  expect(readParsed(reader.parsed(payload, scanned.ticket)!)).toEqual({ seed: DEFAULT_SEED, events: expectedParse(js.batch.events) });
   return true;
 }
 
@@ -82,6 +130,32 @@ describe('readKvBatch against decodeKvBatch', () => {
         checkRead(encodeKvBatch(batch, form));
       }),
       { numRuns: 300 },
+    );
+  });
+
+  it('refuses a store whose token list claims more tokens than its bytes hold, and reads the next batches as before', () => {
+    // [1, [["BlockStored", [5], nil, <2^30 tokens claimed, 20,000 present>]]]: a block of 2^30
+    // tokens would want a scratch block of 4 GiB, which a wasm32 size cannot even say.
+    const head = [0x92, 0x01, 0x91, 0x97, 0xab, ...new TextEncoder().encode('BlockStored'), 0x91, 0x05, 0xc0, 0xdd, 0x40, 0x00, 0x00, 0x00];
+    const claimed = new Uint8Array([...head, ...new Array<number>(20_000).fill(0x01)]);
+    expect(checkRead(claimed)).toBe(false);
+    expect(readWith(readKvBatch, claimed)).toHaveProperty('error');
+    // Batches after it, one large enough to make the core's buffers grow, read as the decoder reads them.
+    const blocks = 3000;
+    const large = encodeKvBatch(
+      {
+        ts: 2,
+        dpRank: null,
+        events: [{ type: 'stored', blockHashes: Array.from({ length: blocks }, (_, i) => BigInt(i + 1)), parentBlockHash: null, tokenIds: Array.from({ length: blocks * BS }, (_, i) => i), blockSize: BS, loraName: null, medium: 'GPU' }],
+      },
+      'array',
+    );
+    expect(checkRead(large)).toBe(true);
+    fc.assert(
+      fc.property(batchOf(WIDE_POOLS, BS), (wire) => {
+        checkRead(pack(wire));
+      }),
+      { numRuns: 100 },
     );
   });
 
@@ -186,6 +260,80 @@ describe('the wire path against the JS path, on the index', () => {
     // A failure is injected into most steps, but it only takes effect in a step whose batch makes the
     // core allocate (a pool growing): about 10 a run, so any run that saw none has lost its coverage.
     expect(failed).toBeGreaterThan(0);
+  });
+
+  it('applies a batch read before others (held for a replay) as the decoded events would: its payload is parsed again', () => {
+    let late = 0;
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ worker: fc.nat(WORKERS.length - 1), batch: batchOf(CHAIN_POOLS, BS, 3), lag: fc.nat(3) }), { minLength: 1, maxLength: 20 }),
+        (steps) => {
+          const viaWire = fleet();
+          const viaJs = fleet();
+          // Batches are read as they arrive and applied in order, each up to `lag` reads later.
+          const pending: { worker: WorkerKey; wire: KvEventBatch; js: KvEventBatch; due: number }[] = [];
+          const applyDue = (now: number) => {
+            while (pending.length > 0 && pending[0]!.due <= now) {
+              const p = pending.shift()!;
+              expect(outcome(viaWire.applyEvents(p.worker, p.wire))).toEqual(outcome(viaJs.applyEvents(p.worker, p.js)));
+              expect(state(viaWire)).toEqual(state(viaJs));
+            }
+          };
+          for (const [i, s] of steps.entries()) {
+            const payload = pack(s.batch);
+            let js: KvEventBatch;
+            try {
+              js = decodeKvBatch(payload);
+            } catch {
+              continue;
+            }
+            const wire = readKvBatch(payload);
+            if (wire instanceof WireKvBatch && s.lag > 0) late++;
+            pending.push({ worker: WORKERS[s.worker]!, wire, js, due: Math.max(i + s.lag, pending.at(-1)?.due ?? 0) });
+            applyDue(i);
+          }
+          applyDue(Infinity);
+        },
+      ),
+      { numRuns: 150 },
+    );
+    // Wire batches applied after a later read: 154–183 a run over 6 seeds; the floor
+    // only catches a run where none were held.
+    expect(late).toBeGreaterThan(20);
+  });
+
+  it('applies a batch from its events when the core has no memory to parse it again', () => {
+    // The scan core's buffers come from the allocator without the test hook: a reader that
+    // finds no memory for a second parse stands in for one that ran out.
+    class ExhaustedReader extends WireReader {
+      override parsed(): Uint8Array | null {
+        return null;
+      }
+    }
+    const exhausted = new ExhaustedReader();
+    const viaWire = fleet();
+    const viaJs = fleet();
+    const tokens = Array.from({ length: 8 }, (_, i) => 7 + i);
+    const payload = encodeKvBatch({ ts: 1, dpRank: null, events: [{ type: 'stored', blockHashes: [5n, 6n], parentBlockHash: null, tokenIds: tokens, blockSize: BS, loraName: null, medium: 'GPU' }] }, 'array');
+    const batch = new WireKvBatch(payload, exhausted.scan(payload)!, exhausted);
+    expect(viaWire.applyEvents(WORKERS[0]!, batch)).toBeNull();
+    expect(viaJs.applyEvents(WORKERS[0]!, decodeKvBatch(payload))).toBeNull();
+    expect(state(viaWire)).toEqual(state(viaJs));
+    expect(viaWire.indexStats().blocks).toBe(2);
+  });
+
+  it('applies nothing from a batch hashed under another seed, and refuses bytes that are not a parsed batch', () => {
+    const index = new PrefixIndex();
+    const payload = encodeKvBatch({ ts: 1, dpRank: null, events: [{ type: 'stored', blockHashes: [5n], parentBlockHash: null, tokenIds: [1, 2, 3, 4], blockSize: BS, loraName: null, medium: 'GPU' }] }, 'array');
+    const parsed = reader.parsed(payload, reader.scan(payload)!.ticket)!.slice();
+    const slot = index.workers.ensure('w0', 0);
+    expect(index.applyWire(slot, parsed, BS, DEFAULT_SEED + 1n)).toBeNull();
+    expect(index.stats().blocks).toBe(0);
+    // A record cut short: its hashes run past the bytes given.
+    expect(() => index.applyWire(slot, parsed.subarray(0, parsed.length - 8), BS, DEFAULT_SEED)).toThrow(/not a batch WireReader.scan parsed/);
+    expect(index.stats().blocks).toBe(0);
+    expect(index.applyWire(slot, parsed, BS, DEFAULT_SEED)).toEqual({ tally: expect.objectContaining({ stored: 1 }), failure: null });
+    expect(index.stats().blocks).toBe(1);
   });
 
   it.each(['array', 'map'] as const)('applies stores, parents, removals and clears from the bytes as the decoded events would (%s layout)', (form) => {
