@@ -74,6 +74,7 @@ export {
   indexFind,
   indexOutSlots,
   indexOutDepths,
+  indexOutRecord,
   indexInsertRouted,
   indexExpire,
   indexRoutedTop,

@@ -87,8 +87,9 @@
 // 0 when it cannot reserve the buffer.
 // indexFind(ptr, n, earlyExit) reads n local hashes at any address (the block
 // hasher's output, or the I/O buffer) and writes (slot, depth) pairs to the
-// columns at indexOutSlots()/indexOutDepths(); it never allocates, so those
-// stay valid until the next stored/routed event or indexInput.
+// columns at indexOutSlots()/indexOutDepths() (also kept as two u32 at
+// indexOutRecord()); it never allocates, so those stay valid until the next
+// stored/routed event or indexInput.
 // Slots past any stored one (0xffffffff included) are treated as empty
 // workers by removals and clears. Calls that may grow memory: indexInput,
 // indexStored, indexInsertRouted, indexDumpNodes, indexDumpSlot,
@@ -117,6 +118,7 @@ import {
   nodeCount,
   nodeIsLive,
   nodeTop,
+  poolArena,
   poolReserve,
   releasePending,
   releaseTree,
@@ -126,7 +128,7 @@ import {
 import { bindRouted, bindStored, boundNode, chainMix, clearSlot, expireUntil, pruneTo, refsFind, refsTable, extrasTable, settleIds, unbind, wordNode } from './prefix-bind';
 import { tableRelease } from './prefix-table';
 import { dropStaleTop, forgetRouted, heapEmpty, heapPop, releaseRouted, routedCount, routedReserve, topDepth, topExpiry, topExt, topSlot } from './prefix-routed';
-import { META_EVICTED, ensureSlot, forgetSlots, globalSlot, outDepthsPtr, outSlotsPtr, releaseSlots, setSlotMapping, slotCapacity, slotIds, slotMeta } from './prefix-slots';
+import { META_EVICTED, ensureSlot, forgetSlots, globalSlot, outDepthsPtr, outRecordPtr, outSlotsPtr, releaseSlots, setSlotMapping, slotCapacity, slotIds, slotMeta } from './prefix-slots';
 import {
   clearEvictionLog,
   evictedCount,
@@ -273,6 +275,8 @@ export function indexStored(slot: u32, hasParent: u32, count: u32): u32 {
     }
   }
   if (!prepare(slot)) return NO_MEMORY;
+  // A chain continued: its records from the worker's span, after its last turn's.
+  poolArena(hasParent ? slot : NONE);
   warmIds(slot, 1, count);
   let parentHeld: i32 = hasParent ? 1 : -1;
   for (let i: u32 = 0; i < count; i++) {
@@ -327,11 +331,17 @@ export function indexOutDepths(): usize {
   return outDepthsPtr();
 }
 
+/** Where indexOutSlots() and indexOutDepths() are kept: two u32, for a host reading them with the pairs. */
+export function indexOutRecord(): usize {
+  return outRecordPtr();
+}
+
 /** Approximate mode: worker `slot` was sent these blocks at nowMs. Returns STORED or NO_MEMORY. */
 export function indexInsertRouted(slot: u32, count: u32, nowMs: f64): u32 {
   if (count == 0) return STORED;
   makeRoom(<usize>count * BYTES_PER_BLOCK);
   if (!prepare(slot) || !routedReserve(count)) return NO_MEMORY;
+  poolArena(NONE);
   const expiry = nowMs + ttlMs;
   let cur = ROOT;
   let seq: u64 = 0;

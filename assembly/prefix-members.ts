@@ -290,29 +290,48 @@ export function writeWord(at: usize, word: u32, first: u32, stride: u32, offset:
   return at;
 }
 
-// For each byte value, the positions of its set bits, ascending, in 8 bytes.
-const BIT_POSITIONS: usize = memory.data(256 * 8, 8);
-let bitPositionsReady = false;
+// For each byte value, the positions of its set bits, ascending, as eight
+// u32 lanes times a stride (lanes past its bit count are never used): one
+// table for stride 1 and one for the other stride in use (a shard's, see
+// prefix-slots.ts), so a byte's slots are two loads and two adds, no multiply.
+const POSITIONS_BYTES: usize = 256 * 32;
+const UNIT_POSITIONS: usize = memory.data(<i32>POSITIONS_BYTES, 16);
+const SCALED_POSITIONS: usize = memory.data(<i32>POSITIONS_BYTES, 16);
+let unitReady = false;
+let scaledStride: u32 = 0; // 0: not filled
 
-function fillBitPositions(): void {
+function fillPositions(table: usize, stride: u32): void {
   for (let v: u32 = 0; v < 256; v++) {
     let k: usize = 0;
-    for (let bit: u32 = 0; bit < 8; bit++) if ((v >> bit) & 1) store<u8>(BIT_POSITIONS + (<usize>v << 3) + k++, <u8>bit);
+    for (let bit: u32 = 0; bit < 8; bit++) if ((v >> bit) & 1) store<u32>(table + (<usize>v << 5) + (k++ << 2), bit * stride);
   }
-  bitPositionsReady = true;
 }
 
-// A byte's bit positions widen to eight u32 lanes, stored whole, and the
-// output advances by the byte's bit count.
+function positionsFor(stride: u32): usize {
+  if (stride == 1) {
+    if (!unitReady) {
+      fillPositions(UNIT_POSITIONS, 1);
+      unitReady = true;
+    }
+    return UNIT_POSITIONS;
+  }
+  if (scaledStride != stride) {
+    fillPositions(SCALED_POSITIONS, stride);
+    scaledStride = stride;
+  }
+  return SCALED_POSITIONS;
+}
+
+// A byte's scaled positions plus the byte's first slot, stored whole (eight
+// lanes); the output advances by the byte's bit count.
 function writeBytes(at: usize, word: u32, first: u32, stride: u32, offset: u32): usize {
-  if (!bitPositionsReady) fillBitPositions();
-  const scale = i32x4.splat(<i32>stride);
+  const table = positionsFor(stride);
   for (let j: u32 = 0; j < 32; j += 8) {
     const byte = (word >> j) & 0xff;
-    const positions = i16x8.extend_low_i8x16_u(v128.load64_zero(BIT_POSITIONS + (<usize>byte << 3)));
+    const row = table + (<usize>byte << 5);
     const base = i32x4.splat(<i32>((first + j) * stride + offset));
-    v128.store(at, i32x4.add(i32x4.mul(i32x4.extend_low_i16x8_u(positions), scale), base));
-    v128.store(at, i32x4.add(i32x4.mul(i32x4.extend_high_i16x8_u(positions), scale), base), 16);
+    v128.store(at, i32x4.add(v128.load(row), base));
+    v128.store(at, i32x4.add(v128.load(row, 16), base), 16);
     at += <usize>popcnt(byte) << 2;
   }
   return at;

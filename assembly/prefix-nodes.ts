@@ -1,7 +1,7 @@
 import { give, pooledChange, take } from './prefix-memory';
 import { COUNT_MASK, INFO, MEMBERS, NO_SLOT, memberAdd, memberCount, memberHas, memberNext, memberRemove } from './prefix-members';
 import { TABLE_HEADER_BYTES, tableDelete, tableFind, tableFindNext, tableInsert, tableRelease, tableReserve } from './prefix-table';
-import { addSlotOrphans, slotOrphans } from './prefix-slots';
+import { META_SPAN, addSlotOrphans, slotMeta, slotOrphans } from './prefix-slots';
 
 // The radix tree of the prefix index: pooled node records, their children
 // and their members (the workers holding each block), with the count
@@ -61,9 +61,11 @@ export const orphanTable: usize = memory.data(<i32>TABLE_HEADER_BYTES, 16);
 
 // The pool is a list of fixed chunks, so records never move: growing adds a
 // chunk and copies nothing, and a record's address stays valid while it lives.
-// Records come from the free list first, else from the top, so the blocks of
-// a stored event on a fresh pool are consecutive records (the walks of
-// findMatches look there first; any other placement is only slower).
+// Records come from the storing worker's span for a chained event (see
+// arenas below), else from the free list first, else from the top, so the
+// blocks of a stored event on a fresh pool are consecutive records, and so
+// are a worker's successive turns (the walks of findMatches look there first;
+// any other placement is only slower).
 // A chunk holds 8,192 records of 32 bytes.
 const NODE_SHIFT: usize = 5;
 const CHUNK_BITS: u32 = 13;
@@ -158,6 +160,7 @@ export function releaseTree(): void {
 export function forgetTree(): void {
   chunks = 0;
   chunkSlots = chunkCount = poolTop = freeHead = freeCount = liveNodes = memberships = 0;
+  arena = NONE;
   memory.fill(childTable, 0, TABLE_HEADER_BYTES);
   memory.fill(orphanTable, 0, TABLE_HEADER_BYTES);
 }
@@ -201,16 +204,63 @@ export function poolReserve(count: u32): bool {
 }
 
 function allocNode(parent: u32, local: u64): u32 {
-  let n = freeHead;
-  if (n != 0) {
-    freeHead = load<u32>(nodeAt(n), NEXT);
-  } else {
-    n = poolTop++;
+  let n = arena != NONE ? arenaRecord(arena) : 0;
+  if (n == 0) {
+    n = freeHead;
+    if (n != 0) {
+      freeHead = load<u32>(nodeAt(n), NEXT);
+    } else {
+      n = poolTop++;
+    }
+    freeCount--;
+    pooledChange(-<isize>NODE_BYTES);
   }
-  freeCount--;
-  pooledChange(-<isize>NODE_BYTES);
   initRecord(n, parent, local);
   liveNodes++;
+  return n;
+}
+
+// ---- arenas ------------------------------------------------------------------
+// A stored event that continues a worker's chain (one with a parent) takes
+// its records from a span of consecutive records kept for that worker, so the
+// worker's next turns follow this one in the pool, and a walk along its
+// session goes on to the next record (adjacentChild, chainRun) where it would
+// otherwise look the child up and wait on memory at every turn. A span ends
+// on a multiple of SPAN_ALIGN records, so the worker's next record (its slot's
+// META_SPAN word) says by itself when the span is used up. The records of a
+// span not handed out yet are marked free (walks skip them) and counted as
+// taken (poolReserve never counts on them). Spans are taken only from the top
+// while the free list is empty: a pool that reuses freed records reuses them
+// as before, and what spans keep back is under SPAN_ALIGN + SPAN_MIN records
+// a worker. The span words are reset with the tree (both go when the index
+// empties, and on a reset), so a span word never outlives its records.
+const SPAN_ALIGN: u32 = 128;
+const SPAN_MIN: u32 = 32;
+
+let arena: u32 = NONE; // the slot whose span the records come from, or NONE
+
+/** The slot a stored event's new records are taken for (NONE: from the free list or top as they come). */
+export function poolArena(slot: u32): void {
+  arena = slot;
+}
+
+// The next record of the slot's span, taking a new span when it has none left
+// and the pool only grows; 0 when neither (the caller takes one as usual).
+function arenaRecord(slot: u32): u32 {
+  const meta = slotMeta(slot);
+  let n = load<u32>(meta, META_SPAN);
+  if (n == 0 || (n & (SPAN_ALIGN - 1)) == 0) {
+    const start = poolTop;
+    if (freeHead != 0 || start >= chunkCount << CHUNK_BITS) return 0;
+    const end = min(min(((start + SPAN_MIN) | (SPAN_ALIGN - 1)) + 1, (start | CHUNK_MASK) + 1), NODE_LIMIT);
+    if (end <= start) return 0;
+    for (let k = start + 1; k < end; k++) store<u32>(nodeAt(k), FREE, INFO);
+    poolTop = end;
+    freeCount -= end - start;
+    pooledChange(-<isize>(<usize>(end - start) * NODE_BYTES));
+    n = start;
+  }
+  store<u32>(meta, n + 1, META_SPAN);
   return n;
 }
 
@@ -274,30 +324,38 @@ export function adjacentChild(n: u32, p: usize, local: u64): usize {
  * Steps down n's chain (n's record at p) along the u64 hashes at `hashes`,
  * at most `limit` of them, for as long as the members stay the same: the
  * next record is n's live child for the next hash, n tracks its children's
- * orphans, the child has none (so its members are among n's) and as many
- * members as n. Stamps each node it steps to with `epoch`; returns the steps
- * taken (the node reached is n + steps). Records of a chain stored in one
- * event are consecutive (see adjacentChild): inside a chunk each step is four
- * loads from the next 32 bytes and never a load of where to go.
+ * orphans, the child tracks its own, has no orphans (so its members are among
+ * n's) and as many members as n. Stamps each node it steps to with `epoch`;
+ * returns the steps taken (the node reached is n + steps). Records of a chain
+ * stored in one event are consecutive (see adjacentChild): inside a chunk
+ * each step reads the next 32 bytes and never a load of where to go, and
+ * tests two words: the block and parent, then the info and marks.
  */
 export function chainRun(n: u32, p: usize, hashes: usize, limit: u32, epoch: u16): u32 {
-  let info = load<u32>(p, INFO);
+  const info = load<u32>(p, INFO);
+  if (info & UNTRACKED) return 0;
   const members = info & COUNT_MASK;
-  let steps: u32 = 0;
-  for (let c = n + 1; steps < limit && c < poolTop && (c & CHUNK_MASK) != 0 && (info & UNTRACKED) == 0; c++) {
-    const cp = p + NODE_BYTES;
-    if (load<u64>(cp, LOCAL) != load<u64>(hashes + (<usize>steps << 3)) || load<u32>(cp, PARENT) != c - 1) break;
-    info = load<u32>(cp, INFO);
-    // The same count and not freed (a freed record's info is FREE alone).
-    if ((info & (COUNT_MASK | FREE)) != members) break;
-    // Orphans in the low half, the stamp in the high half.
+  // A record with exactly these bits (an untracked or freed one has another flag set).
+  const STATE: u32 = COUNT_MASK | UNTRACKED | FREE;
+  // Orphans in the low half of the marks word, the stamp in the high half.
+  const walked = <u32>epoch << 16;
+  // The run ends at the limit, the pool's top or the chunk's end.
+  const end = min(min(n + 1 + min(limit, CHUNK_NODES), poolTop), (n | CHUNK_MASK) + 1);
+  let c = n + 1;
+  let cp = p + NODE_BYTES;
+  let h = hashes;
+  for (; c < end; c++) {
+    if ((load<u64>(cp, LOCAL) ^ load<u64>(h)) | <u64>(load<u32>(cp, PARENT) ^ (c - 1))) break;
+    const state = load<u32>(cp, INFO) & STATE;
     const marks = load<u32>(cp, ORPHANS);
-    if ((marks & 0xffff) != 0) break;
-    if (<u16>(marks >> 16) != epoch) store<u16>(cp, epoch, STAMP);
-    p = cp;
-    steps++;
+    if ((state ^ members) | (marks ^ walked)) {
+      if (state != members || (marks & 0xffff) != 0) break;
+      store<u16>(cp, epoch, STAMP);
+    }
+    cp += NODE_BYTES;
+    h += 8;
   }
-  return steps;
+  return c - n - 1;
 }
 
 /** The child of `parent` for this block, or 0. */

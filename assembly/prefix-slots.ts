@@ -13,7 +13,9 @@ import { COPY_SLACK } from './prefix-members';
 //                         worker was last cleared; +4 oldest: the stamp of the
 //                         oldest block it held when eviction last looked (a
 //                         lower bound on its blocks' stamps); +8 extras: its
-//                         entries in the extra-ids table; +12 spare
+//                         entries in the extra-ids table; +12 span: the next
+//                         record of its span in the node pool (prefix-nodes.ts
+//                         arenas; 0: none)
 //   marks       4 B/slot  findMatches stamps ("this worker holds the child")
 //   active      4 B/slot  findMatches explicit list of still-matching slots
 //   outSlots    4 B/slot  findMatches output: worker slots
@@ -38,6 +40,10 @@ let outSlots: usize = 0;
 let outDepths: usize = 0;
 let stamp: u32 = 0;
 let stride: u32 = 1;
+// Where the two findMatches outputs are now (outSlots u32, outDepths u32), in
+// static data: a host merging several cores' matches reads them with the
+// pairs, without a call per column.
+const outRecord: usize = memory.data(8, 4);
 let offset: u32 = 0;
 
 export function slotCapacity(): u32 {
@@ -91,6 +97,7 @@ export function ensureSlot(slot: u32): bool {
   outSlots = moveColumn(outSlots, newSlots, 4, next, COPY_SLACK);
   outDepths = moveColumn(outDepths, newDepths, 4, next, 0);
   capacity = next;
+  recordOut();
   return true;
 }
 
@@ -123,6 +130,17 @@ export function forgetSlots(): void {
   capacity = 0;
   ids = meta = marks = active = outSlots = outDepths = 0;
   stamp = 0;
+  recordOut();
+}
+
+function recordOut(): void {
+  store<u32>(outRecord, <u32>outSlots);
+  store<u32>(outRecord, <u32>outDepths, 4);
+}
+
+/** The address of the outputs' record: outSlots u32, then outDepths u32. */
+export function outRecordPtr(): usize {
+  return outRecord;
 }
 
 /** The header of a worker's external-id table (the slot must be below the capacity). */
@@ -155,6 +173,7 @@ export function slotMeta(slot: u32): usize {
 export const META_EVICTED: usize = 0;
 export const META_OLDEST: usize = 4;
 export const META_EXTRAS: usize = 8;
+export const META_SPAN: usize = 12;
 
 /** A fresh stamp: no slot's mark equals it until marked. */
 export function nextStamp(): u32 {

@@ -50,6 +50,7 @@ interface IndexExports {
   indexFind(ptr: number, count: number, earlyExit: number): number;
   indexOutSlots(): number;
   indexOutDepths(): number;
+  indexOutRecord(): number;
   indexInsertRouted(slot: number, count: number, nowMs: number): number;
   indexExpire(nowMs: number): number;
   indexRoutedTop(): number;
@@ -131,6 +132,8 @@ export class PrefixIndex implements PrefixIndexApi {
   // The whole memory as u32 words, for copyMatches, and the generation it was made under.
   private words: Uint32Array = new Uint32Array(0);
   private wordsGeneration = -1;
+  // The word index of the core's record of where its match outputs are.
+  private readonly outRecord: number;
   private wire: WireBuffer | null = null;
 
   constructor(opts: PrefixIndexCoreOptions = {}) {
@@ -152,6 +155,7 @@ export class PrefixIndex implements PrefixIndexApi {
     this.evictionLog = opts.evictionLog ?? 0;
     if (this.evictionLog > 0) this.k.indexEvictionLog(this.evictionLog);
     if (!this.reserveInput(INITIAL_INPUT)) throw new CoreAbort('the core has no memory for the index I/O buffer');
+    this.outRecord = this.k.indexOutRecord() >>> 2;
   }
 
   applyStored(worker: WorkerKey, parent: bigint | null, external: ArrayLike<bigint>, local: ArrayLike<bigint>): boolean {
@@ -291,10 +295,11 @@ export class PrefixIndex implements PrefixIndexApi {
       this.words = this.core.u32(0, this.core.memoryBytes >>> 2);
       this.wordsGeneration = this.inputGeneration;
     }
-    const from = this.k.indexOutSlots() >>> 2;
-    const depthsFrom = this.k.indexOutDepths() >>> 2;
-    slots.set(this.words.subarray(from, from + count), at);
-    depths.set(this.words.subarray(depthsFrom, depthsFrom + count), at);
+    const words = this.words;
+    const from = words[this.outRecord]! >>> 2;
+    const depthsFrom = words[this.outRecord + 1]! >>> 2;
+    slots.set(words.subarray(from, from + count), at);
+    depths.set(words.subarray(depthsFrom, depthsFrom + count), at);
   }
 
   insertRouted(worker: WorkerKey, local: ArrayLike<bigint>, nowMs: number): void {

@@ -4,10 +4,12 @@
 // through a small table of hints. Each is only a faster way to the node the
 // children lists would give, so every case here is checked against the twin,
 // including records that look like the child but are not: freed ones that kept
-// their block and parent, and reused ones under another parent.
+// their block and parent, reused ones under another parent, and the records a
+// worker's span keeps for its next turns.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { PrefixIndexApi } from '../../bindings/prefix-index-api.js';
+import { PrefixIndex } from '../../bindings/prefix-index.js';
 import { ShardedPrefixIndex } from '../../bindings/prefix-index-sharded.js';
 import { brokenRule, chainId, locals, makeIndex, matchesOf, random, type IndexKind } from './prefix-index.fixtures.js';
 
@@ -78,6 +80,24 @@ describe('findMatches walk', () => {
     expectAgree(indexes, [[1], [9, 1], [5], [9]]);
   });
 
+  it('does not run on through a node with many children, whose children may hold workers it lacks', () => {
+    // One event stores 1, 2, 3 (consecutive records). Block 2 then gets six
+    // children and stops tracking their orphans; s5 drops 3, and s6 holds 3
+    // alone: 1, 2 and 3 have five members each, but 3's are not 2's.
+    const indexes = all();
+    const s = Array.from({ length: 7 }, (_, i) => ({ id: `s${i}`, rank: 0 }));
+    for (const index of indexes) {
+      for (const worker of s.slice(1, 6)) store(index, worker, [], [1, 2, 3]);
+      for (const [k, worker] of s.slice(1, 6).entries()) store(index, worker, [1, 2], [50 + k]);
+      remove(index, s[5]!, [1, 2, 3]);
+      store(index, s[6]!, [], [1, 2, 3]);
+      remove(index, s[6]!, [1]);
+      remove(index, s[6]!, [1, 2]);
+    }
+    expect(matchesOf(indexes[2]!, [1, 2, 3])).toEqual(['s1:3', 's2:3', 's3:3', 's4:3', 's5:2']);
+    expectAgree(indexes, [[1, 2, 3], [1, 2, 3, 4], [1, 2], [2, 3]]);
+  });
+
   it('walks a chain across the pool chunks it spans (8,192 records each) and stops where a block differs', () => {
     const long = Array.from({ length: 20_000 }, (_, i) => 100 + i);
     const indexes = all();
@@ -134,6 +154,71 @@ describe('findMatches walk', () => {
         }
       }),
       { numRuns: 40 },
+    );
+  });
+
+  it('gives a worker\'s chained turns consecutive records, though other workers store between them', () => {
+    const index = new PrefixIndex();
+    const twin = makeIndex('twin');
+    const workers = [w0, w1, { id: 'w2', rank: 0 }];
+    const sessions = workers.map((): number[] => []);
+    // Each worker opens its session, then the three take turns adding 10 blocks each.
+    for (const [k, worker] of workers.entries()) {
+      sessions[k] = [1000 * (k + 1)];
+      for (const target of [index, twin]) store(target, worker, [], sessions[k]!);
+    }
+    for (let turn = 0; turn < 4; turn++) {
+      for (const [k, worker] of workers.entries()) {
+        const tail = Array.from({ length: 10 }, (_, i) => 1000 * (k + 1) + 1 + turn * 10 + i);
+        for (const target of [index, twin]) store(target, worker, sessions[k]!, tail);
+        sessions[k]!.push(...tail);
+      }
+    }
+    // The records of w0's session, block by block, from the core's node dump (id, parent, local).
+    const k = index.core.kernel<{ indexDumpNodes(): number; indexDumpBuffer(): number }>();
+    const count = k.indexDumpNodes();
+    const dump = index.core.u32(k.indexDumpBuffer(), count * 4);
+    const idOf = new Map<bigint, number>();
+    for (let i = 0; i < count; i++) idOf.set(BigInt(dump[4 * i + 2]!) | (BigInt(dump[4 * i + 3]!) << 32n), dump[4 * i]!);
+    const ids = locals(sessions[0]!.slice(1)).map((h) => idOf.get(h)!);
+    expect(ids.every((id, i) => i === 0 || id === ids[i - 1]! + 1)).toBe(true);
+    // The records its span holds back are no nodes, and the index is consistent.
+    expect(count).toBe(index.stats().nodes);
+    expect(brokenRule(index)).toBe(0);
+    for (const path of sessions) {
+      for (const q of [path, path.slice(0, 15), [...path.slice(0, 25), 7]]) expect(matchesOf(index, q)).toEqual(matchesOf(twin, q));
+    }
+  });
+
+  it('agrees with the twin on sessions stored turn by turn across workers, with tails removed and stored again', () => {
+    // Workers extend sessions in turns (spans), remove tails (freed records,
+    // which later turns reuse instead of taking spans) and share a prompt, so
+    // walks cross turns by the next record, by a lookup, and over reused records.
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 2 ** 31 - 1 }), (seed) => {
+        const next = random(seed);
+        const indexes = all();
+        const workers = Array.from({ length: 4 }, (_, i) => ({ id: `s${i}`, rank: 0 }));
+        const prompt = [1, 2, 3, 4];
+        const sessions = workers.map(() => [...prompt]);
+        for (const worker of workers) for (const index of indexes) store(index, worker, [], prompt);
+        for (let step = 0; step < 40; step++) {
+          const k = next(workers.length);
+          const session = sessions[k]!;
+          if (session.length > prompt.length + 1 && next(4) === 0) {
+            const cut = prompt.length + 1 + next(session.length - prompt.length - 1);
+            // Tail first, as engines evict.
+            for (let end = session.length; end > cut; end--) for (const index of indexes) remove(index, workers[k]!, session.slice(0, end));
+            session.length = cut;
+          } else {
+            const tail = Array.from({ length: 1 + next(12) }, () => 100 + next(50));
+            for (const index of indexes) store(index, workers[k]!, session, tail);
+            session.push(...tail);
+          }
+        }
+        expectAgree(indexes, sessions.flatMap((s) => [s, s.slice(0, 1 + next(s.length)), [...s.slice(0, 1 + next(s.length)), 7]]));
+      }),
+      { numRuns: 30 },
     );
   });
 });
