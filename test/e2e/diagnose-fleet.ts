@@ -1,7 +1,6 @@
 // Mock workers misconfigured on purpose, and a router in front of them, for
 // the diagnostics tests: the engines are the project's simulated engine over
 // real HTTP, publishing real KV events over ZeroMQ (or not at all).
-import { createServer } from 'node:net';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { configFromDocument } from '../../server/config/load.js';
@@ -9,16 +8,9 @@ import { startRouter, type RunningRouter } from '../../server/server.js';
 import { ZmqKvPublisher } from '../../sim/kv-publisher.js';
 import { startMockFleet, type MockFleet } from '../../sim/mocker/http-server.js';
 import type { PromptTokens } from '../../sim/mocker/prompt-tokens.js';
+import { refusedPort } from './refused-port.js';
 
 export const MODEL = 'mock-model';
-
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 export interface Mocks {
   fleet: MockFleet;
@@ -44,7 +36,7 @@ export async function startMocks(o: MockOptions): Promise<Mocks> {
   const endpoints: string[] = [];
   for (let i = 0; i < workers; i++) {
     if (o.publish === false) {
-      endpoints.push(`tcp://127.0.0.1:${await freePort()}`);
+      endpoints.push(`tcp://127.0.0.1:${refusedPort(i)}`);
       continue;
     }
     const p = new ZmqKvPublisher({ endpoint: 'tcp://127.0.0.1:*', topic: 'kv-events' });

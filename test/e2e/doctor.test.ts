@@ -7,8 +7,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { kvrouter } from '../server/cli-process.js';
+import { refusedPort } from './refused-port.js';
 import { waitFor } from './stack.js';
-import { freePort, MODEL, sendShared, startDiagnosedRouter, startMocks, type DiagnosedRouter, type Mocks } from './diagnose-fleet.js';
+import { MODEL, sendShared, startDiagnosedRouter, startMocks, type DiagnosedRouter, type Mocks } from './diagnose-fleet.js';
 
 let mocks: Mocks;
 let router: DiagnosedRouter;
@@ -82,7 +83,7 @@ describe('kvrouter doctor', () => {
   });
 
   it('exits 2 naming the address when no router answers there', async () => {
-    const port = await freePort();
+    const port = refusedPort();
     const path = configFile('nobody.yaml', { ...document, host: '0.0.0.0', port });
     const run = await kvrouter('doctor', '--config', path);
     expect(run.code).toBe(2);

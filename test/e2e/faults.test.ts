@@ -6,6 +6,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { delayedMarker } from '../sim/mock-server-fixtures.js';
+import { refusedPort } from './refused-port.js';
 import { chat, metric, post, settled, sseEvents, startStack, waitFor, type Stack } from './stack.js';
 
 async function listen(server: Server): Promise<string> {
@@ -26,9 +27,7 @@ describe('worker failures', () => {
       res.end(JSON.stringify({ error: { message: 'engine overloaded', type: 'server_error' } }));
     });
     const brokenUrl = await listen(broken);
-    const closed = createServer();
-    const refusedUrl = await listen(closed);
-    await new Promise((resolve) => closed.close(resolve));
+    const refusedUrl = `http://127.0.0.1:${refusedPort()}`;
     stack = await startStack({
       edit: (doc) => {
         (doc.models as Record<string, unknown>[])[0]!.selection = { policy: 'round-robin' };

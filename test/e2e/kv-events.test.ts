@@ -2,9 +2,9 @@
 // when the engine still holds the batches, else the worker's entries are
 // cleared (stale); over HTTP, numbered batches get the same gap check;
 // /ready waits for every ZeroMQ subscription; counters show in /metrics.
-import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BlockStored } from '../../router/kv-events.js';
+import { refusedPort } from './refused-port.js';
 import { metric, MODEL, post, startStack, waitFor, type Stack } from './stack.js';
 
 const ids = (n: number, start: number) => Array.from({ length: n }, (_, i) => start + i);
@@ -21,14 +21,6 @@ function stored(tokens: number[], firstHash: bigint): BlockStored {
   };
 }
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
 let stack: Stack;
 let silentEndpoint: string;
 const overlaps = async (prompt: number[]) => {
@@ -37,7 +29,7 @@ const overlaps = async (prompt: number[]) => {
 };
 
 beforeAll(async () => {
-  silentEndpoint = `tcp://127.0.0.1:${await freePort()}`;
+  silentEndpoint = `tcp://127.0.0.1:${refusedPort()}`;
   stack = await startStack({
     edit: (doc) => {
       const workers = doc.workers as { url: string }[];

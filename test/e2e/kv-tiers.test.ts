@@ -105,9 +105,11 @@ describe('multimodal prompts', () => {
       expect(res.status).toBe(200);
       await res.text();
     }
+    // Each worker's events arrive on their own socket: wait until each prompt
+    // is indexed past the shared system prompt on the worker that served it.
     await waitFor(async () => {
-      const x = await explain(cat);
-      return view(x, 'mock-0').overlap_blocks > view(x, 'mock-1').overlap_blocks;
+      const [x, y] = await Promise.all([explain(cat), explain(dog)]);
+      return view(x, 'mock-0').overlap_blocks > view(x, 'mock-1').overlap_blocks && view(y, 'mock-1').overlap_blocks > view(y, 'mock-0').overlap_blocks;
     }, "the image prompts' stores");
     const forCat = await explain(cat);
     const forDog = await explain(dog);
