@@ -189,15 +189,31 @@ function legendLayout(labels: readonly string[], width: number): { places: [numb
   return { places, rows: labels.length === 0 ? 0 : row + 1 };
 }
 
+/**
+ * References of one value as one line, their labels joined: two labels at one
+ * height would print over each other (the floors of a replay whose fleet
+ * cache holds everything are equal).
+ */
+function mergedReferences(references: readonly Reference[]): Reference[] {
+  const merged: Reference[] = [];
+  for (const r of references) {
+    const same = merged.find((m) => m.y === r.y);
+    if (same) same.label = `${same.label} = ${r.label}`;
+    else merged.push({ y: r.y, label: r.label });
+  }
+  return merged;
+}
+
 export function lineChart(spec: LineChartSpec): string {
   const all = spec.series.flatMap((s) => s.points);
   const xs = all.map((p) => p[0]);
-  const ys = [...all.map((p) => p[1]), ...(spec.references ?? []).map((r) => r.y)];
+  const references = mergedReferences(spec.references ?? []);
+  const ys = [...all.map((p) => p[1]), ...references.map((r) => r.y)];
   const x = axis(xs, spec.xLog === true);
   if (spec.xTicks) x.ticks = spec.xTicks.filter((t) => t >= x.min && t <= x.max);
   const y = axis(ys, spec.yLog === true, spec.yMin, spec.yMax);
   const yTickW = Math.max(...y.ticks.map((t) => textWidth(label(t), TICK_SIZE)));
-  const referenceW = Math.max(0, ...(spec.references ?? []).map((r) => textWidth(r.label, TICK_SIZE) + 6));
+  const referenceW = Math.max(0, ...references.map((r) => textWidth(r.label, TICK_SIZE) + 6));
   const left = EDGE + LABEL_SIZE * LINE + 6 + yTickW + 6;
   const lastTickHalf = x.ticks.length ? textWidth(label(x.ticks[x.ticks.length - 1]!), TICK_SIZE) / 2 : 0;
   const right = Math.max(EDGE + lastTickHalf, EDGE + referenceW);
@@ -242,7 +258,7 @@ export function lineChart(spec: LineChartSpec): string {
   const yLabelX = EDGE + LABEL_SIZE;
   const yLabelY = (top + plotH / 2).toFixed(1);
   parts.push(`<text class="axis-label" x="${yLabelX}" y="${yLabelY}" text-anchor="middle" transform="rotate(-90 ${yLabelX} ${yLabelY})">${escapeHtml(spec.yLabel)}</text>`);
-  for (const r of spec.references ?? []) {
+  for (const r of references) {
     const py = fy(r.y).toFixed(1);
     parts.push(`<line class="reference" x1="${left}" x2="${left + plotW}" y1="${py}" y2="${py}"/>`);
     parts.push(`<text class="tick reference-label" x="${left + plotW + 4}" y="${py}" dominant-baseline="middle">${escapeHtml(r.label)}</text>`);
@@ -255,15 +271,18 @@ export function lineChart(spec: LineChartSpec): string {
     );
     if (s.markers) for (const p of points) parts.push(`<circle cx="${fx(p[0]).toFixed(1)}" cy="${fy(p[1]).toFixed(1)}" r="2.6" fill="${s.color}"/>`);
   }
-  listed.forEach((s, i) => {
-    const [lx, row] = legend.places[i]!;
-    const ex = EDGE + lx;
-    const ey = legendTop + row * 18 + 6;
-    parts.push(
-      `<g class="legend"><line x1="${ex}" x2="${ex + 20}" y1="${ey}" y2="${ey}" stroke="${s.color}" stroke-width="3"${s.dashed ? ' stroke-dasharray="5 3"' : ''}/>` +
-        `<text class="tick" x="${ex + 26}" y="${ey}" dominant-baseline="middle">${escapeHtml(s.label)}</text></g>`,
-    );
-  });
+  // Without a legend there are no places, and nothing is drawn.
+  if (spec.legend) {
+    listed.forEach((s, i) => {
+      const [lx, row] = legend.places[i]!;
+      const ex = EDGE + lx;
+      const ey = legendTop + row * 18 + 6;
+      parts.push(
+        `<g class="legend"><line x1="${ex}" x2="${ex + 20}" y1="${ey}" y2="${ey}" stroke="${s.color}" stroke-width="3"${s.dashed ? ' stroke-dasharray="5 3"' : ''}/>` +
+          `<text class="tick" x="${ex + 26}" y="${ey}" dominant-baseline="middle">${escapeHtml(s.label)}</text></g>`,
+      );
+    });
+  }
   if (noteLines.length > 0) parts.push(textLines(noteLines, EDGE, noteTop + TICK_SIZE, TICK_SIZE, 'tick note'));
   return frame(width, height, parts.join(''));
 }
