@@ -21,8 +21,12 @@ async function publisher(options: Partial<ZmqKvPublisherOptions> = {}): Promise<
   return pub;
 }
 
+/**
+ * A listener for the test. A replay that is answered must never time out on a
+ * loaded machine, so replays wait a minute unless a test asks for a timeout.
+ */
 function listener(rec: Recorder, options: Partial<ZmqKvListenerOptions> & { endpoint: string }): ZmqKvListener {
-  const l = new ZmqKvListener({ worker: { id: 'w1' }, onBatch: rec.onBatch, onStale: rec.onStale, onError: rec.onError, ...options });
+  const l = new ZmqKvListener({ worker: { id: 'w1' }, onBatch: rec.onBatch, onStale: rec.onStale, onError: rec.onError, replayTimeoutMs: 60_000, ...options });
   cleanups.push(() => l.close());
   l.start();
   return l;
