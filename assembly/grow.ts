@@ -16,9 +16,9 @@ export function regrow(ptr: usize, oldCount: u32, newCount: u32, width: usize): 
   return p;
 }
 
-/** The next capacity at least `needed`, doubling from `current` (minimum 16). */
-export function grownCapacity(current: u32, needed: u32): u32 {
-  let cap = current < 16 ? <u32>16 : current;
+/** The next capacity at least `needed`, doubling from `current` (minimum `least`). */
+export function grownCapacity(current: u32, needed: u32, least: u32 = 16): u32 {
+  let cap = current < least ? least : current;
   while (cap < needed) cap <<= 1;
   return cap;
 }

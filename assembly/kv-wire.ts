@@ -71,6 +71,7 @@
 // decodes in JS instead.
 
 import { allocIfRoom, release } from './alloc';
+import { grownCapacity } from './grow';
 import { STORED, indexCleared, indexInput, indexRemoved, indexStored } from './prefix-index';
 import { xxh3 } from './xxh3';
 
@@ -94,6 +95,8 @@ const MAX_HASHES: u32 = 1 << 26;
 const MAX_BLOCK_TOKENS: u64 = 1 << 28;
 /** The largest parsed batch (its buffer doubles up to it); a batch that needs more is left to the JS decoder. */
 const MAX_PARSED: usize = 1 << 31;
+/** The smallest wire buffer or parsed batch buffer (both double from it). */
+const BUFFER_LEAST: u32 = 4096;
 
 /** Parsed records (see the header). */
 const RECORD_STORED: u32 = 1;
@@ -294,25 +297,35 @@ function readHash(): bool {
   return true;
 }
 
-/** An array header: its length, or -1 (nothing consumed) when the next value is not an array. */
-function readArray(): i64 {
+/**
+ * A container header whose fix form is `fix` (0x90 array, 0x80 map) and whose
+ * 16- and 32-bit forms are `wide` and wide + 1: its count, or -1 (nothing
+ * consumed) when the next value is not one.
+ */
+@inline
+function readHeader(fix: u32, wide: u32): i64 {
   if (pos >= end) return -1;
   const b = <u32>load<u8>(pos);
-  if ((b & 0xf0) == 0x90) {
+  if ((b & 0xf0) == fix) {
     pos++;
     return <i64>(b & 0x0f);
   }
-  if (b == 0xdc && has(3)) {
+  if (b == wide && has(3)) {
     const n = be16(pos + 1);
     pos += 3;
     return <i64>n;
   }
-  if (b == 0xdd && has(5)) {
+  if (b == wide + 1 && has(5)) {
     const n = be32(pos + 1);
     pos += 5;
     return <i64>n;
   }
   return -1;
+}
+
+/** An array header: its length, or -1 (nothing consumed) when the next value is not an array. */
+function readArray(): i64 {
+  return readHeader(0x90, 0xdc);
 }
 
 /** A string into strAt/strLen; false when the next value is not one. */
@@ -467,23 +480,7 @@ function isMapHead(b: u32): bool {
 
 /** A map header: its entry count, or -1 (nothing consumed) when the next value is not a map. */
 function readMap(): i64 {
-  if (pos >= end) return -1;
-  const b = <u32>load<u8>(pos);
-  if ((b & 0xf0) == 0x80) {
-    pos++;
-    return <i64>(b & 0x0f);
-  }
-  if (b == 0xde && has(3)) {
-    const n = be16(pos + 1);
-    pos += 3;
-    return <i64>n;
-  }
-  if (b == 0xdf && has(5)) {
-    const n = be32(pos + 1);
-    pos += 5;
-    return <i64>n;
-  }
-  return -1;
+  return readHeader(0x80, 0xde);
 }
 
 /** Reads a map's entries, recording where each known key's value starts in fieldAt; the cursor ends after the map. */
@@ -740,8 +737,7 @@ function reserveOut(bytes: usize): usize {
   if (<u64>outAt + <u64>bytes > <u64>MAX_PARSED) return 0;
   const need = outAt + bytes;
   if (need > outBytes) {
-    let next = outBytes < 4096 ? <usize>4096 : outBytes;
-    while (next < need) next <<= 1;
+    const next = <usize>grownCapacity(<u32>outBytes, <u32>need, BUFFER_LEAST);
     const grown = allocIfRoom(next);
     if (grown == 0) return 0;
     if (out != 0) {
@@ -820,8 +816,7 @@ function applyRecords(at: usize, stop: usize, slot: u32, blockSize: u32): bool {
 /** The wire buffer for a payload (or a parsed batch) of `bytes`; 0 when there is no memory for it. */
 export function wireInput(bytes: u32): usize {
   if (<usize>bytes > bufferBytes) {
-    let next = bufferBytes < 4096 ? <usize>4096 : bufferBytes;
-    while (next < <usize>bytes) next <<= 1;
+    const next = <usize>grownCapacity(<u32>bufferBytes, bytes, BUFFER_LEAST);
     const grown = allocIfRoom(next);
     if (grown == 0) return 0;
     if (buffer != 0) release(buffer, bufferBytes);
