@@ -9,6 +9,7 @@
 // better than one LRU over everything.
 import type { HashBlocks } from '../mocker/block-hash.js';
 import { halvesView, U64Map } from '../mocker/u64-map.js';
+import { PromptHashes } from './prompt-hashes.js';
 import { traceBlockHashes } from './trace-prefixes.js';
 import type { Workload } from './workload.js';
 
@@ -117,10 +118,11 @@ function copied<T extends Uint32Array | Int32Array | Uint8Array>(into: T, from: 
 export function fleetLruHits(workload: Workload, blockSize: number, capacityBlocks: number, hashBlocks: HashBlocks): Float64Array {
   if (!Number.isInteger(capacityBlocks) || capacityBlocks < 1) throw new RangeError(`capacityBlocks must be an integer >= 1, got ${capacityBlocks}`);
   const cache = new LruBlocks();
+  const prompts = new PromptHashes(blockSize, hashBlocks);
   const reused = new Float64Array(workload.requests.length);
   workload.requests.forEach((request, r) => {
     const length = request.inputLength;
-    const hashes = request.trace ? traceBlockHashes(request.trace, length, blockSize) : hashBlocks(promptOf(request, length), blockSize);
+    const hashes = request.trace ? traceBlockHashes(request.trace, length, blockSize) : prompts.of(request);
     const halves = halvesView(hashes);
     const limit = Math.min(Math.floor((length - 1) / blockSize), hashes.length);
     let hits = 0;
@@ -141,10 +143,4 @@ export function fleetLruHits(workload: Workload, blockSize: number, capacityBloc
     reused[r] = hits * blockSize;
   });
   return reused;
-}
-
-function promptOf(request: Workload['requests'][number], length: number): Uint32Array {
-  const tokens = new Uint32Array(length);
-  request.writeTokens(tokens);
-  return tokens;
 }

@@ -4,6 +4,7 @@
 import type { HashBlocks } from '../mocker/block-hash.js';
 import type { RequestRecord } from './simulate.js';
 import { halvesView, U64Map } from '../mocker/u64-map.js';
+import { PromptHashes } from './prompt-hashes.js';
 import { TracePrefixes } from './trace-prefixes.js';
 import type { Workload } from './workload.js';
 
@@ -107,19 +108,15 @@ export function reuseRatio(records: readonly RequestRecord[]): number {
 export function idealPrefixHits(workload: Workload, blockSize: number, hashBlocks: HashBlocks): Float64Array {
   const seen = new U64Map(1 << 16);
   const traced = new TracePrefixes(blockSize);
+  const prompts = new PromptHashes(blockSize, hashBlocks);
   const reused = new Float64Array(workload.requests.length);
-  // One buffer for every prompt: writing into fresh memory costs more than the tokens themselves.
-  let buffer = new Uint32Array(0);
   workload.requests.forEach((request, r) => {
     const length = request.inputLength;
     const limit = Math.floor((length - 1) / blockSize);
     let hits = 0;
     if (request.trace) hits = traced.take(request.trace, length, limit);
     else {
-      if (buffer.length < length) buffer = new Uint32Array(Math.max(length, buffer.length * 2));
-      const tokens = buffer.subarray(0, length);
-      request.writeTokens(tokens);
-      const hashes = hashBlocks(tokens, blockSize);
+      const hashes = prompts.of(request);
       const halves = halvesView(hashes);
       while (hits < Math.min(limit, hashes.length) && seen.has(halves[2 * hits]!, halves[2 * hits + 1]!)) hits++;
       for (let i = hits; i < hashes.length; i++) seen.set(halves[2 * i]!, halves[2 * i + 1]!, 1);
@@ -129,13 +126,8 @@ export function idealPrefixHits(workload: Workload, blockSize: number, hashBlock
   return reused;
 }
 
-/** The ideal reuse (idealPrefixHits) as a share of all prompt tokens; 0 for an empty workload. */
-export function idealPrefixReuse(workload: Workload, blockSize: number, hashBlocks: HashBlocks): number {
-  return idealShare(workload, idealPrefixHits(workload, blockSize, hashBlocks));
-}
-
 /** Reused tokens `hits` (one per request) as a share of the workload's prompt tokens; 0 for an empty workload. */
-export function idealShare(workload: Workload, hits: ArrayLike<number>): number {
+export function reuseShare(workload: Workload, hits: ArrayLike<number>): number {
   let prompt = 0;
   let reused = 0;
   workload.requests.forEach((request, r) => {

@@ -3,7 +3,7 @@
 // the tests call.
 import { resolveEngineShape } from '../mocker/engine-options.js';
 import { wasmChainedHashes } from './engine-hasher.js';
-import { distribution, idealPrefixHits, idealShare } from './metrics.js';
+import { distribution, idealPrefixHits, reuseShare } from './metrics.js';
 import { policyList, policyOf } from './policy-spec.js';
 import { summarize, type IdealFigures, type PolicyReport } from './report.js';
 import { checkReplayOptions, simulate, type FleetEngineShape, type ReplayRouterOptions, type SimulateOptions, type SimulationResult } from './simulate.js';
@@ -81,7 +81,7 @@ export function idealFigures(workload: Workload, engine: Partial<FleetEngineShap
   const hashBlocks = wasmChainedHashes();
   const prompts = workload.requests.map((r) => r.inputLength);
   const at = (hits: Float64Array) => ({
-    reuse: idealShare(workload, hits),
+    reuse: reuseShare(workload, hits),
     ttft: distribution(Array.from(ttftFloors(prompts, hits, shape.maxBatchedTokens, shape.speedup))),
   });
   const ideal = at(idealPrefixHits(workload, shape.blockSize, hashBlocks));

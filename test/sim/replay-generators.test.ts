@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { chainedBlockHashes } from '../../sim/mocker/block-hash.js';
 import { generateWorkload } from '../../sim/replay/generators.js';
-import { idealPrefixReuse } from '../../sim/replay/metrics.js';
+import { idealPrefixHits, reuseShare } from '../../sim/replay/metrics.js';
 import { parseMooncakeTrace, writeMooncakeTrace } from '../../sim/replay/mooncake.js';
 import { conversations, toolAgents } from '../../sim/replay/session-traffic.js';
 import { limitWorkload, promptTokens, type ReplayRequest, type Workload } from '../../sim/replay/workload.js';
@@ -179,8 +179,8 @@ describe('the ideal reuse of trace prompts, read from their ids', () => {
 
   it.each(workloads)('equals the reuse found by hashing the tokens, on %s, at engine blocks that divide trace blocks and ones that do not', (_name, w) => {
     for (const blockSize of [16, 64, 48, 1000]) {
-      const fromIds = idealPrefixReuse(w, blockSize, chainedBlockHashes);
-      expect(fromIds).toBe(idealPrefixReuse(tokensOnly(w), blockSize, chainedBlockHashes));
+      const fromIds = reuseShare(w, idealPrefixHits(w, blockSize, chainedBlockHashes));
+      expect(fromIds).toBe(reuseShare(w, idealPrefixHits(tokensOnly(w), blockSize, chainedBlockHashes)));
       expect(fromIds).toBeGreaterThan(0);
     }
   });

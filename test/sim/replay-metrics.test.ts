@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { chainedBlockHashes } from '../../sim/mocker/block-hash.js';
 import { halvesOf, U64Map } from '../../sim/mocker/u64-map.js';
-import { distribution, endToEndLatencies, idealPrefixReuse, interTokenLatencies, percentile, reuseRatio, ttfts } from '../../sim/replay/metrics.js';
+import { distribution, endToEndLatencies, idealPrefixHits, interTokenLatencies, percentile, reuseRatio, reuseShare, ttfts } from '../../sim/replay/metrics.js';
 import { parseMooncakeTrace } from '../../sim/replay/mooncake.js';
 import { summarize } from '../../sim/replay/report.js';
 import type { RequestRecord, SimulationResult } from '../../sim/replay/simulate.js';
@@ -93,12 +93,12 @@ describe('reuse ratios', () => {
       ]),
       { traceBlockSize: 8 },
     );
-    expect(idealPrefixReuse(w, 4, chainedBlockHashes)).toBeCloseTo((0 + 8 + 12 + 0 + 12) / (16 + 16 + 16 + 10 + 13), 12);
+    expect(reuseShare(w, idealPrefixHits(w, 4, chainedBlockHashes))).toBeCloseTo((0 + 8 + 12 + 0 + 12) / (16 + 16 + 16 + 10 + 13), 12);
   });
 
   it('ideal reuse is 0 when nothing is shared', () => {
     const w = parseMooncakeTrace(jsonl([0, 1, 2].map((i) => ({ timestamp: i, input_length: 64, output_length: 1, hash_ids: [i] }))), { traceBlockSize: 64 });
-    expect(idealPrefixReuse(w, 16, chainedBlockHashes)).toBe(0);
+    expect(reuseShare(w, idealPrefixHits(w, 16, chainedBlockHashes))).toBe(0);
   });
 });
 
