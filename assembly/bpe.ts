@@ -17,6 +17,7 @@
 // A piece that is a token by itself is that token (as tiktoken does, even
 // where merging would split it differently); otherwise it is merged.
 import { alloc, release } from './alloc';
+import { backtrackBuild, backtrackEncode, backtrackReady } from './bpe-backtrack';
 import { grownCapacity } from './grow';
 import { mergeLong, mergeShort, mergeStats, mergeTune, SHORT_MAX } from './bpe-merge';
 import { splitBegin, splitNext, NONE } from './bpe-split';
@@ -40,7 +41,9 @@ export function bpeVocabInput(count: u32, bytes: u32): usize {
 
 /** Builds the vocabulary from the load buffer; returns the longest token in bytes, 0 if unusable. Allocates. */
 export function bpeVocabBuild(count: u32, bytes: u32): u32 {
-  return vocabBuild(count, bytes);
+  const longest = vocabBuild(count, bytes);
+  if (longest != 0) backtrackBuild();
+  return longest;
 }
 
 /** Makes the text buffer hold `bytes` bytes; returns its address. Allocates. */
@@ -91,6 +94,7 @@ function encodePiece(p: usize, n: u32, written: u32): u32 {
     return written + 1;
   }
   if (n <= SHORT_MAX) return mergeShort(p, n, out, written);
+  if (backtrackReady()) return backtrackEncode(p, n, out, written);
   return mergeLong(p, n, out, written);
 }
 
