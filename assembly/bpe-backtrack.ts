@@ -32,8 +32,9 @@
 // (the leftmost of equal ranks merges first); on the right, ranking higher.
 //
 // Tables (per rank, built by backtrackBuild; rank == the token's merge priority):
-//   lengths   u8: length of a reachable token, 0 for unreachable ones and unused ranks
-//   lefts, rights  u32: the split (NO_RANK for single bytes)
+//   splits    u64: the split (left | right << 24; zero for single bytes), the
+//             length (bits 48..55; 0 for unreachable tokens and unused ranks)
+//             and the left half's length (bits 56..63): one load per step of a walk
 //   shorter   u32: the longest reachable token that is a proper prefix (NO_RANK: none)
 //   trie of the reachable tokens' bytes: node 1 + b is byte b, deeper nodes in
 //   a hash table of u64 slots (child << 32 | parent << 8 | byte; 0: empty);
@@ -46,9 +47,7 @@ import { mergeLong, mergeShort, SHORT_MAX } from './bpe-merge';
 import { NO_RANK, rankOf, vocabHighestRank, vocabTokenBytes, vocabTokenCount, vocabTokenLength, vocabTokenRank } from './bpe-vocab';
 
 let rankCapacity: u32 = 0;
-let lengths: usize = 0;
-let lefts: usize = 0;
-let rights: usize = 0;
+let splits: usize = 0;
 let shorter: usize = 0;
 let shallow: usize = 0;
 let deep: usize = 0;
@@ -59,6 +58,8 @@ let dead: usize = 0;
 let reaches: usize = 0;
 let reachBytes: usize = 0;
 let ready = false;
+/** Pieces encoded here since the core started. */
+let pieces: u32 = 0;
 /** Answers of straddlesHold by token pair: 2^HOLD_BITS slots of (x << 32 | y), bit 63 set when it holds. */
 let holds: usize = 0;
 const HOLD_BITS: u32 = 14;
@@ -70,17 +71,20 @@ let path: usize = 0;
 const MAX_DEEP: u32 = 1 << 23;
 
 function backtrackRelease(): void {
-  if (lengths) {
-    release(lengths, rankCapacity);
-    release(lefts, <usize>rankCapacity << 2);
-    release(rights, <usize>rankCapacity << 2);
+  if (splits) {
+    release(splits, <usize>rankCapacity << 3);
     release(shorter, <usize>rankCapacity << 2);
   }
   if (shallow) release(shallow, <usize>DEEP << 2);
   if (deep) release(deep, (<usize>deepMask + 1) << 3);
-  lengths = lefts = rights = shorter = shallow = deep = 0;
+  splits = shorter = shallow = deep = 0;
   rankCapacity = deepMask = deepUsed = 0;
   ready = false;
+}
+
+/** Pieces encoded by backtrackEncode since the core started. */
+export function backtrackPieces(): u32 {
+  return pieces;
 }
 
 /** Whether long pieces can take this encoder (the vocabulary passed backtrackBuild's checks). */
@@ -90,7 +94,7 @@ export function backtrackReady(): bool {
 
 @inline
 function lengthOf(token: u32): u32 {
-  return <u32>load<u8>(lengths + <usize>token);
+  return <u32>load<u8>(splits + (<usize>token << 3) + 6);
 }
 
 /** The slot of pair (x, y) in the cache of straddlesHold's answers. */
@@ -108,8 +112,10 @@ function holdSlot(key: u64): usize {
  * (the walks of long tokens share their short tails).
  */
 function straddlesHold(p: usize, mid: u32, x: u32, y: u32): bool {
-  let xs = mid - lengthOf(x);
-  let ye = mid + lengthOf(y);
+  let xSplit = u64At(splits, x);
+  let ySplit = u64At(splits, y);
+  let xs = mid - (<u32>(xSplit >> 48) & 0xff);
+  let ye = mid + (<u32>(ySplit >> 48) & 0xff);
   let passed: u32 = 0;
   let answer = true;
   while (true) {
@@ -120,17 +126,19 @@ function straddlesHold(p: usize, mid: u32, x: u32, y: u32): bool {
       break;
     }
     setU64(path, passed++, key);
-    const xSplit = xs + 1 < mid;
-    const ySplit = ye > mid + 1;
+    const xSplits = xs + 1 < mid;
+    const ySplits = ye > mid + 1;
     let limit = x;
-    if (xSplit && (!ySplit || x > y)) {
+    if (xSplits && (!ySplits || x > y)) {
       // x's merge came last: before it, its right half stood left of the boundary.
-      x = u32At(rights, x);
-      xs = mid - lengthOf(x);
-    } else if (ySplit) {
+      xs += <u32>(xSplit >> 56);
+      x = <u32>(xSplit >> 24) & 0xffffff;
+      xSplit = u64At(splits, x);
+    } else if (ySplits) {
       limit = y + 1;
-      y = u32At(lefts, y);
-      ye = mid + lengthOf(y);
+      ye = mid + <u32>(ySplit >> 56);
+      y = <u32>ySplit & 0xffffff;
+      ySplit = u64At(splits, y);
     } else {
       break;
     }
@@ -173,9 +181,7 @@ function findSplit(b: usize, n: u32, t: u32): bool {
     const r = rankOf(b + k, n - k);
     if (r >= t || lengthOf(r) == 0) continue;
     if (!straddlesHold(b, k, l, r)) continue;
-    setU32(lefts, t, l);
-    setU32(rights, t, r);
-    store<u8>(lengths + <usize>t, <u8>n);
+    setU64(splits, t, <u64>l | (<u64>r << 24) | (<u64>n << 48) | (<u64>k << 56));
     return true;
   }
   return false;
@@ -282,7 +288,8 @@ export function backtrackBuild(): void {
   const count = vocabTokenCount();
   const highest = vocabHighestRank();
   // Per-rank tables for a vocabulary with ranks far apart would be mostly empty.
-  if (highest >= 2 * count + 256 || highest >= NO_TOKEN) return;
+  // Splits name ranks in 24 bits.
+  if (highest >= 2 * count + 256 || highest >= 1 << 24) return;
   rankCapacity = highest + 1;
   if (holds == 0) {
     holds = alloc(HOLD_BYTES);
@@ -290,13 +297,9 @@ export function backtrackBuild(): void {
   }
   // No pair is (NO_RANK, NO_RANK).
   memory.fill(holds, 0xff, HOLD_BYTES);
-  lengths = alloc(rankCapacity);
-  memory.fill(lengths, 0, rankCapacity);
-  lefts = alloc(<usize>rankCapacity << 2);
-  rights = alloc(<usize>rankCapacity << 2);
+  splits = alloc(<usize>rankCapacity << 3);
+  memory.fill(splits, 0, <usize>rankCapacity << 3);
   shorter = alloc(<usize>rankCapacity << 2);
-  memory.fill(lefts, 0xff, <usize>rankCapacity << 2);
-  memory.fill(rights, 0xff, <usize>rankCapacity << 2);
   memory.fill(shorter, 0xff, <usize>rankCapacity << 2);
   const indexOf = alloc(<usize>rankCapacity << 2);
   memory.fill(indexOf, 0xff, <usize>rankCapacity << 2);
@@ -309,7 +312,7 @@ export function backtrackBuild(): void {
     if (i == NO_RANK) continue;
     const b = vocabTokenBytes(i);
     const n = vocabTokenLength(i);
-    if (n == 1) store<u8>(lengths + <usize>t, 1);
+    if (n == 1) setU64(splits, t, <u64>1 << 48);
     else if (!findSplit(b, n, t) && mergesTo(b, n, t, out)) usable = false;
   }
   release(out, 256 << 2);
@@ -374,6 +377,42 @@ function longestAt(p: usize, at: u32, n: u32): u32 {
   return best;
 }
 
+/** Bytes of a piece's start that backtrackSuits looks at. */
+const SAMPLE: u32 = 256;
+let pairSeen: usize = 0;
+
+/**
+ * Whether the `n` bytes at `p` should take this encoder rather than the heap
+ * merge (both give the same ranks). Measured on 1 MiB pieces: a piece that
+ * repeats a few units (runs of spaces, "abab", a repeated phrase of CJK or
+ * emoji) goes several times faster here, where the heap merges every copy
+ * again; on varied text (random letters or characters) every lookup here
+ * misses the cache and the heap is faster. The sign used is how many distinct
+ * byte pairs the piece's first SAMPLE bytes hold: at most half of those
+ * pairs.
+ */
+export function backtrackSuits(p: usize, n: u32): bool {
+  if (!ready) return false;
+  if (pairSeen == 0) {
+    pairSeen = alloc(65536 >> 3);
+    memory.fill(pairSeen, 0, 65536 >> 3);
+  }
+  const end = min(n, SAMPLE) - 1;
+  let distinct: u32 = 0;
+  for (let i: u32 = 0; i < end; i++) {
+    const pair = <u32>load<u16>(p + i);
+    const byte = pairSeen + (pair >> 3);
+    const bit = <u32>1 << (pair & 7);
+    const held = <u32>load<u8>(byte);
+    if ((held & bit) == 0) {
+      distinct++;
+      store<u8>(byte, held | bit);
+    }
+  }
+  for (let i: u32 = 0; i < end; i++) store<u8>(pairSeen + (<usize>load<u16>(p + i) >> 3), 0);
+  return distinct * 2 <= end;
+}
+
 @inline
 function isDead(at: u32): bool {
   return (load<u8>(dead + (at >> 3)) & (1 << (at & 7))) != 0;
@@ -401,6 +440,7 @@ export function backtrackEncode(p: usize, n: u32, out: usize, count: u32): u32 {
     reaches = alloc(reachBytes);
   }
   memory.fill(dead, 0, bytes);
+  pieces++;
   let top = count;
   let at: u32 = 0;
   let candidate = longestAt(p, 0, n);
