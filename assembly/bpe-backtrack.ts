@@ -36,10 +36,15 @@
 //             length (bits 48..55; 0 for unreachable tokens and unused ranks)
 //             and the left half's length (bits 56..63): one load per step of a walk
 //   shorter   u32: the longest reachable token that is a proper prefix (NO_RANK: none)
-//   trie of the reachable tokens' bytes: node 1 + b is byte b, deeper nodes in
-//   a hash table of u64 slots (child << 32 | parent << 8 | byte; 0: empty);
-//   nodeToken u32 per node: the reachable token spelled by the path, or NO_RANK
-//   dead      bits per position of the piece being encoded
+// The byte trie of the reachable tokens; each node has a token word: the token
+// its path spells (NO_TOKEN: none), bit 31 set when the node has children.
+//   shallow   u32 per node of one or two bytes (1 + b; SHALLOW_TWO + (b0 | b1 << 8)): its token word
+//   deep      the deeper nodes: u64 slots of a hash table, (parent << 8 | byte) << 32 | token word,
+//             0 when empty; a node is named by its slot (DEEP + slot)
+// Scratch:
+//   holds     straddlesHold's answers by token pair
+//   dead      bits per position of the piece being encoded: dead ends
+//   reaches   u8 per token of the piece: the longest candidate at its start
 import { alloc, release } from './alloc';
 import { setU32, setU64, u32At, u64At } from './bpe-columns';
 import { grownCapacity } from './grow';
