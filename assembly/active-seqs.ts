@@ -1,6 +1,6 @@
 import { release } from './alloc';
 import { RecordPool, poolCreate, poolGive, poolRecord, poolTake, regrow } from './grow';
-import { MAP_EMPTY, U64Map, mapCreate, mapDelete, mapGet, mapReserve, mapSet } from './u64-map';
+import { MAP_EMPTY, U64Map, mapCreate, mapDelete, mapDeleteAt, mapFill, mapGet, mapProbe, mapProbeForInsert, mapReserve, mapSet, mapShrink, mapSlotValue } from './u64-map';
 
 // The ledger's reverse index of active sequence hashes: for every hash that an
 // active request names, which workers hold it and through how many of their
@@ -53,7 +53,8 @@ export function seqReserve(count: u32): void {
 
 /** One more active request of `worker` names `hash`; true when the worker did not hold it before. */
 export function seqHold(worker: u32, hash: u64): bool {
-  let sid = mapGet(seqIds, hash);
+  const slot = mapProbeForInsert(seqIds, hash);
+  let sid = mapSlotValue(seqIds, slot);
   if (sid == MAP_EMPTY) {
     sid = poolTake(seqs);
     const s = seqRecord(sid);
@@ -61,7 +62,7 @@ export function seqHold(worker: u32, hash: u64): bool {
     store<usize>(s, 0, 16);
     store<u32>(s, 0, 20);
     store<u32>(s, 0, 24);
-    mapSet(seqIds, hash, sid);
+    mapFill(seqIds, slot, hash, sid);
   }
   const s = seqRecord(sid);
   let index = holderIndex(s, sid, worker);
@@ -87,9 +88,14 @@ export function seqHold(worker: u32, hash: u64): bool {
   return fresh;
 }
 
-/** One fewer active request of `worker` names `hash` (it was held); true when the worker no longer holds it. */
+/**
+ * One fewer active request of `worker` names `hash` (it was held); true when
+ * the worker no longer holds it. The hash is looked up once, and the table
+ * keeps its size: call seqReleaseEnd after the last release of a batch.
+ */
 export function seqRelease(worker: u32, hash: u64): bool {
-  const sid = mapGet(seqIds, hash);
+  const slot = mapProbe(seqIds, hash);
+  const sid = mapSlotValue(seqIds, slot);
   const s = seqRecord(sid);
   const index = holderIndex(s, sid, worker);
   const h = holderAt(s, index);
@@ -114,10 +120,16 @@ export function seqRelease(worker: u32, hash: u64): bool {
     store<u32>(s, 0, 24);
   }
   if (last == 0) {
-    mapDelete(seqIds, hash);
+    // The holders map is another table: the slot found above still holds the hash.
+    mapDeleteAt(seqIds, slot);
     poolGive(seqs, sid);
   }
   return true;
+}
+
+/** Ends a batch of releases: the hash table shrinks once if they left it mostly empty. */
+export function seqReleaseEnd(): void {
+  mapShrink(seqIds);
 }
 
 /** The record of an active hash, or 0 when no active request names it. Valid until the next hold or release. */

@@ -1,4 +1,4 @@
-import { seqActiveCount, seqHold, seqRelease, seqReserve } from '../active-seqs';
+import { seqActiveCount, seqHold, seqRelease, seqReleaseEnd, seqReserve } from '../active-seqs';
 import { alloc, release } from '../alloc';
 import { NIL, RecordPool, grownCapacity, poolCreate, poolGive, poolRecord, poolTake, regrow } from '../grow';
 import { addDecode, addDecoding, addPrefill, addRequests, isPresent } from './rows';
@@ -107,6 +107,7 @@ function freeRequest(handle: u32): u32 {
     for (let i: u32 = 0; i < count; i++) {
       if (seqRelease(worker, load<u64>(hashes + (<usize>i << 3)))) addDecode(worker, -1);
     }
+    seqReleaseEnd();
     release(hashes, <usize>count << 3);
   }
   addRequests(worker, -1);
