@@ -127,7 +127,7 @@ export function mapDelete(m: U64Map, key: u64): u32 {
  * the table: a caller removing many keys at once shrinks once at the end
  * (mapShrink) instead of rehashing on the way down.
  */
-export function mapDeleteAt(m: U64Map, slot: u32): void {
+function mapDeleteAt(m: U64Map, slot: u32): void {
   const table = m.table;
   const mask = m.mask;
   let hole = slot;
@@ -152,20 +152,9 @@ export function mapDeleteAt(m: U64Map, slot: u32): void {
 }
 
 /** Shrinks a mostly empty table straight to one half full (so a map emptied key by key is rehashed a few times, not once per halving). */
-export function mapShrink(m: U64Map): void {
+function mapShrink(m: U64Map): void {
   const capacity = m.mask + 1;
   if (capacity > MIN_CAPACITY && m.size * 8 < capacity) rehash(m, capacityFor(m.size * 2));
-}
-
-/**
- * Grows the table once so that `extra` more keys fit under the load limit: a
- * batch of inserts (a prompt's hashes) rehashes at most once instead of at
- * every doubling on the way.
- */
-export function mapReserve(m: U64Map, extra: u32): void {
-  const needed = <u64>m.size + <u64>extra;
-  if (needed * 4 <= <u64>(m.mask + 1) * 3) return;
-  rehash(m, capacityFor(<u32>((needed * 4 + 2) / 3)));
 }
 
 /** The smallest power-of-two capacity (at least MIN_CAPACITY) of `slots` or more. */
@@ -188,7 +177,24 @@ export function mapSlotKey(m: U64Map, slot: u32): u64 {
   return load<u64>(entry(m.table, slot));
 }
 
+function keepAll(_value: u32): bool {
+  return true;
+}
+
 function rehash(m: U64Map, capacity: u32): void {
+  rebuild(m, capacity, keepAll);
+}
+
+/**
+ * Drops every entry whose value `keep` refuses, in one pass that moves the
+ * rest to a table sized for `count` entries (the caller knows how many it
+ * keeps), as full as a shrink leaves it.
+ */
+export function mapRetain(m: U64Map, count: u32, keep: (value: u32) => bool): void {
+  rebuild(m, capacityFor(count * 2), keep);
+}
+
+function rebuild(m: U64Map, capacity: u32, keep: (value: u32) => bool): void {
   const old = m.table;
   const oldCapacity = m.mask + 1;
   m.table = allocTable(capacity);
@@ -197,7 +203,7 @@ function rehash(m: U64Map, capacity: u32): void {
   for (let slot: u32 = 0; slot < oldCapacity; slot++) {
     const e = entry(old, slot);
     const value = load<u32>(e, 8);
-    if (value != MAP_EMPTY) mapSet(m, load<u64>(e), value);
+    if (value != MAP_EMPTY && keep(value)) mapSet(m, load<u64>(e), value);
   }
   release(old, tableBytes(oldCapacity));
 }

@@ -1,4 +1,4 @@
-import { seqActiveCount, seqHold, seqRelease, seqReleaseEnd, seqReserve } from '../active-seqs';
+import { seqActiveCount, seqHeldNew, seqHold, seqRelease, seqReleaseEnd } from '../active-seqs';
 import { alloc, release } from '../alloc';
 import { NIL, RecordPool, grownCapacity, poolCreate, poolGive, poolRecord, poolTake, regrow } from '../grow';
 import { addDecode, addDecoding, addPrefill, addRequests, isPresent } from './rows';
@@ -8,7 +8,7 @@ import { rowChanged } from './views';
 // binding maps request ids to u32 handles; `ledgerAdd` hands one out (freed
 // handles are reused). A record is 32 bytes:
 //   +0 worker u32 | +4 prefill u32 (tokens still counted in ACTIVE_PREFILL, 0 after
-//   prefillComplete) | +8 hashes ptr (its own copy of the u64 sequence hashes) |
+//   prefillComplete) | +8 seq ids ptr (u32: the active-seqs record of each of its sequence hashes) |
 //   +12 count u32 | +16 addedAt f64 | +24 state u32 (0 free, 1 in prefill, 2 decoding:
 //   past its first token, counted in DECODING) | +28 next free handle u32
 // Active sequences (active-seqs.ts) count decode blocks as distinct hashes
@@ -43,19 +43,20 @@ function isLive(handle: u32): bool {
 export function ledgerAdd(worker: u32, seqPtr: usize, seqCount: u32, prefillTokens: u32, now: f64): u32 {
   if (!isPresent(worker)) return NIL;
   const handle = poolTake(requests);
-  let hashes: usize = 0;
+  let sids: usize = 0;
   if (seqCount > 0) {
-    hashes = alloc(<usize>seqCount << 3);
-    memory.copy(hashes, seqPtr, <usize>seqCount << 3);
-    seqReserve(seqCount);
+    sids = alloc(<usize>seqCount << 2);
+    let held: i32 = 0;
     for (let i: u32 = 0; i < seqCount; i++) {
-      if (seqHold(worker, load<u64>(hashes + (<usize>i << 3)))) addDecode(worker, 1);
+      store<u32>(sids + (<usize>i << 2), seqHold(worker, load<u64>(seqPtr + (<usize>i << 3))));
+      if (seqHeldNew) held++;
     }
+    addDecode(worker, held);
   }
   const r = record(handle);
   store<u32>(r, worker, 0);
   store<u32>(r, prefillTokens, 4);
-  store<usize>(r, hashes, 8);
+  store<usize>(r, sids, 8);
   store<u32>(r, seqCount, 12);
   store<f64>(r, now, 16);
   store<u32>(r, PREFILLING, 24);
@@ -101,14 +102,16 @@ function freeRequest(handle: u32): u32 {
   releasePrefill(handle);
   const r = record(handle);
   const worker = load<u32>(r, 0);
-  const hashes = load<usize>(r, 8);
+  const sids = load<usize>(r, 8);
   const count = load<u32>(r, 12);
   if (count > 0) {
+    let released: i32 = 0;
     for (let i: u32 = 0; i < count; i++) {
-      if (seqRelease(worker, load<u64>(hashes + (<usize>i << 3)))) addDecode(worker, -1);
+      if (seqRelease(worker, load<u32>(sids + (<usize>i << 2)))) released++;
     }
+    addDecode(worker, -released);
     seqReleaseEnd();
-    release(hashes, <usize>count << 3);
+    release(sids, <usize>count << 2);
   }
   addRequests(worker, -1);
   if (load<u32>(r, 24) == DECODING) addDecoding(worker, -1);
