@@ -16,7 +16,7 @@ import { MAP_EMPTY, U64Map, mapCreate, mapDelete, mapFill, mapGet, mapProbeForIn
 // chasing pointers: holder 0 inside the record (most hashes have one holder),
 // holder i >= 1 at more + 8 (i - 1), an array that doubles as it fills and is
 // released when one holder is left. Removing a holder moves the last one into
-// its place. Free seq ids are chained through +16.
+// its place. Free seq ids are chained through +16, and their +24 is GIVEN_BACK.
 //
 // A booked request keeps the seq ids of its hashes, so its release goes
 // straight to the records. A record whose last holder leaves stays in seqIds,
@@ -30,6 +30,9 @@ import { MAP_EMPTY, U64Map, mapCreate, mapDelete, mapFill, mapGet, mapProbeForIn
 
 /** Cold records kept for the next turns before they are dropped (each costs its 32 bytes and a table entry). */
 export const COLD_LIMIT: u32 = 1 << 16;
+
+/** In +24 (more capacity) of a record given back to the pool, which no record in use has. */
+const GIVEN_BACK: u32 = 0xffffffff;
 
 const seqIds: U64Map = mapCreate(16);
 const holders: U64Map = mapCreate(16);
@@ -96,8 +99,28 @@ export function seqHold(worker: u32, hash: u64): u32 {
       held = regrow(held, heldWords, words, 4);
       heldWords = words;
     }
-    flipHeld(sid);
-  } else if (!isHeld(sid)) {
+    // A record without holders, as a cold one: seqHoldId makes it active.
+    cold++;
+  }
+  seqHoldId(worker, sid);
+  return sid;
+}
+
+/**
+ * Whether `sid`, the id a hash had in an earlier request, still names `hash`:
+ * its record is in use (not given back) and holds that hash (one hash has
+ * one record in use). Lets a booking reuse an earlier request's ids without
+ * a table lookup.
+ */
+export function seqNames(sid: u32, hash: u64): bool {
+  if (sid >= seqs.high) return false;
+  const s = seqRecord(sid);
+  return load<u32>(s, 24) != GIVEN_BACK && load<u64>(s) == hash;
+}
+
+/** seqHold for a hash whose seq id is known (seqNames); sets seqHeldNew likewise. */
+export function seqHoldId(worker: u32, sid: u32): void {
+  if (!isHeld(sid)) {
     cold--;
     flipHeld(sid);
   }
@@ -123,7 +146,6 @@ export function seqHold(worker: u32, hash: u64): u32 {
   const h = holderAt(s, index);
   store<u32>(h, load<u32>(h, 4) + 1, 4);
   seqHeldNew = fresh;
-  return sid;
 }
 
 /**
@@ -175,6 +197,7 @@ function dropCold(): void {
 /** Whether the record sid has holders; a cold one's id goes back to the pool. */
 function keepHeld(sid: u32): bool {
   if (isHeld(sid)) return true;
+  store<u32>(seqRecord(sid), GIVEN_BACK, 24);
   poolGive(seqs, sid);
   return false;
 }

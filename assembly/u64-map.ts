@@ -90,9 +90,11 @@ export function mapGet(m: U64Map, key: u64): u32 {
   return mapSlotValue(m, mapProbe(m, key));
 }
 
-/** Makes room for one more key, then probes for it: a caller that finds the slot free may mapFill it. */
+/** The slot of key, as mapProbe, after making room for one more key if it is absent: a caller that finds the slot free may mapFill it. */
 export function mapProbeForInsert(m: U64Map, key: u64): u32 {
-  if ((m.size + 1) * 4 > (m.mask + 1) * 3) rehash(m, (m.mask + 1) << 1);
+  const slot = mapProbe(m, key);
+  if (mapSlotValue(m, slot) != MAP_EMPTY || (m.size + 1) * 4 <= (m.mask + 1) * 3) return slot;
+  rehash(m, (m.mask + 1) << 1);
   return mapProbe(m, key);
 }
 

@@ -1,4 +1,4 @@
-import { seqActiveCount, seqHeldNew, seqHold, seqRelease, seqReleaseEnd } from '../active-seqs';
+import { seqActiveCount, seqHeldNew, seqHold, seqHoldId, seqNames, seqRelease, seqReleaseEnd } from '../active-seqs';
 import { alloc, release } from '../alloc';
 import { NIL, RecordPool, grownCapacity, poolCreate, poolGive, poolRecord, poolTake, regrow } from '../grow';
 import { addDecode, addDecoding, addPrefill, addRequests, isPresent } from './rows';
@@ -21,6 +21,15 @@ const FREE: u32 = 0;
 const PREFILLING: u32 = 1;
 const DECODING: u32 = 2;
 let liveRequests: u32 = 0;
+
+// The seq ids of the request freed last by ledgerFree (a request that ended;
+// one swept or dropped with its worker is no hint). The next turn of its conversation
+// names the same leading hashes, so a booking first walks these ids while
+// they still name its hashes (seqNames), reading records in order instead of
+// looking each hash up in the table; the first hash that differs ends the
+// walk (sequence hashes are chained: the rest differ too).
+let recentSids: usize = 0;
+let recentCount: u32 = 0;
 
 let dropped: usize = 0;
 let droppedCapacity: u32 = 0;
@@ -47,7 +56,16 @@ export function ledgerAdd(worker: u32, seqPtr: usize, seqCount: u32, prefillToke
   if (seqCount > 0) {
     sids = alloc(<usize>seqCount << 2);
     let held: i32 = 0;
-    for (let i: u32 = 0; i < seqCount; i++) {
+    const known = seqCount < recentCount ? seqCount : recentCount;
+    let i: u32 = 0;
+    for (; i < known; i++) {
+      const sid = load<u32>(recentSids + (<usize>i << 2));
+      if (!seqNames(sid, load<u64>(seqPtr + (<usize>i << 3)))) break;
+      seqHoldId(worker, sid);
+      store<u32>(sids + (<usize>i << 2), sid);
+      if (seqHeldNew) held++;
+    }
+    for (; i < seqCount; i++) {
       store<u32>(sids + (<usize>i << 2), seqHold(worker, load<u64>(seqPtr + (<usize>i << 3))));
       if (seqHeldNew) held++;
     }
@@ -93,12 +111,15 @@ function releasePrefill(handle: u32): void {
 /** Releases everything a request holds (completion, error, cancel). False when unknown. */
 export function ledgerFree(handle: u32): bool {
   if (!isLive(handle)) return false;
-  rowChanged(freeRequest(handle));
+  rowChanged(freeRequest(handle, true));
   return true;
 }
 
-/** Releases a live request without updating its worker's key and leaves; returns the worker. */
-function freeRequest(handle: u32): u32 {
+/**
+ * Releases a live request without updating its worker's key and leaves;
+ * returns the worker. `recent`: its seq ids become the hint for the next booking.
+ */
+function freeRequest(handle: u32, recent: bool): u32 {
   releasePrefill(handle);
   const r = record(handle);
   const worker = load<u32>(r, 0);
@@ -111,7 +132,13 @@ function freeRequest(handle: u32): u32 {
     }
     addDecode(worker, -released);
     seqReleaseEnd();
-    release(sids, <usize>count << 2);
+    if (recent) {
+      if (recentCount > 0) release(recentSids, <usize>recentCount << 2);
+      recentSids = sids;
+      recentCount = count;
+    } else {
+      release(sids, <usize>count << 2);
+    }
   }
   addRequests(worker, -1);
   if (load<u32>(r, 24) == DECODING) addDecoding(worker, -1);
@@ -135,7 +162,7 @@ export function ledgerSweep(now: f64, maxAgeMs: f64): u32 {
   let count: u32 = 0;
   for (let h: u32 = 0; h < requests.high; h++) {
     if (isLive(h) && now - load<f64>(record(h), 16) > maxAgeMs) {
-      rowChanged(freeRequest(h));
+      rowChanged(freeRequest(h, false));
       store<u32>(dropped + (<usize>count << 2), h);
       count++;
     }
@@ -149,7 +176,7 @@ export function dropWorkerRequests(slot: u32): u32 {
   let count: u32 = 0;
   for (let h: u32 = 0; h < requests.high; h++) {
     if (isLive(h) && load<u32>(record(h), 0) == slot) {
-      freeRequest(h);
+      freeRequest(h, false);
       store<u32>(dropped + (<usize>count << 2), h);
       count++;
     }

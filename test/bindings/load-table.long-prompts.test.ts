@@ -160,4 +160,38 @@ describe('LoadTable with long prompts', () => {
       expect(wasm.activeHashes).toBe(0);
     }
   });
+
+  it.each([
+    ['given back', false],
+    ['given back and taken by other hashes', true],
+  ])('books a turn over the ids of the request freed last only while they still name its hashes (%s)', (_, other) => {
+    const wasm = new LoadTable();
+    const twin = new ReferenceLoadTable();
+    const slots = [addFleet(wasm, 2, 1_000_000), addFleet(twin, 2, 1_000_000)];
+    const pairs = [[wasm, slots[0]!], [twin, slots[1]!]] as const;
+    // More than COLD_LIMIT hashes in one request: its free turns them all cold and drops them, ids and all.
+    const first = turnHashes(7, 0, COLD_LIMIT + 500);
+    for (const [ledger, s] of pairs) {
+      ledger.add('x', s[0]!, first, 10, 0);
+      ledger.free('x');
+      // As many new hashes: they take every dropped id.
+      if (other) ledger.add('y', s[1]!, turnHashes(8, 0, COLD_LIMIT + 500), 10, 0);
+    }
+    expect(wasm.activeHashes).toBe(twin.activeHashes);
+    // The conversation's next turn: the same leading hashes as the request freed last.
+    const next = turnHashes(7, 1, COLD_LIMIT + 500).slice(0, COLD_LIMIT + 900);
+    for (const [ledger, s] of pairs) ledger.add('z', s[0]!, next, 10, 0);
+    expect(snapshot(wasm)).toEqual(snapshot(twin));
+    expect(wasm.activeHashes).toBe(twin.activeHashes);
+    const probe = { seqHashes: next, promptTokens: 16 * next.length, blockSize: 16 };
+    wasm.project(probe);
+    twin.project(probe);
+    expect(projectionSnapshot(wasm)).toEqual(projectionSnapshot(twin));
+    for (const [ledger] of pairs) {
+      ledger.free('z');
+      ledger.free('y');
+    }
+    expect(snapshot(wasm)).toEqual(snapshot(twin));
+    expect(wasm.activeHashes).toBe(0);
+  });
 });
