@@ -24,6 +24,44 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('free' as const), pick: fc.nat() }) },
 );
 
+/**
+ * Plays ops on the ledger and its twin, checking every column after each;
+ * `project`: each booking also projects the conversation's next turn on both.
+ * Returns the ledger, the requests still booked, and the most hashes active at once.
+ */
+function play(ops: readonly Op[], perTurn: number, project: boolean): { wasm: LoadTable; live: string[]; most: number } {
+  const wasm = new LoadTable();
+  const twin = new ReferenceLoadTable();
+  const slots = [addFleet(wasm, 2, 1_000_000), addFleet(twin, 2, 1_000_000)];
+  const live: string[] = [];
+  let next = 0;
+  let most = 0;
+  for (const op of ops) {
+    if (op.kind === 'add') {
+      const id = `r${next++}`;
+      const hashes = turnHashes(op.conversation, op.turn, perTurn);
+      wasm.add(id, slots[0]![op.worker]!, hashes, 10, 0);
+      twin.add(id, slots[1]![op.worker]!, hashes, 10, 0);
+      live.push(id);
+      if (project) {
+        // The prompt of the conversation's next turn, over what is held now (cold hashes are not held).
+        const probe = { seqHashes: turnHashes(op.conversation, op.turn + 1, perTurn), promptTokens: 64 * perTurn, blockSize: 16 };
+        wasm.project(probe);
+        twin.project(probe);
+        expect(projectionSnapshot(wasm)).toEqual(projectionSnapshot(twin));
+      }
+    } else if (live.length > 0) {
+      // pick -1: the request booked last
+      const [id] = live.splice(op.pick < 0 ? live.length - 1 : op.pick % live.length, 1);
+      expect(wasm.free(id!)).toBe(twin.free(id!));
+    }
+    expect(snapshot(wasm)).toEqual(snapshot(twin));
+    expect(wasm.activeHashes).toBe(twin.activeHashes);
+    most = Math.max(most, wasm.activeHashes);
+  }
+  return { wasm, live, most };
+}
+
 /** Many conversations: their hashes outnumber the cold limit within a run. */
 const wideOpArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('add' as const), conversation: fc.nat(40), turn: fc.nat(2), worker: fc.nat(1) }) },
@@ -35,26 +73,8 @@ describe('LoadTable with long prompts', () => {
     let most = 0;
     fc.assert(
       fc.property(fc.array(opArb, { minLength: 5, maxLength: 40 }), fc.integer({ min: 200, max: 700 }), (ops, perTurn) => {
-        const wasm = new LoadTable();
-        const twin = new ReferenceLoadTable();
-        const slots = [addFleet(wasm, 2, 1_000_000), addFleet(twin, 2, 1_000_000)];
-        const live: string[] = [];
-        let next = 0;
-        for (const op of ops) {
-          if (op.kind === 'add') {
-            const id = `r${next++}`;
-            const hashes = turnHashes(op.conversation, op.turn, perTurn);
-            wasm.add(id, slots[0]![op.worker]!, hashes, 10, 0);
-            twin.add(id, slots[1]![op.worker]!, hashes, 10, 0);
-            live.push(id);
-          } else if (live.length > 0) {
-            const [id] = live.splice(op.pick % live.length, 1);
-            expect(wasm.free(id!)).toBe(twin.free(id!));
-          }
-          expect(snapshot(wasm)).toEqual(snapshot(twin));
-          expect(wasm.activeHashes).toBe(twin.activeHashes);
-          most = Math.max(most, wasm.activeHashes);
-        }
+        const { wasm, live, most: held } = play(ops, perTurn, false);
+        most = Math.max(most, held);
         for (const id of live) wasm.free(id);
         expect(wasm.activeHashes).toBe(0);
       }),
@@ -66,40 +86,15 @@ describe('LoadTable with long prompts', () => {
 
   it('agrees with its twin across the drop of cold hashes, with requests still booked, projections included', () => {
     // Between two random stretches, 24 conversations of one turn are booked and
-    // freed: their 24 x perTurn (> COLD_LIMIT) cold hashes make the ledger drop
+    // freed: their 24 x perTurn (at least 67,200 > COLD_LIMIT) cold hashes make the ledger drop
     // the cold ones while the first stretch's requests still hold theirs.
-    const flood = (perTurn: number): Op[] =>
-      Array.from({ length: 24 }, (_, i) => [
+    const flood: Op[] = Array.from({ length: 24 }, (_, i) => [
         { kind: 'add' as const, conversation: 100 + i, turn: 0, worker: i % 2 },
         { kind: 'free' as const, pick: -1 },
       ]).flat();
     fc.assert(
       fc.property(fc.array(wideOpArb, { minLength: 8, maxLength: 16 }), fc.array(wideOpArb, { minLength: 8, maxLength: 16 }), fc.integer({ min: 2800, max: 4000 }), (before, after, perTurn) => {
-        const wasm = new LoadTable();
-        const twin = new ReferenceLoadTable();
-        const slots = [addFleet(wasm, 2, 1_000_000), addFleet(twin, 2, 1_000_000)];
-        const live: string[] = [];
-        let next = 0;
-        for (const op of [...before, ...flood(perTurn), ...after]) {
-          if (op.kind === 'add') {
-            const id = `r${next++}`;
-            const hashes = turnHashes(op.conversation, op.turn, perTurn);
-            wasm.add(id, slots[0]![op.worker]!, hashes, 10, 0);
-            twin.add(id, slots[1]![op.worker]!, hashes, 10, 0);
-            live.push(id);
-            // The prompt of the conversation's next turn, projected over what is held now (cold hashes are not held).
-            const probe = { seqHashes: turnHashes(op.conversation, op.turn + 1, perTurn), promptTokens: 64 * perTurn, blockSize: 16 };
-            wasm.project(probe);
-            twin.project(probe);
-            expect(projectionSnapshot(wasm)).toEqual(projectionSnapshot(twin));
-          } else if (live.length > 0) {
-            // pick -1: the request booked last
-            const [id] = live.splice(op.pick < 0 ? live.length - 1 : op.pick % live.length, 1);
-            expect(wasm.free(id!)).toBe(twin.free(id!));
-          }
-          expect(snapshot(wasm)).toEqual(snapshot(twin));
-          expect(wasm.activeHashes).toBe(twin.activeHashes);
-        }
+        play([...before, ...flood, ...after], perTurn, true);
       }),
       { numRuns: 8 },
     );
