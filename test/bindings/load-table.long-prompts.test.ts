@@ -89,9 +89,9 @@ describe('LoadTable with long prompts', () => {
     // freed: their 24 x perTurn (at least 67,200 > COLD_LIMIT) cold hashes make the ledger drop
     // the cold ones while the first stretch's requests still hold theirs.
     const flood: Op[] = Array.from({ length: 24 }, (_, i) => [
-        { kind: 'add' as const, conversation: 100 + i, turn: 0, worker: i % 2 },
-        { kind: 'free' as const, pick: -1 },
-      ]).flat();
+      { kind: 'add' as const, conversation: 100 + i, turn: 0, worker: i % 2 },
+      { kind: 'free' as const, pick: -1 },
+    ]).flat();
     fc.assert(
       fc.property(fc.array(wideOpArb, { minLength: 8, maxLength: 16 }), fc.array(wideOpArb, { minLength: 8, maxLength: 16 }), fc.integer({ min: 2800, max: 4000 }), (before, after, perTurn) => {
         play([...before, ...flood, ...after], perTurn, true);
