@@ -20,7 +20,7 @@ import { scanDecide, scanEligibility, selectLastCost } from './select';
 // request arrival: hash the tokens (both lists, block-hash.ts) and find their
 // matches, so the matches are in the index's output for the decision.
 //
-// The decision block, at decideBlock() (168 bytes):
+// The decision block, at decideBlock() (176 bytes):
 //   +0   promptTokens     f64  in
 //   +8   overlapCredit    f64  in
 //   +16  temperature      f64  in   0: the cheapest (fast path); > 0: softmax (scan)
@@ -58,6 +58,7 @@ import { scanDecide, scanEligibility, selectLastCost } from './select';
 //   +160 cachedBlocks     f64  out  the prefix the cost takes as cached on the picked worker, in
 //                                   blocks (cost/kind.ts costBookedOverlap): what a booking books;
 //                                   its credit where the matches had credits
+//   +168 third            f64  in   the cost's third weight (ttft: its KV weight; kv: 0)
 // The counts of the decision are at selectCountsPtr() (select.ts).
 
 export const FLAG_FIND: u32 = 1;
@@ -65,7 +66,7 @@ export const FLAG_BOOK: u32 = 2;
 export const FLAG_SCAN: u32 = 4;
 export const FLAG_ELIGIBILITY: u32 = 8;
 
-const block: usize = memory.data(168, 8);
+const block: usize = memory.data(176, 8);
 
 // Matches found outside this core (a model's index sharded over several
 // cores, or over storage tiers), staged by the host: room for `matchCapacity`
@@ -193,7 +194,8 @@ export function decideRun(): i32 {
   const kind = u32At(84);
   const scale = f64At(56);
   const weight = f64At(64);
-  costBegin(kind, scale, weight, f64At(8), blockSize, promptTokens, blocks);
+  const third = f64At(168);
+  costBegin(kind, scale, weight, third, f64At(8), blockSize, promptTokens, blocks);
   const groups = <i32>u32At(112);
   constraintsBegin(<i32>u32At(104), u32At(108), groups, groups >= 0 ? MULT_GROUP : MULT_NONE);
   const prefillTokens = f64At(32);
@@ -204,7 +206,7 @@ export function decideRun(): i32 {
   setU32(140, 0);
   setU32(144, 0);
   let view = NIL;
-  if ((flags & (FLAG_SCAN | FLAG_ELIGIBILITY)) == 0 && !(temperature > 0) && costMatchesConfigured(kind, scale, weight, blockSize)) {
+  if ((flags & (FLAG_SCAN | FLAG_ELIGIBILITY)) == 0 && !(temperature > 0) && costMatchesConfigured(kind, scale, weight, third, blockSize)) {
     view = viewFind(prefillTokens, prefillFraction, decodeFraction);
   }
   const fused = view != NIL && fusedDecision();

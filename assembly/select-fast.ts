@@ -740,7 +740,7 @@ export function selectDecide(
   beginStepCost(overlapCredit, prefillLoadScale, activeRequestWeight);
   constraintsBegin(allowedCount, 0, -1, useTaint ? MULT_TAINT : MULT_NONE);
   let slot = FALLBACK;
-  if (!forceScan && !useTaint && !(temperature > 0) && costMatchesConfigured(COST_KV, prefillLoadScale, activeRequestWeight, ledgerProjectedBlockSize())) {
+  if (!forceScan && !useTaint && !(temperature > 0) && costMatchesConfigured(COST_KV, prefillLoadScale, activeRequestWeight, 0, ledgerProjectedBlockSize())) {
     const v = viewFind(prefillTokens, prefillFraction, decodeFraction);
     if (v != NIL) slot = decideFast(v);
   }

@@ -294,7 +294,7 @@ function pickSoftmax(temperature: f64): i32 {
 
 /** Cost of the step API (the kv cost) on the last projection. */
 export function beginStepCost(overlapCredit: f64, prefillLoadScale: f64, activeRequestWeight: f64): void {
-  costBegin(COST_KV, prefillLoadScale, activeRequestWeight, overlapCredit, ledgerProjectedBlockSize(), ledgerProjectedPromptTokens(), ledgerProjectedSeqCount());
+  costBegin(COST_KV, prefillLoadScale, activeRequestWeight, 0, overlapCredit, ledgerProjectedBlockSize(), ledgerProjectedPromptTokens(), ledgerProjectedSeqCount());
 }
 
 /**
@@ -316,12 +316,12 @@ export function selectEligibility(allowedCount: i32, prefillTokens: f64, prefill
  * block size > 0.
  */
 export function selectCost(overlapCredit: f64, prefillLoadScale: f64, activeRequestWeight: f64, multipliers: u32): void {
-  selectCostKind(COST_KV, overlapCredit, prefillLoadScale, activeRequestWeight, multipliers);
+  selectCostKind(COST_KV, overlapCredit, prefillLoadScale, activeRequestWeight, 0, multipliers);
 }
 
-/** selectCost under any cost kind (cost/kind.ts), with that kind's two weights. */
-export function selectCostKind(kind: u32, overlapCredit: f64, first: f64, second: f64, multipliers: u32): void {
-  costBegin(kind, first, second, overlapCredit, ledgerProjectedBlockSize(), ledgerProjectedPromptTokens(), ledgerProjectedSeqCount());
+/** selectCost under any cost kind (cost/kind.ts), with that kind's three weights. */
+export function selectCostKind(kind: u32, overlapCredit: f64, first: f64, second: f64, third: f64, multipliers: u32): void {
+  costBegin(kind, first, second, third, overlapCredit, ledgerProjectedBlockSize(), ledgerProjectedPromptTokens(), ledgerProjectedSeqCount());
   setMultiplierSource(multipliers);
   scanCost();
 }

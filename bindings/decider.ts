@@ -45,13 +45,13 @@ interface DecideExports {
   selectGroupAllowedPtr(): number;
   selectGroupMultiplierPtr(): number;
   selectCountsPtr(): number;
-  selectCostKind(kind: number, overlapCredit: number, first: number, second: number, multipliers: number): void;
+  selectCostKind(kind: number, overlapCredit: number, first: number, second: number, third: number, multipliers: number): void;
   selectPick(temperature: number): number;
   ledgerSetRouted(slot: number, routed: number): number;
 }
 
 // The decision block (assembly/decide.ts), as f64 and u32 indexes.
-const F = { promptTokens: 0, credit: 1, temperature: 2, now: 3, prefillTokens: 4, prefillFraction: 5, decodeFraction: 6, scale: 7, weight: 8, cost: 9, cachedBlocks: 20 } as const;
+const F = { promptTokens: 0, credit: 1, temperature: 2, now: 3, prefillTokens: 4, prefillFraction: 5, decodeFraction: 6, scale: 7, weight: 8, cost: 9, cachedBlocks: 20, third: 21 } as const;
 const U = {
   blockSize: 20,
   kind: 21,
@@ -140,7 +140,7 @@ export class Decider implements DecisionKernel {
   private readonly output: { ptr: number; view: BigUint64Array } = { ptr: 0, view: new BigUint64Array(0) };
   // The last cost and busy thresholds seen, checked and converted once per object.
   private checkedCost: DecisionCost | null = null;
-  private weights: readonly [number, number, number] = [1, 1, 0];
+  private weights: readonly [number, number, number, number] = [1, 1, 0, 0];
   /** The cost the ledger's keys were last configured for by this Decider. */
   private keyedFor: DecisionCost | null = null;
   private readonly limitsOf = new WeakMap<BusyThresholds, readonly [number, number, number]>();
@@ -234,8 +234,8 @@ export class Decider implements DecisionKernel {
   }
 
   pickEligible(request: DecisionRequest): number {
-    const [credit, first, second] = this.weightsOf(request.cost);
-    this.ex.selectCostKind(request.cost.kind, credit, first, second, request.constraints.groups ? Multipliers.group : Multipliers.none);
+    const [credit, first, second, third] = this.weightsOf(request.cost);
+    this.ex.selectCostKind(request.cost.kind, credit, first, second, third, request.constraints.groups ? Multipliers.group : Multipliers.none);
     return this.ex.selectPick(request.cost.temperature);
   }
 
@@ -261,13 +261,13 @@ export class Decider implements DecisionKernel {
   /** The ledger keeps its keys under this cost (configured again only when the cost object changes). */
   private keyFor(cost: DecisionCost): void {
     if (cost === this.keyedFor) return;
-    const [, scale, weight] = this.weightsOf(cost);
-    this.ledger.configureCost({ kind: cost.kind, scale, weight, blockSize: this.blockSize });
+    const [, scale, weight, third] = this.weightsOf(cost);
+    this.ledger.configureCost({ kind: cost.kind, scale, weight, third, blockSize: this.blockSize });
     this.keyedFor = cost;
   }
 
   /** The cost's weights as the core takes them, checked once per cost object. */
-  private weightsOf(cost: DecisionCost): readonly [number, number, number] {
+  private weightsOf(cost: DecisionCost): readonly [number, number, number, number] {
     if (cost !== this.checkedCost) {
       checkTemperature(cost.temperature);
       this.weights = coreWeights(cost);
@@ -310,7 +310,7 @@ export class Decider implements DecisionKernel {
   private stageRequest(request: DecisionRequest, fastPath: boolean): number {
     const { cost, prompt } = request;
     checkCount('promptTokens', request.promptTokens);
-    const [credit, scale, weight] = this.weightsOf(cost);
+    const [credit, scale, weight, third] = this.weightsOf(cost);
     const limits = this.limits(request.busy);
     if (fastPath) {
       this.keyFor(cost);
@@ -332,6 +332,7 @@ export class Decider implements DecisionKernel {
     f64[F.decodeFraction] = limits[2];
     f64[F.scale] = scale;
     f64[F.weight] = weight;
+    f64[F.third] = third;
     u32[U.blockSize] = this.blockSize;
     u32[U.kind] = cost.kind;
     u32[U.matches] = this.matches.count;
@@ -465,7 +466,7 @@ export class Decider implements DecisionKernel {
   private views(): BlockViews {
     if (this.blockViews.u32.length === 0) {
       this.blockViews = {
-        f64: this.core.f64(this.block, 21),
+        f64: this.core.f64(this.block, 22),
         u32: this.core.u32(this.block, 40),
         counts: this.core.u32(this.ex.selectCountsPtr() >>> 0, 5),
       };

@@ -58,6 +58,8 @@ export interface TtftDecisionCost {
   readonly reuseWeight: number;
   /** Tokens of queued prefill one decoding request counts as. */
   readonly decodeWeight: number;
+  /** Tokens of queued prefill one token of KV held by the worker's active requests counts as. */
+  readonly kvWeight: number;
   readonly temperature: number;
 }
 
@@ -66,17 +68,18 @@ export type DecisionCost = KvDecisionCost | TtftDecisionCost;
 
 /**
  * A cost's weights as the core takes them (its decision block and cost
- * configuration): [overlap credit, first weight, second weight]. Throws on a
- * weight out of range.
+ * configuration): [overlap credit, first weight, second weight, third weight]
+ * (kv has no third: 0). Throws on a weight out of range.
  */
-export function coreWeights(cost: DecisionCost): [credit: number, first: number, second: number] {
+export function coreWeights(cost: DecisionCost): [credit: number, first: number, second: number, third: number] {
   if (cost.kind === CostKind.ttft) {
     checkFinite('cost.reuseWeight', cost.reuseWeight);
     checkFinite('cost.decodeWeight', cost.decodeWeight);
-    return [1, cost.reuseWeight, cost.decodeWeight];
+    checkFinite('cost.kvWeight', cost.kvWeight);
+    return [1, cost.reuseWeight, cost.decodeWeight, cost.kvWeight];
   }
   if (cost.kind !== CostKind.kv) throw new RangeError(`cost.kind must be one of ${Object.values(CostKind).join(', ')}, got ${String((cost as { kind: unknown }).kind)}`);
-  return costWeights(cost);
+  return [...costWeights(cost), 0];
 }
 
 export interface DecisionRequest {

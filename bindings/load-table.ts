@@ -57,7 +57,7 @@ export interface LedgerExports {
     creditsPtr: number,
   ): void;
   ledgerProjectColumns(): void;
-  ledgerConfigureCost(kind: number, scale: number, weight: number, blockSize: number): void;
+  ledgerConfigureCost(kind: number, scale: number, weight: number, third: number, blockSize: number): void;
   ledgerOpenView(prefillTokens: number, prefillFraction: number, decodeFraction: number): number;
   ledgerCloseView(view: number): void;
   ledgerViewMembers(prefillTokens: number, prefillFraction: number, decodeFraction: number): number;
@@ -95,6 +95,8 @@ export interface KeyedCost {
   kind: number;
   scale: number;
   weight: number;
+  /** The kind's third weight (ttft: its KV weight; kv: 0). */
+  third: number;
   blockSize: number;
 }
 
@@ -292,9 +294,9 @@ export class LoadTable implements LoadLedger {
    */
   configureCost(cost: KeyedCost): void {
     const k = this.keyed;
-    if (k && k.kind === cost.kind && k.scale === cost.scale && k.weight === cost.weight && k.blockSize === cost.blockSize) return;
+    if (k && k.kind === cost.kind && k.scale === cost.scale && k.weight === cost.weight && k.third === cost.third && k.blockSize === cost.blockSize) return;
     this.keyed = { ...cost };
-    this.ex.ledgerConfigureCost(cost.kind, cost.scale, cost.weight, cost.blockSize);
+    this.ex.ledgerConfigureCost(cost.kind, cost.scale, cost.weight, cost.third, cost.blockSize);
   }
 
   /** The cost configureCost keeps keys under, if any. */

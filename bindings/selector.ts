@@ -106,7 +106,7 @@ export class Selector implements WorkerSelector {
 
   enableFastPath(config: FastPathConfig): void {
     const [scale, weight, blockSize, ...limits] = fastPathArgs(config);
-    this.ledger.configureCost({ kind: 0, scale, weight, blockSize });
+    this.ledger.configureCost({ kind: 0, scale, weight, third: 0, blockSize });
     this.ledger.openLimits(limits);
   }
 

@@ -14,8 +14,9 @@ import { ttftCached, ttftCost, ttftKey, ttftReuseFactor } from './ttft';
 // with untouched(key) == touched(w, key, 0, 0) bit for bit and non-decreasing
 // in key, so the cheapest untouched workers are the smallest keys. A new kind
 // adds a case to each switch below (and its parameters to costBegin).
-//   0  COST_KV    the kv cost (cost/kv.ts); weights: prefill load scale, active request weight
-//   1  COST_TTFT  predicted time to first token (cost/ttft.ts); weights: reuse weight, decode weight
+//   0  COST_KV    the kv cost (cost/kv.ts); weights: prefill load scale, active request weight (its
+//                 third weight is unused, and 0)
+//   1  COST_TTFT  predicted time to first token (cost/ttft.ts); weights: reuse weight, decode weight, KV weight
 //
 // Two parameter sets: the configured one (costConfigure) that the ledger's
 // keys are kept under, and a decision's own (costBegin), which may differ; a
@@ -29,13 +30,15 @@ let configured = false;
 let cfgKind: u32 = COST_KV;
 let cfgScale: f64 = 0;
 let cfgWeight: f64 = 0;
+let cfgThird: f64 = 0;
 let cfgBlockSize: f64 = 0;
 
-export function costConfigure(kind: u32, scale: f64, weight: f64, blockSize: u32): void {
+export function costConfigure(kind: u32, scale: f64, weight: f64, third: f64, blockSize: u32): void {
   configured = true;
   cfgKind = kind;
   cfgScale = scale;
   cfgWeight = weight;
+  cfgThird = third;
   cfgBlockSize = <f64>blockSize;
 }
 
@@ -44,8 +47,8 @@ export function costConfigured(): bool {
   return configured;
 }
 
-export function costMatchesConfigured(kind: u32, scale: f64, weight: f64, blockSize: u32): bool {
-  return configured && kind == cfgKind && scale == cfgScale && weight == cfgWeight && <f64>blockSize == cfgBlockSize;
+export function costMatchesConfigured(kind: u32, scale: f64, weight: f64, third: f64, blockSize: u32): bool {
+  return configured && kind == cfgKind && scale == cfgScale && weight == cfgWeight && third == cfgThird && <f64>blockSize == cfgBlockSize;
 }
 
 /** Worker w's key under the configured cost. */
@@ -53,7 +56,7 @@ export function costMatchesConfigured(kind: u32, scale: f64, weight: f64, blockS
 export function configuredKey(w: u32): f64 {
   switch (cfgKind) {
     case COST_TTFT:
-      return ttftKey(prefillOf(w), decodingOf(w), speedBaseOf(w), speedTokenOf(w), cfgWeight);
+      return ttftKey(prefillOf(w), decodingOf(w), <f64>decodeOf(w) * cfgBlockSize, speedBaseOf(w), speedTokenOf(w), cfgWeight, cfgThird);
     default:
       return kvKey(prefillOf(w), decodeOf(w), requestsOf(w), cfgBlockSize, cfgScale, cfgWeight);
   }
@@ -63,6 +66,7 @@ export function configuredKey(w: u32): f64 {
 let kind: u32 = COST_KV;
 let scale: f64 = 0;
 let weight: f64 = 0;
+let third: f64 = 0;
 let credit: f64 = 0;
 let blockSize: f64 = 0;
 let promptBlocks: f64 = 0;
@@ -73,10 +77,11 @@ let constant: f64 = 0;
 let reuse: f64 = 1;
 
 /** Sets a decision's cost: its kind and weights, and the request (prompt tokens, sequence hashes). */
-export function costBegin(k: u32, s: f64, w: f64, c: f64, size: u32, promptTokens: u32, hashes: u32): void {
+export function costBegin(k: u32, s: f64, w: f64, t: f64, c: f64, size: u32, promptTokens: u32, hashes: u32): void {
   kind = k;
   scale = s;
   weight = w;
+  third = t;
   credit = c;
   blockSize = <f64>size;
   promptBlocks = Math.ceil(<f64>promptTokens / blockSize);
@@ -97,7 +102,7 @@ export function costBegin(k: u32, s: f64, w: f64, c: f64, size: u32, promptToken
 export function costKey(w: u32): f64 {
   switch (kind) {
     case COST_TTFT:
-      return ttftKey(prefillOf(w), decodingOf(w), speedBaseOf(w), speedTokenOf(w), weight);
+      return ttftKey(prefillOf(w), decodingOf(w), <f64>decodeOf(w) * blockSize, speedBaseOf(w), speedTokenOf(w), weight, third);
     default:
       return kvKey(prefillOf(w), decodeOf(w), requestsOf(w), blockSize, scale, weight);
   }

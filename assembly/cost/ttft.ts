@@ -1,13 +1,22 @@
 // The ttft cost: when the request's first token would come out of worker w,
 // plus what its prefill there costs the rest of the fleet, lower is better.
 // For a request of P prompt tokens, C of them cached on w, in ms:
-//   a_w + b_w x (Q + d x D + r x (P - C))
+//   a_w + b_w x (Q + d x D + k x A + r x (P - C))
 //   a_w  the fixed part of a time to first token on w (SPEED_BASE)
 //   b_w  w's ms per prefill token (SPEED_TOKEN)
 //   Q    w's booked prefill tokens not yet prefilled (ACTIVE_PREFILL)
 //   D    w's requests past their first token (DECODING); d, the decode weight,
 //        is how many tokens of queued prefill one of them counts as: a running
 //        decode batch slows every step, and a new prefill stalls it
+//   A    the KV tokens w's active requests hold (ACTIVE_DECODE, distinct blocks,
+//        times the block size); k, the KV weight, is how many tokens of queued
+//        prefill one of them counts as. A decode step reads every token its
+//        batch holds, so on a worker holding more the steps of this request
+//        take longer, and so do those of the later turns of its session,
+//        which will find their context there and follow it. Long agent
+//        contexts that share a system prompt would otherwise pile onto the
+//        worker that cached it. Once every worker holds a full batch the
+//        term differs little between them.
 //   r    1 + kappa x L: L the fleet's queued prefill in engine steps (its
 //        active prefill tokens over its max batched tokens), kappa the reuse
 //        weight. Past capacity every recomputed token is capacity lost, so
@@ -16,7 +25,7 @@
 //        hashes w's active requests hold (chained hashes: a prefix too, about
 //        to be cached there)
 // Split for the fast path: the request-independent key, in tokens of w's speed,
-//   key(w) = a_w / b_w + (Q + d x D)
+//   key(w) = a_w / b_w + (Q + d x D + k x A)
 // the worker-independent constant K = r x P, and the cost
 //   cost = (key + K) - r x C
 // times the host's group multiplier, which carries b_w / b_ref: the host puts
@@ -28,8 +37,16 @@
 
 /** The request-independent part of a worker's cost, in tokens at its speed. */
 @inline
-export function ttftKey(prefillTokens: f64, decoding: u32, baseMs: f64, msPerToken: f64, decodeWeight: f64): f64 {
-  return baseMs / msPerToken + (prefillTokens + decodeWeight * <f64>decoding);
+export function ttftKey(
+  prefillTokens: f64,
+  decoding: u32,
+  activeTokens: f64,
+  baseMs: f64,
+  msPerToken: f64,
+  decodeWeight: f64,
+  kvWeight: f64,
+): f64 {
+  return baseMs / msPerToken + (prefillTokens + decodeWeight * <f64>decoding + kvWeight * activeTokens);
 }
 
 /** The reuse factor r = 1 + kappa x L from the fleet's totals (L = 0 without capacity). */

@@ -121,12 +121,12 @@ export function ledgerViewHolds(prefillTokens: f64, prefillFraction: f64, decode
 }
 
 /**
- * Keeps cost keys for cost kind `kind` with prefill load scale `scale`, active
- * request weight `weight` and block size `blockSize`; rebuilds every open view.
+ * Keeps cost keys for cost kind `kind` with its weights (`scale`, `weight`,
+ * `third`: cost/kind.ts) and block size `blockSize`; rebuilds every open view.
  * O(rows x views).
  */
-export function ledgerConfigureCost(kind: u32, scale: f64, weight: f64, blockSize: u32): void {
-  costConfigure(kind, scale, weight, blockSize);
+export function ledgerConfigureCost(kind: u32, scale: f64, weight: f64, third: f64, blockSize: u32): void {
+  costConfigure(kind, scale, weight, third, blockSize);
   const n = rowCount();
   for (let w: u32 = 0; w < n; w++) setKeyOf(w, configuredKey(w));
   for (let v: u32 = 0; v < MAX_VIEWS; v++) if (viewIsOpen(v)) build(v);

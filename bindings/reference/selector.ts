@@ -81,7 +81,7 @@ export interface ReferenceCostOptions extends CostOptions {
   /** Per slot, a factor the cost is multiplied by (absent: 1). */
   multipliers?: ArrayLike<number>;
   /** Score by the ttft cost (assembly/cost/ttft.ts) with these weights instead of the kv cost. */
-  ttft?: { reuseWeight: number; decodeWeight: number };
+  ttft?: { reuseWeight: number; decodeWeight: number; kvWeight: number };
 }
 
 function rotl(x: number, r: number): number {
@@ -207,11 +207,12 @@ export class ReferenceSelector implements WorkerSelector {
 
   /**
    * The ttft cost of every eligible row: (key + K) - r x cached, with
-   * key = base / msPerToken + (Q + d x D), r = 1 + kappa x
+   * key = base / msPerToken + (Q + d x D + k x A) (A: the active KV blocks
+   * times the block size), r = 1 + kappa x
    * (fleet prefill / fleet batched tokens), K = r x P and cached =
    * min(max(overlap, held) x bs, P), in the core's order of operations.
    */
-  private scoreTtft(weights: { reuseWeight: number; decodeWeight: number }, multipliers: ArrayLike<number> | undefined): void {
+  private scoreTtft(weights: { reuseWeight: number; decodeWeight: number; kvWeight: number }, multipliers: ArrayLike<number> | undefined): void {
     const projected = this.ledger.projected;
     if (!projected) throw staleProjection();
     this.fitRows();
@@ -227,7 +228,8 @@ export class ReferenceSelector implements WorkerSelector {
         this.cost[w] = Infinity;
         continue;
       }
-      const key = c.speedBaseMs[w]! / c.speedMsPerToken[w]! + (c.activePrefillTokens[w]! + weights.decodeWeight * c.decodingRequests[w]!);
+      const activeTokens = c.activeDecodeBlocks[w]! * projected.blockSize;
+      const key = c.speedBaseMs[w]! / c.speedMsPerToken[w]! + (c.activePrefillTokens[w]! + weights.decodeWeight * c.decodingRequests[w]! + weights.kvWeight * activeTokens);
       const cached = Math.min(Math.max(overlap[w]!, held[w]!) * projected.blockSize, prompt);
       let cost = key + constant - reuse * cached;
       if (multipliers) cost *= multipliers[w] ?? 1;

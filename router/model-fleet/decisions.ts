@@ -64,8 +64,8 @@ export class Decisions {
   private readonly constraints: Constraints;
   private readonly pipeline: Pipeline;
   private readonly speeds: Speeds;
-  /** Tokens of queued prefill one decoding request counts as in a predicted time to first token (the ttft policy's decode weight, else 0). */
-  readonly decodeWeight: number;
+  /** The ttft policy's decode and KV weights (cost/ttft.ts), else 0: what a worker's queue counts in a predicted time to first token. */
+  private readonly queueWeights: { readonly decode: number; readonly kv: number };
   /** When each live booking was made, in booking order (which is time order): what the ledger sweep reads ages from. */
   readonly bookedAt = new Map<string, number>();
   /** The core cost, when the policy is the core's and has no JS filters. */
@@ -88,7 +88,7 @@ export class Decisions {
     const core = options.policy.coreCost;
     const cost: DecisionCost = core ? decisionCost(core) : { kind: CostKind.kv, overlapCredit: 1, prefillLoadScale: 1, activeRequestWeight: 0, temperature: 0 };
     this.coreCost = core && options.policy.filters.length === 0 ? cost : null;
-    this.decodeWeight = core?.kind === 'ttft' ? core.decodeWeight : 0;
+    this.queueWeights = core?.kind === 'ttft' ? { decode: core.decodeWeight, kv: core.kvWeight } : { decode: 0, kv: 0 };
     this.pipelineCost = cost;
   }
 
@@ -144,8 +144,18 @@ export class Decisions {
     const speed = this.speeds.learned(choice.slot);
     if (!speed) return false;
     const uncached = request.promptTokens - this.cachedOf(request, choice.cachedBlocks);
-    const queued = this.ledger.columns.activePrefillTokens[choice.slot]! + this.decodeWeight * this.ledger.columns.decodingRequests[choice.slot]!;
+    const queued = this.queuedTokens(choice.slot);
     return predictTtftMs(speed, queued, uncached) > targetMs && predictTtftMs(speed, 0, uncached) <= targetMs;
+  }
+
+  /**
+   * What the ttft cost counts ahead of a request on a worker, in tokens of
+   * prefill (cost/ttft.ts): its queued prefill, the decode weight per decoding
+   * request and the KV weight per token its active requests hold.
+   */
+  queuedTokens(slot: number): number {
+    const cols = this.ledger.columns;
+    return cols.activePrefillTokens[slot]! + this.queueWeights.decode * cols.decodingRequests[slot]! + this.queueWeights.kv * cols.activeDecodeBlocks[slot]! * this.blockSize;
   }
 
   /** Best cached prefix, in tokens, over the workers the request may use. */
@@ -253,7 +263,7 @@ export class Decisions {
 }
 
 function decisionCost(core: CoreCost): DecisionCost {
-  if (core.kind === 'ttft') return { kind: CostKind.ttft, reuseWeight: core.reuseWeight, decodeWeight: core.decodeWeight, temperature: core.temperature };
+  if (core.kind === 'ttft') return { kind: CostKind.ttft, reuseWeight: core.reuseWeight, decodeWeight: core.decodeWeight, kvWeight: core.kvWeight, temperature: core.temperature };
   return { kind: CostKind.kv, overlapCredit: core.overlapCredit, prefillLoadScale: core.prefillLoadScale, activeRequestWeight: core.activeRequestWeight, temperature: core.temperature };
 }
 

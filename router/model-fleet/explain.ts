@@ -44,7 +44,7 @@ export function explainDecision(
     const byTier = tiers ? (tiers.get(slot) ?? { gpu: 0, cpu: 0, disk: 0 }) : { gpu: overlap, cpu: 0, disk: 0 };
     const cachedTokens = Math.min(overlap * blockSize, request.promptTokens);
     const speed = parts.speeds.learned(slot) ?? null;
-    const queued = cols.activePrefillTokens[slot]! + decisions.decodeWeight * cols.decodingRequests[slot]!;
+    const queued = decisions.queuedTokens(slot);
     list.push({
       worker: workerLabel(key),
       eligible: sel.eligible[slot] === 1,

@@ -58,6 +58,8 @@ export interface TtftCoreCost {
   reuseWeight: number;
   /** Tokens of queued prefill one decoding request counts as. */
   decodeWeight: number;
+  /** Tokens of queued prefill one token of KV held by the worker's active requests counts as. */
+  kvWeight: number;
   temperature: number;
 }
 

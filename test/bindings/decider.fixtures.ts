@@ -61,9 +61,9 @@ export const COSTS: DecisionCost[] = [
   { kind: 0, overlapCredit: 0.5, prefillLoadScale: 2, activeRequestWeight: 0, temperature: 0 },
   { kind: 0, overlapCredit: 1, prefillLoadScale: 1, activeRequestWeight: 1, temperature: 0 },
   { kind: 0, overlapCredit: 3, prefillLoadScale: 0.5, activeRequestWeight: 0.25, temperature: 0 },
-  { kind: 1, reuseWeight: 4, decodeWeight: 300, temperature: 0 },
-  { kind: 1, reuseWeight: 0, decodeWeight: 0, temperature: 0 },
-  { kind: 1, reuseWeight: 1.5, decodeWeight: 7, temperature: 0.5 },
+  { kind: 1, reuseWeight: 4, decodeWeight: 300, kvWeight: 0.05, temperature: 0 },
+  { kind: 1, reuseWeight: 0, decodeWeight: 0, kvWeight: 0, temperature: 0 },
+  { kind: 1, reuseWeight: 1.5, decodeWeight: 7, kvWeight: 2, temperature: 0.5 },
 ];
 /** The kv costs of COSTS (the step-by-step selector API takes only those). */
 export const KV_COSTS = COSTS.filter((c) => c.kind === 0).length;

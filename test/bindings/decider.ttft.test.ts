@@ -1,7 +1,8 @@
 // The ttft cost (assembly/cost/ttft.ts) through the fused decision, wasm and
 // twin, on random fleets and ledgers: workers in speed classes (the class's
 // factor as the group multiplier, as router/model-fleet/core-groups.ts sets it),
-// queued prefill, decoding requests, cached and held prefixes. Each decision
+// queued prefill, decoding requests, the KV their requests hold, cached and
+// held prefixes. Each decision
 // must agree exactly with the twin, and the picked worker's predicted time to
 // first token, computed here from the scenario alone, must be the least of
 // every eligible worker's (up to rounding).
@@ -30,6 +31,7 @@ const scenario = fc.record({
       tail: fc.nat({ max: 9 }),
       reuseWeight: fc.constantFrom(0, 1, 4),
       decodeWeight: fc.constantFrom(0, 30, 300),
+      kvWeight: fc.constantFrom(0, 0.05, 3),
       fullScan: fc.boolean(),
     }),
     { minLength: 1, maxLength: 8 },
@@ -74,16 +76,21 @@ function predicted(s: Scenario, d: Scenario['decisions'][number]): number[] {
     let queued = 0;
     let decoding = 0;
     let held = 0;
+    // The KV its active requests hold: one chain's bookings share their common prefix.
+    const heldPerChain = new Map<number, number>();
     for (const b of s.bookings) {
       if (b.worker !== i) continue;
       if (b.decoding) decoding++;
       else queued += b.prefill;
+      heldPerChain.set(b.chain, Math.max(heldPerChain.get(b.chain) ?? 0, b.blocks));
       if (b.chain === d.chain) held = Math.max(held, Math.min(b.blocks, full));
     }
+    let activeBlocks = 0;
+    for (const blocks of heldPerChain.values()) activeBlocks += blocks;
     let overlap = 0;
     for (const st of s.stores) if (st.worker === i && st.chain === d.chain) overlap = Math.max(overlap, Math.min(st.blocks, full));
     const cached = Math.min(Math.max(overlap, held) * BS, promptTokens);
-    return factor * A0 + factor * B0 * (queued + d.decodeWeight * decoding + reuse * (promptTokens - cached));
+    return factor * A0 + factor * B0 * (queued + d.decodeWeight * decoding + d.kvWeight * activeBlocks * BS + reuse * (promptTokens - cached));
   });
 }
 
@@ -98,7 +105,7 @@ describe('the ttft cost in the fused decision', () => {
         const groups = { allowed: new Uint8Array(CLASSES.length).fill(1), multipliers: Float64Array.from(CLASSES, (c) => RATIO ** c) };
         for (const d of s.decisions) {
           const tokens = [...CHAINS[d.chain]!.slice(0, d.length), ...Array.from({ length: d.tail }, (_, i) => 90_000 + i)];
-          const cost: DecisionCost = { kind: CostKind.ttft, reuseWeight: d.reuseWeight, decodeWeight: d.decodeWeight, temperature: 0 };
+          const cost: DecisionCost = { kind: CostKind.ttft, reuseWeight: d.reuseWeight, decodeWeight: d.decodeWeight, kvWeight: d.kvWeight, temperature: 0 };
           const [a, b] = kits.map((kit) =>
             kit.decider.decide({ prompt: kit.decider.prepare(tokens, DEFAULT_SEED), promptTokens: tokens.length, busy: null, constraints: { slots: null, excluded: null, groups }, cost, book: null, fullScan: d.fullScan }),
           );
@@ -133,21 +140,48 @@ describe('the ttft cost in the fused decision', () => {
       kit.index.applyStored({ id: 'w2', rank: 0 }, null, [1n, 2n], kit.localHashes(CHAINS[0]!.slice(0, 2 * BS)));
       const tokens = CHAINS[0]!.slice(0, 12);
       const decide = (reuseWeight: number, decodeWeight: number) =>
-        kit.decider.decide({ prompt: kit.decider.prepare(tokens, DEFAULT_SEED), promptTokens: 12, busy: null, constraints: { slots: null, excluded: null, groups: null }, cost: { kind: CostKind.ttft, reuseWeight, decodeWeight, temperature: 0 }, book: null });
+        kit.decider.decide({ prompt: kit.decider.prepare(tokens, DEFAULT_SEED), promptTokens: 12, busy: null, constraints: { slots: null, excluded: null, groups: null }, cost: { kind: CostKind.ttft, reuseWeight, decodeWeight, kvWeight: 0, temperature: 0 }, book: null });
       // Fleet queue: 60 tokens over 300 batched = 0.2 steps; r = 1 + 4 x 0.2 = 1.8.
       // Costs in tokens: w0 20 + 60 + 1.8 x 12 = 101.6; w1 20 + 50 x 1 + 21.6 = 91.6; w2 20 + 1.8 x 4 = 27.2.
       expect(decide(4, 50)).toMatchObject({ slot: slots[2], overlapBlocks: 2 });
       expect(decide(4, 50).cost).toBeCloseTo(27.2, 9);
       // Without the cache (another prompt), w1's decoding request at 50 tokens beats w0's 60 queued.
       const other = CHAINS[1]!.slice(0, 12);
-      const cold = kit.decider.decide({ prompt: kit.decider.prepare(other, DEFAULT_SEED), promptTokens: 12, busy: null, constraints: { slots: null, excluded: null, groups: null }, cost: { kind: CostKind.ttft, reuseWeight: 0, decodeWeight: 50, temperature: 0 }, book: null });
+      const cold = kit.decider.decide({ prompt: kit.decider.prepare(other, DEFAULT_SEED), promptTokens: 12, busy: null, constraints: { slots: null, excluded: null, groups: null }, cost: { kind: CostKind.ttft, reuseWeight: 0, decodeWeight: 50, kvWeight: 0, temperature: 0 }, book: null });
       // w0 20 + 60 + 12 = 92; w1 20 + 50 + 12 = 82; w2 20 + 12 = 32: the idle worker.
       expect(cold).toMatchObject({ slot: slots[2] });
       expect(cold.cost).toBeCloseTo(32, 9);
       // A decode weight past the queue's: w0 (92) beats w1 (20 + 100 + 12 = 132) once w2 is excluded.
-      const heavy = kit.decider.decide({ prompt: kit.decider.prepare(other, DEFAULT_SEED), promptTokens: 12, busy: null, constraints: { slots: null, excluded: Uint32Array.of(slots[2]!), groups: null }, cost: { kind: CostKind.ttft, reuseWeight: 0, decodeWeight: 100, temperature: 0 }, book: null });
+      const heavy = kit.decider.decide({ prompt: kit.decider.prepare(other, DEFAULT_SEED), promptTokens: 12, busy: null, constraints: { slots: null, excluded: Uint32Array.of(slots[2]!), groups: null }, cost: { kind: CostKind.ttft, reuseWeight: 0, decodeWeight: 100, kvWeight: 0, temperature: 0 }, book: null });
       expect(heavy).toMatchObject({ slot: slots[0] });
       expect(heavy.cost).toBeCloseTo(92, 9);
+    }
+  });
+
+  it('hand-computed: the KV weight counts each distinct KV token the active requests hold', () => {
+    for (const kit of [wasmKit(1), twinKit(1)]) {
+      const slots = [0, 1].map((w) => kit.workers.ensure(`w${w}`));
+      for (const slot of slots) {
+        kit.ledger.setWorker(slot, { totalBlocks: 100, maxBatchedTokens: 100 });
+        kit.ledger.setSpeed(slot, { baseMs: 10, msPerToken: 0.5 });
+      }
+      const hold = (id: string, slot: number, chain: number, blocks: number) => {
+        kit.ledger.add(id, slot, kit.decider.prepare(CHAINS[chain]!.slice(0, blocks * BS), DEFAULT_SEED).sequence, 0, 0);
+        kit.ledger.prefillComplete(id);
+      };
+      // w0: one decoding request holding 4 blocks; w1: two holding 1 and 2 blocks of one chain, 2 distinct.
+      hold('a', slots[0]!, 1, 4);
+      hold('b', slots[1]!, 2, 1);
+      hold('c', slots[1]!, 2, 2);
+      const tokens = CHAINS[0]!.slice(0, 12);
+      const decide = (kvWeight: number) =>
+        kit.decider.decide({ prompt: kit.decider.prepare(tokens, DEFAULT_SEED), promptTokens: 12, busy: null, constraints: { slots: null, excluded: null, groups: null }, cost: { kind: CostKind.ttft, reuseWeight: 0, decodeWeight: 3, kvWeight, temperature: 0 }, book: null });
+      // Without it: w0 20 + 3 x 1 + 12 = 35, w1 20 + 3 x 2 + 12 = 38.
+      expect(decide(0)).toMatchObject({ slot: slots[0] });
+      expect(decide(0).cost).toBeCloseTo(35, 9);
+      // At 0.5 per KV token: w0 35 + 0.5 x 16 = 43, w1 38 + 0.5 x 8 = 42 (counting the shared block twice it would be 44).
+      expect(decide(0.5)).toMatchObject({ slot: slots[1] });
+      expect(decide(0.5).cost).toBeCloseTo(42, 9);
     }
   });
 });

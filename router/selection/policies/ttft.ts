@@ -2,7 +2,9 @@
 // evaluated in the wasm core for every worker (assembly/cost/ttft.ts): the
 // fixed part of a first token there, plus its queued prefill and its own
 // uncached tokens at the worker's learned speed (router/model-fleet/speeds.ts),
-// plus a decoding request's weight per request already decoding there; past
+// plus a decoding request's weight per request already decoding there and a
+// KV weight per token of KV its active requests hold (a decode step reads all
+// of it, for this request and for its session's later turns there); past
 // capacity uncached tokens weigh more (reuse_weight x the fleet's queued
 // prefill in engine steps), so the fleet keeps reusing what it cached.
 // Cheapest wins (ties at random), or a softmax over normalised costs at
@@ -14,6 +16,7 @@ import { readParams } from '../../plugins/params.js';
 const spec = {
   reuse_weight: { type: 'number', default: 1, min: 0 },
   decode_weight: { type: 'number', default: 300, min: 0 },
+  kv_weight: { type: 'number', default: 0.05, min: 0 },
   temperature: { type: 'number', default: 0, min: 0 },
   // The speed prior (router/model-fleet/speeds.ts): what a worker does before its first tokens are measured.
   prior_tokens_per_s: { type: 'number', default: DEFAULT_SPEED_PRIOR.tokensPerSecond, min: 0, exclusiveMin: true },
@@ -27,7 +30,7 @@ export function ttftPolicy(params?: unknown): SelectionPolicy {
     name: 'ttft',
     filters: [],
     scorers: [],
-    coreCost: { kind: 'ttft', reuseWeight: p.reuse_weight, decodeWeight: p.decode_weight, temperature: p.temperature },
+    coreCost: { kind: 'ttft', reuseWeight: p.reuse_weight, decodeWeight: p.decode_weight, kvWeight: p.kv_weight, temperature: p.temperature },
     speedPrior: { tokensPerSecond: p.prior_tokens_per_s, baseMs: p.prior_base_ms, memory: p.speed_memory },
   };
 }
