@@ -15,12 +15,13 @@
 //           token covers at least one byte). Pointer from bpeOutPtr.
 //
 // A piece that is a token by itself is that token (as tiktoken does, even
-// where merging would split it differently); otherwise it is merged.
+// where merging would split it differently, and as Hugging Face BPE does with
+// ignore_merges); otherwise it is merged.
 import { alloc, release } from './alloc';
 import { grownCapacity } from './grow';
 import { mergeLong, mergeShort, mergeStats, mergeTune, SHORT_MAX } from './bpe-merge';
 import { splitBegin, splitNext, NONE } from './bpe-split';
-import { NO_RANK, rankOf, vocabBuild, vocabInput, vocabReady } from './bpe-vocab';
+import { NO_RANK, vocabBuild, vocabCount, vocabInput, vocabMarkWhole, vocabMergesBuild, vocabMergesInput, vocabReady, vocabTokenAt, vocabTokenBytes, vocabTokenRank, wholeRank } from './bpe-vocab';
 
 const GAP: u32 = 0x80000000;
 
@@ -41,6 +42,36 @@ export function bpeVocabInput(count: u32, bytes: u32): usize {
 /** Builds the vocabulary from the load buffer; returns the longest token in bytes, 0 if unusable. Allocates. */
 export function bpeVocabBuild(count: u32, bytes: u32): u32 {
   return vocabBuild(count, bytes);
+}
+
+/** The merge-list load buffer for `count` merges (layout in bpe-vocab.ts), 0 without a vocabulary. Allocates. */
+export function bpeMergesInput(count: u32): usize {
+  return vocabMergesInput(count);
+}
+
+/** Switches to the merge-list rule (Hugging Face BPE); `whole` = 1: pieces that are tokens are taken whole. 1 if done, 0 if unusable. Allocates. */
+export function bpeMergesBuild(count: u32, whole: u32): u32 {
+  if (vocabMergesBuild(count, whole) == 0) return 0;
+  if (whole == 0) markWholeTokens();
+  return 1;
+}
+
+/**
+ * Marks every token whose bytes merge to itself: a piece that is such a
+ * token is taken whole, as merging would give it (most pieces of ordinary
+ * text are one token). Merges each token once. Allocates.
+ */
+function markWholeTokens(): void {
+  const count = vocabCount();
+  let longest: u32 = 0;
+  for (let i: u32 = 0; i < count; i++) longest = max(longest, vocabTokenBytes(i));
+  reserveOut(longest);
+  for (let i: u32 = 0; i < count; i++) {
+    const n = vocabTokenBytes(i);
+    const p = vocabTokenAt(i);
+    const written = n == 1 ? 1 : n <= SHORT_MAX ? mergeShort(p, n, out, 0) : mergeLong(p, n, out, 0);
+    if (written == 1 && (n == 1 || load<u32>(out) == vocabTokenRank(i))) vocabMarkWhole(vocabTokenRank(i));
+  }
 }
 
 /** Makes the text buffer hold `bytes` bytes; returns its address. Allocates. */
@@ -85,7 +116,7 @@ function reserveOut(bytes: usize): void {
 
 /** Writes the ranks of the `n` (> 0) bytes at `p`, one piece, at out[written..]; returns the new count. */
 function encodePiece(p: usize, n: u32, written: u32): u32 {
-  const whole = rankOf(p, n);
+  const whole = wholeRank(p, n);
   if (whole != NO_RANK) {
     store<u32>(out + (<usize>written << 2), whole);
     return written + 1;

@@ -9,14 +9,16 @@
 // the core. Text goes in batches of whole pieces, so the core's buffers grow
 // with the longest piece, not with the text.
 import { Core, CoreAbort } from './core.js';
-import { vocabularyProblem, type BpeVocabulary } from './bpe-vocabulary.js';
+import { vocabularyProblem, type BpeVocabulary, type MergeList } from './bpe-vocabulary.js';
 
-export type { BpeVocabulary } from './bpe-vocabulary.js';
+export type { BpeVocabulary, MergeList } from './bpe-vocabulary.js';
 
 /** The core's bpe* exports. */
 export interface BpeExports {
   bpeVocabInput(count: number, bytes: number): number;
   bpeVocabBuild(count: number, bytes: number): number;
+  bpeMergesInput(count: number): number;
+  bpeMergesBuild(count: number, whole: number): number;
   bpeTextInput(bytes: number): number;
   bpePieceInput(count: number): number;
   bpeOutPtr(): number;
@@ -70,6 +72,8 @@ export class BytePairEncoder {
   /** Whether the core cuts the pieces (the pattern is o200k_base's). */
   private readonly splitsInCore: boolean;
   private readonly batchUnits: number;
+  /** What marks text between matches: GAP (skipped) or nothing (encoded as a piece). */
+  private readonly gapMark: number;
 
   constructor(vocab: BpeVocabulary, options: BpeOptions = {}) {
     const problem = vocabularyProblem(vocab);
@@ -81,7 +85,8 @@ export class BytePairEncoder {
     // object; the searching one finds the next piece after text no alternative matches.
     this.sticky = new RegExp(vocab.pattern, 'uy');
     this.search = new RegExp(vocab.pattern, 'ug');
-    this.splitsInCore = vocab.pattern === O200K_PATTERN;
+    this.gapMark = vocab.gaps === 'encode' ? 0 : GAP;
+    this.splitsInCore = vocab.pattern === O200K_PATTERN && vocab.gaps !== 'encode' && vocab.merges === undefined;
     this.core = options.core ?? new Core();
     this.core.claim('bpe');
     this.k = this.core.kernel<BpeExports>();
@@ -91,11 +96,21 @@ export class BytePairEncoder {
     this.core.u32(at + 4 * (count + 1), count).set(vocab.ranks);
     this.core.u8(at + 4 * (2 * count + 1), vocab.bytes.length).set(vocab.bytes);
     if (this.k.bpeVocabBuild(count, vocab.bytes.length) === 0) throw new RangeError('byte-pair vocabulary: two tokens have the same bytes');
+    if (vocab.merges !== undefined) this.loadMerges(vocab.merges);
     if (options.window !== undefined) {
       const { bytes, margin } = options.window;
       if (!Number.isInteger(bytes) || bytes < 1 || bytes > 1 << 24) throw new RangeError(`window.bytes must be an integer in 1..16777216 (got ${bytes})`);
       if (!Number.isInteger(margin) || margin < 0 || margin > 1 << 24) throw new RangeError(`window.margin must be an integer in 0..16777216 (got ${margin})`);
       this.k.bpeTune(bytes, margin);
+    }
+  }
+
+  private loadMerges(merges: MergeList): void {
+    const count = merges.entries.length / 3;
+    if (!Number.isInteger(count)) throw new RangeError('merge list: entries must hold 3 numbers per merge');
+    this.core.u32(this.k.bpeMergesInput(count), 3 * count).set(merges.entries);
+    if (this.k.bpeMergesBuild(count, merges.wholeWords ? 1 : 0) === 0) {
+      throw new RangeError('merge list: a merge names no token, splits one at 0 or 255+ bytes, has an index past the ranks or another token\'s, or repeats another merge');
     }
   }
 
@@ -165,15 +180,17 @@ export class BytePairEncoder {
     let at = 0;
     while (at < text.length) {
       sticky.lastIndex = at;
-      if (sticky.test(text)) {
+      const matched = sticky.test(text);
+      if (matched && sticky.lastIndex > at) {
         at = sticky.lastIndex;
         this.ends[pieces++] = at - batchStart;
       } else {
-        // No alternative matches here: tiktoken skips to the next match.
-        this.search.lastIndex = at;
+        // No alternative matches here: the text up to the next match is a gap. An empty
+        // match only marks a boundary, so the next match is looked for a character on.
+        this.search.lastIndex = matched ? at + (isHighSurrogate(text.charCodeAt(at)) ? 2 : 1) : at;
         const next = this.search.exec(text);
         at = next === null ? text.length : next.index;
-        this.ends[pieces++] = (at - batchStart) | GAP;
+        this.ends[pieces++] = (at - batchStart) | this.gapMark;
       }
       if (pieces === BATCH_PIECES || at - batchStart >= BATCH_UNITS) flush(at);
     }
