@@ -163,7 +163,7 @@ export async function loadHfModel(dir: string, io: TokenizerIO): Promise<HfModel
     encodePiece: (piece) => tokenizer.encode(piece, { add_special_tokens: false }).ids,
     encodeWhole: (text) => tokenizer.encode(text, { add_special_tokens: false }).ids,
   };
-  const chosen = kernelCodec(json, splitter, library, [...ENGINE_PROBES, ...probeTexts(splitTokens.map((t) => t.content))]);
+  const chosen = chooseCodec(json, splitter, library, [...ENGINE_PROBES, ...probeTexts(splitTokens.map((t) => t.content))]);
   return {
     codec: chosen.codec,
     affixes: findAffixes(tokenizer),
@@ -180,7 +180,7 @@ const LIBRARY = '@huggingface/tokenizers';
  * The kernel's codec for the model when it takes the model's shape and
  * agrees with the library on every probe; else the library's, with why.
  */
-function kernelCodec(json: Record<string, unknown>, splitter: SpecialSplitter, library: TextCodec, probes: readonly string[]): { codec: TextCodec; engine: string } {
+export function chooseCodec(json: Record<string, unknown>, splitter: SpecialSplitter, library: TextCodec, probes: readonly string[]): { codec: TextCodec; engine: string } {
   const model = byteLevelModel(json);
   if (typeof model === 'string') return { codec: library, engine: `${LIBRARY} (not byte-level BPE the kernel reproduces: ${model})` };
   let encodePiece: (text: string) => Uint32Array;
