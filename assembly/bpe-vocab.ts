@@ -44,8 +44,8 @@
 //               bit 14: merging the token's bytes alone gives the token, so a
 //               piece that is the token is taken whole without merging (the
 //               same result, found once per token at load: vocabMarkWhole)
-//   more        u64 slots (rank << 8 | left bytes) << 32 | merge index, linear
-//               probing, at most half full (index NO_RANK: empty)
+//   more        a word table (as `triple`) keyed by rank << 8 | left bytes, whose
+//               values are merge indices
 import { alloc, release } from './alloc';
 import { grownCapacity } from './grow';
 
@@ -257,7 +257,7 @@ export function mergedRank(p: usize, n: u32, left: u32): u32 {
   if (!mergeList || rank == NO_RANK) return rank;
   const info = <u32>load<u16>(mergeLeft + (<usize>rank << 1));
   if ((info & 0xff) == left) return rank;
-  return info & MORE_MERGES ? moreRank(rank, left) : NO_RANK;
+  return info & MORE_MERGES ? wordRank(more, moreMask, (rank << 8) | left) : NO_RANK;
 }
 
 /** The rank of the `n` bytes at `p` taken whole as one piece's only token, or NO_RANK (merge list without ignore_merges: never). */
@@ -291,22 +291,6 @@ export function vocabTokenRank(i: u32): u32 {
   return load<u32>(ranks + (<usize>i << 2));
 }
 
-@inline
-function moreSlot(key: u32): u32 {
-  return <u32>((<u64>key * 0x9e3779b97f4a7c15) >> 40) & moreMask;
-}
-
-/** The index of the merge (token `rank`, left part `left` bytes) among the extra merges, or NO_RANK. */
-function moreRank(rank: u32, left: u32): u32 {
-  const key = (rank << 8) | left;
-  let i = moreSlot(key);
-  while (true) {
-    const slot = load<u64>(more + (<usize>i << 3));
-    const index = <u32>slot;
-    if (index == NO_RANK || <u32>(slot >> 32) == key) return index;
-    i = (i + 1) & moreMask;
-  }
-}
 
 /** The rank of the token whose bytes are the `n` bytes at `p`, or NO_RANK. */
 export function rankOf(p: usize, n: u32): u32 {
@@ -464,10 +448,10 @@ export function vocabMergesBuild(count: u32, whole: u32): u32 {
     const rank = load<u32>(at);
     const left = load<u32>(at, 4);
     const index = load<u32>(at, 8);
-    if (rank > highestRank || index > highestRank || left == 0 || left >= MAX_TOKEN_BYTES) return mergesFail();
+    if (rank > highestRank || rank > 0xffffff || index > highestRank || left == 0 || left >= MAX_TOKEN_BYTES) return mergesFail();
     if (index != rank) extra++;
   }
-  moreMask = halfFull(extra) - 1;
+  moreMask = wordTableSize(extra) - 1;
   more = alloc((<usize>moreMask + 1) << 3);
   memory.fill(more, 0xff, (<usize>moreMask + 1) << 3);
   // Own merges first, so an extra merge can check that its index is no token's own rank.
@@ -487,18 +471,7 @@ export function vocabMergesBuild(count: u32, whole: u32): u32 {
     if (index == rank) continue;
     const own = mergeLeft + (<usize>rank << 1);
     if ((<u32>load<u16>(mergeLeft + (<usize>index << 1)) & 0xff) != 0 || (<u32>load<u16>(own) & 0xff) == left) return mergesFail();
-    const key = (rank << 8) | left;
-    let i = moreSlot(key);
-    while (true) {
-      const slotAt = more + (<usize>i << 3);
-      const slot = load<u64>(slotAt);
-      if (<u32>slot == NO_RANK) {
-        store<u64>(slotAt, (<u64>key << 32) | <u64>index);
-        break;
-      }
-      if (<u32>(slot >> 32) == key) return mergesFail();
-      i = (i + 1) & moreMask;
-    }
+    if (!wordInsert(more, moreMask, (rank << 8) | left, index)) return mergesFail();
     store<u16>(own, <u16>(<u32>load<u16>(own) | MORE_MERGES));
   }
   release(mergesInput, <usize>count * 12);

@@ -8,7 +8,7 @@
 // the same ids as @huggingface/tokenizers; otherwise on @huggingface/tokenizers.
 import { Tokenizer } from '@huggingface/tokenizers';
 import { byteLevelEncoder, byteLevelModel } from './hf-byte-level.js';
-import { joinIds, sameIds, type TextCodec } from './prompt-encoder.js';
+import { sameIds, splitCodec, type TextCodec } from './prompt-encoder.js';
 import { probeTexts } from './probes.js';
 import { SpecialSplitter, type SpecialToken } from './special-split.js';
 import type { TokenizerIO } from './types.js';
@@ -189,11 +189,7 @@ export function chooseCodec(json: Record<string, unknown>, splitter: SpecialSpli
   } catch (err) {
     return { codec: library, engine: `${LIBRARY} (the kernel refused the vocabulary: ${(err as Error).message})` };
   }
-  const codec: TextCodec = {
-    splitter,
-    encodePiece,
-    encodeWhole: (text) => joinIds(splitter.split(text).map((s) => (typeof s === 'number' ? s : encodePiece(s)))),
-  };
+  const codec = splitCodec(splitter, encodePiece);
   for (const probe of probes) {
     if (!sameIds(codec.encodeWhole(probe), library.encodeWhole(probe))) {
       return { codec: library, engine: `${LIBRARY} (the kernel differed on the probe ${JSON.stringify(probe.slice(0, 60))})` };

@@ -48,6 +48,14 @@ function property(source: string, i: number): [string, number] {
   return [`\\${source[i + 1]}{${name}}`, close + 1];
 }
 
+/** The escape at source[i] (the backslash), in classes and out; returns it rewritten and where it ends. */
+function escapeAt(source: string, i: number): [string, number] {
+  const e = source[i + 1];
+  if (e === undefined) throw new UnsupportedPattern('trailing backslash');
+  if (e === 'p' || e === 'P') return property(source, i);
+  return [escapeOne(e), i + 2];
+}
+
 /** The class at source[i] ('['); returns it rewritten and where it ends. */
 function characterClass(source: string, i: number, folding: boolean): [string, number] {
   let out = '[';
@@ -63,21 +71,13 @@ function characterClass(source: string, i: number, folding: boolean): [string, n
     if (c === '[') throw new UnsupportedPattern('nested class');
     if (c === '&' && source[at + 1] === '&') throw new UnsupportedPattern('class intersection');
     if (c === '\\') {
-      const e = source[at + 1];
-      if (e === undefined) throw new UnsupportedPattern('trailing backslash');
-      if (e === 'p' || e === 'P') {
-        const [text, end] = property(source, at);
-        out += text;
-        at = end;
-        continue;
-      }
-      out += escapeOne(e);
-      at += 2;
+      const [text, end] = escapeAt(source, at);
+      out += text;
+      at = end;
       continue;
     }
     if (folding && /[A-Za-z]/.test(c)) throw new UnsupportedPattern('letters in a class under (?i:');
-    const code = c.codePointAt(0)!;
-    const char = String.fromCodePoint(code);
+    const char = String.fromCodePoint(source.codePointAt(at)!);
     out += char === '-' ? '-' : SYNTAX.has(char) ? `\\${char}` : char;
     at += char.length;
   }
@@ -98,16 +98,9 @@ export function onigToJs(source: string): string {
   while (i < source.length) {
     const c = source[i]!;
     if (c === '\\') {
-      const e = source[i + 1];
-      if (e === undefined) throw new UnsupportedPattern('trailing backslash');
-      if (e === 'p' || e === 'P') {
-        const [text, end] = property(source, i);
-        out += text;
-        i = end;
-        continue;
-      }
-      out += escapeOne(e);
-      i += 2;
+      const [text, end] = escapeAt(source, i);
+      out += text;
+      i = end;
       continue;
     }
     if (c === '[') {
