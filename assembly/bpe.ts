@@ -1,8 +1,9 @@
-// Byte-pair encoding (tiktoken's rule) of text cut into pieces: each piece
-// is encoded with the vocabulary (bpe-vocab.ts) and its token ranks written,
-// in order. Pieces are cut either by the host (any encoding: it runs the
-// encoding's regular expression and hands over where each piece ends) or
-// here (o200k_base: bpe-split.ts), so one call goes from text to tokens.
+// Byte-pair encoding (tiktoken's rule, or a model's merge list) of text cut
+// into pieces: each piece is encoded with the vocabulary (bpe-vocab.ts) and
+// its token ranks written, in order. Pieces are cut either by the host (any
+// encoding: it runs the encoding's regular expression and hands over where
+// each piece ends) or here (o200k_base: bpe-split.ts; Qwen2/3 and Llama 3:
+// bpe-split-hf.ts), so one call goes from text to tokens.
 //
 // Buffers (owned here, grow-only):
 //   text    UTF-8 bytes, 8 bytes of padding after the capacity (hashing reads
@@ -20,7 +21,8 @@
 import { alloc, release } from './alloc';
 import { grownCapacity } from './grow';
 import { mergeLong, mergeShort, mergeStats, mergeTune, SHORT_MAX } from './bpe-merge';
-import { splitBegin, splitNext, NONE } from './bpe-split';
+import { splitBegin, splitNext, splitNextBy, NONE } from './bpe-split';
+import { matchLlama3, matchQwen } from './bpe-split-hf';
 import { NO_RANK, vocabBuild, vocabCount, vocabInput, vocabMarkWhole, vocabMergesBuild, vocabMergesInput, vocabReady, vocabTokenAt, vocabTokenBytes, vocabTokenRank, wholeRank } from './bpe-vocab';
 
 const GAP: u32 = 0x80000000;
@@ -33,6 +35,20 @@ let out: usize = 0;
 let outCapacity: usize = 0;
 /** Bytes of text bpeEncodeText encoded (the rest waits for more text). */
 let taken: usize = 0;
+/** The pattern the core cuts text by (bpeSplitPattern). */
+let pattern: u32 = 0;
+
+/** Where the piece from `s` ends under the chosen pattern, or NONE when it is not settled. */
+@inline
+function pieceEnd(s: usize): usize {
+  if (pattern == 0) return splitNext(s);
+  return splitNextBy(s, pattern == 1 ? matchQwen : matchLlama3);
+}
+
+/** The pattern bpeEncodeText and bpeSplit cut by: 0 o200k_base (default), 1 Qwen2/3's Split regex, 2 Llama 3's (bpe-split-hf.ts). */
+export function bpeSplitPattern(which: u32): void {
+  pattern = which <= 2 ? which : 0;
+}
 
 /** The vocabulary load buffer for `count` tokens of `bytes` bytes (layout in bpe-vocab.ts). Allocates. */
 export function bpeVocabInput(count: u32, bytes: u32): usize {
@@ -155,7 +171,7 @@ export function bpeEncode(bytes: u32, pieces: u32): u32 {
 }
 
 /**
- * Cuts the first `bytes` bytes of text into o200k_base pieces and encodes
+ * Cuts the first `bytes` bytes of text into pieces (the bpeSplitPattern) and encodes
  * them into out; returns the number of ranks written. With `more`, the text
  * goes on past them: a piece that could still change stops the encoding
  * before it (bpeTakenUnits says where). Allocates (out).
@@ -169,7 +185,7 @@ export function bpeEncodeText(bytes: u32, more: bool): u32 {
   let written: u32 = 0;
   let s: usize = 0;
   while (s < length) {
-    const e = splitNext(s);
+    const e = pieceEnd(s);
     if (e == NONE) break;
     written = encodePiece(text + s, <u32>(e - s), written);
     s = e;
@@ -189,14 +205,14 @@ export function bpeTakenUnits(): u32 {
   return units;
 }
 
-/** Cuts the first `bytes` bytes of text into o200k_base pieces; writes each piece's end (a byte offset) to the piece-end buffer and returns their count. Allocates. */
+/** Cuts the first `bytes` bytes of text into pieces (the bpeSplitPattern); writes each piece's end (a byte offset) to the piece-end buffer and returns their count. Allocates. */
 export function bpeSplit(bytes: u32): u32 {
   const length = min(<usize>bytes, textCapacity);
   bpePieceInput(<u32>length);
   splitBegin(text, length, false);
   let count: u32 = 0;
   for (let s: usize = 0; s < length; count++) {
-    s = splitNext(s);
+    s = pieceEnd(s);
     store<u32>(ends + (<usize>count << 2), <u32>s);
   }
   return count;

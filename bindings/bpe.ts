@@ -2,8 +2,9 @@
 // text that holds no special token, at a cost linear in the pieces plus
 // O(n log n) in the length of the longest one.
 //
-// The pre-tokenizer: o200k_base's is written out in the core (assembly/
-// bpe-split.ts), so text goes in and token ids come out; any other pattern
+// The pre-tokenizer: o200k_base's, Qwen2/3's and Llama 3's are written out
+// in the core (assembly/bpe-split.ts, bpe-split-hf.ts), so text goes in and
+// token ids come out; any other pattern
 // runs here as the encoding's own regular expression (so pieces are cut
 // exactly where tiktoken cuts them), and only where pieces end crosses into
 // the core. Text goes in batches of whole pieces, so the core's buffers grow
@@ -26,6 +27,7 @@ export interface BpeExports {
   bpeEncodeText(bytes: number, more: number): number;
   bpeTakenUnits(): number;
   bpeSplit(bytes: number): number;
+  bpeSplitPattern(which: number): void;
   bpeTune(window: number, margin: number): void;
   bpeStats(which: number): number;
 }
@@ -61,6 +63,16 @@ const GAP = 0x80000000;
 /** The o200k_base pattern, which the core's own pre-tokenizer implements. */
 export const O200K_PATTERN = String.raw`[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+('s|'S|'t|'T|'re|'rE|'Re|'RE|'ve|'vE|'Ve|'VE|'m|'M|'ll|'lL|'Ll|'LL|'d|'D)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*('s|'S|'t|'T|'re|'rE|'Re|'RE|'ve|'vE|'Ve|'VE|'m|'M|'ll|'lL|'Ll|'LL|'d|'D)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`;
 
+/**
+ * Qwen2/Qwen3's and Llama 3's Split regexes as router/tokenize/onig-pattern.ts
+ * rewrites them from Oniguruma, which the core also implements
+ * (assembly/bpe-split-hf.ts).
+ */
+export const QWEN_PATTERN = String.raw`(?:'[sSſ]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\p{White_Space}\p{L}\p{N}]+[\r\n]*|\p{White_Space}*[\r\n]+|\p{White_Space}+(?!\P{White_Space})|\p{White_Space}+`;
+export const LLAMA3_PATTERN = QWEN_PATTERN.replace(String.raw`|\p{N}|`, String.raw`|\p{N}{1,3}|`);
+/** The patterns the core cuts text by, by their bpeSplitPattern number. */
+const CORE_PATTERNS = [O200K_PATTERN, QWEN_PATTERN, LLAMA3_PATTERN];
+
 const utf8 = new TextEncoder();
 
 export class BytePairEncoder {
@@ -69,7 +81,7 @@ export class BytePairEncoder {
   private readonly sticky: RegExp;
   private readonly search: RegExp;
   private readonly ends = new Uint32Array(BATCH_PIECES);
-  /** Whether the core cuts the pieces (the pattern is o200k_base's). */
+  /** Whether the core cuts the pieces (the pattern is one it implements: CORE_PATTERNS). */
   private readonly splitsInCore: boolean;
   private readonly batchUnits: number;
   /** What marks text between matches: GAP (skipped) or nothing (encoded as a piece). */
@@ -86,7 +98,9 @@ export class BytePairEncoder {
     this.sticky = new RegExp(vocab.pattern, 'uy');
     this.search = new RegExp(vocab.pattern, 'ug');
     this.gapMark = vocab.gaps === 'encode' ? 0 : GAP;
-    this.splitsInCore = vocab.pattern === O200K_PATTERN && vocab.gaps !== 'encode' && vocab.merges === undefined;
+    // These patterns leave no text between matches, so the gaps setting does not matter.
+    const corePattern = CORE_PATTERNS.indexOf(vocab.pattern);
+    this.splitsInCore = corePattern >= 0;
     this.core = options.core ?? new Core();
     this.core.claim('bpe');
     this.k = this.core.kernel<BpeExports>();
@@ -97,6 +111,7 @@ export class BytePairEncoder {
     this.core.u8(at + 4 * (2 * count + 1), vocab.bytes.length).set(vocab.bytes);
     if (this.k.bpeVocabBuild(count, vocab.bytes.length) === 0) throw new RangeError('byte-pair vocabulary: two tokens have the same bytes');
     if (vocab.merges !== undefined) this.loadMerges(vocab.merges);
+    if (this.splitsInCore) this.k.bpeSplitPattern(corePattern);
     if (options.window !== undefined) {
       const { bytes, margin } = options.window;
       if (!Number.isInteger(bytes) || bytes < 1 || bytes > 1 << 24) throw new RangeError(`window.bytes must be an integer in 1..16777216 (got ${bytes})`);
@@ -129,9 +144,9 @@ export class BytePairEncoder {
   }
 
   /**
-   * Where the core's o200k_base pre-tokenizer ends each piece of `text`, as
-   * UTF-8 byte offsets (for checking it against the pattern); undefined for
-   * other encodings.
+   * Where the core's pre-tokenizer ends each piece of `text`, as UTF-8 byte
+   * offsets (for checking it against the pattern); undefined for patterns the
+   * core does not implement.
    */
   pieceEnds(text: string): Uint32Array | undefined {
     if (!this.splitsInCore) return undefined;
