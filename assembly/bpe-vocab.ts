@@ -260,7 +260,11 @@ export function mergedRank(p: usize, n: u32, left: u32): u32 {
   return info & MORE_MERGES ? wordRank(more, moreMask, (rank << 8) | left) : NO_RANK;
 }
 
-/** The rank of the `n` bytes at `p` taken whole as one piece's only token, or NO_RANK (merge list without ignore_merges: never). */
+/**
+ * The rank of the `n` bytes at `p` taken whole as one piece's only token, or
+ * NO_RANK: any token under the tiktoken rule or with ignore_merges, else only
+ * a token whose bytes merge to itself.
+ */
 export function wholeRank(p: usize, n: u32): u32 {
   const rank = rankOf(p, n);
   if (wholeWords || rank == NO_RANK) return rank;
@@ -290,7 +294,6 @@ export function vocabTokenBytes(i: u32): u32 {
 export function vocabTokenRank(i: u32): u32 {
   return load<u32>(ranks + (<usize>i << 2));
 }
-
 
 /** The rank of the token whose bytes are the `n` bytes at `p`, or NO_RANK. */
 export function rankOf(p: usize, n: u32): u32 {

@@ -182,7 +182,38 @@ export class BytePairEncoder {
     return written;
   }
 
+  /**
+   * Token ids of `text` cut into pieces by the caller (a pre-tokenizer the
+   * pattern cannot express): `ends` are the pieces' ends as UTF-16 offsets,
+   * increasing, the last one text.length. Holds no special token.
+   */
+  encodePieces(text: string, ends: ArrayLike<number>): Uint32Array {
+    const ids = new IdList(text.length);
+    let k = 0;
+    this.batchPieces(text, ids, () => ends[k++]!);
+    return ids.take();
+  }
+
   private encodeByPattern(text: string, ids: IdList): void {
+    const sticky = this.sticky;
+    this.batchPieces(text, ids, (at) => {
+      sticky.lastIndex = at;
+      const matched = sticky.test(text);
+      if (matched && sticky.lastIndex > at) return sticky.lastIndex;
+      // No alternative matches here: the text up to the next match is a gap. An empty
+      // match only marks a boundary, so the next match is looked for a character on.
+      this.search.lastIndex = matched ? at + (isHighSurrogate(text.charCodeAt(at)) ? 2 : 1) : at;
+      const next = this.search.exec(text);
+      return (next === null ? text.length : next.index) | this.gapMark;
+    });
+  }
+
+  /**
+   * Encodes `text` piece by piece into ids, the pieces handed to the core in
+   * batches; `next(at)` is the end of the piece from `at` (GAP set: text no
+   * piece covers).
+   */
+  private batchPieces(text: string, ids: IdList, next: (at: number) => number): void {
     let batchStart = 0;
     let pieces = 0;
     const flush = (end: number) => {
@@ -191,22 +222,13 @@ export class BytePairEncoder {
       batchStart = end;
       pieces = 0;
     };
-    const sticky = this.sticky;
     let at = 0;
     while (at < text.length) {
-      sticky.lastIndex = at;
-      const matched = sticky.test(text);
-      if (matched && sticky.lastIndex > at) {
-        at = sticky.lastIndex;
-        this.ends[pieces++] = at - batchStart;
-      } else {
-        // No alternative matches here: the text up to the next match is a gap. An empty
-        // match only marks a boundary, so the next match is looked for a character on.
-        this.search.lastIndex = matched ? at + (isHighSurrogate(text.charCodeAt(at)) ? 2 : 1) : at;
-        const next = this.search.exec(text);
-        at = next === null ? text.length : next.index;
-        this.ends[pieces++] = (at - batchStart) | this.gapMark;
-      }
+      const end = next(at);
+      const from = at;
+      at = end & ~GAP;
+      if (!(at > from && at <= text.length)) throw new RangeError(`piece ends must increase up to the text's length (got ${at} after ${from})`);
+      this.ends[pieces++] = (at - batchStart) | (end & GAP);
       if (pieces === BATCH_PIECES || at - batchStart >= BATCH_UNITS) flush(at);
     }
     if (pieces > 0) flush(at);

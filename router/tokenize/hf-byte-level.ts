@@ -4,10 +4,11 @@
 //
 // Only shapes this file reproduces exactly are taken; byteLevelProblem says
 // why any other is not, and the caller keeps those on the JS library:
-//   normalizer     none, or NFC (String.prototype.normalize)
-//   pre_tokenizer  ByteLevel with its own (GPT-2) regex, or a Split regex with
-//                  behavior Isolated followed by ByteLevel without one; no
-//                  prefix space. The regex is Oniguruma's, rewritten for V8
+//   normalizer     none, or NFC (String.prototype.normalize), alone or as a sequence of one
+//   pre_tokenizer  ByteLevel with its own (GPT-2) regex, or Split regexes with
+//                  behavior Isolated (one, as Qwen and Llama 3, or several, as
+//                  DeepSeek V3) followed by ByteLevel without one; no prefix
+//                  space. The regexes are Oniguruma's, rewritten for V8
 //                  (onig-pattern.ts); text between matches is a piece too
 //   model          BPE without dropout, byte fallback, subword prefix or
 //                  suffix; every byte is a token; merges name tokens that
@@ -44,8 +45,8 @@ interface Json {
 }
 
 export interface ByteLevelModel {
-  /** The pre-tokenizer's regex, V8 source for the `u` flag. */
-  pattern: string;
+  /** The pre-tokenizer's regexes in order, V8 sources for the `u` flag. */
+  patterns: string[];
   normalize: boolean;
   vocab: BpeVocabulary;
   idOfRank: Uint32Array;
@@ -55,25 +56,62 @@ const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null 
 const unset = (v: unknown) => v === undefined || v === null;
 const noAffix = (v: unknown) => unset(v) || v === '';
 
+/** Whether the normalizer is NFC (true) or none (false), or why it is neither. */
 function normalizerProblem(n: unknown): string | boolean {
   if (unset(n)) return false;
   if (isObject(n) && n.type === 'NFC') return true;
+  // A sequence of at most one of them (DeepSeek V3 writes an empty one).
+  if (isObject(n) && n.type === 'Sequence' && Array.isArray(n.normalizers) && n.normalizers.length <= 1) {
+    return n.normalizers.length === 0 ? false : normalizerProblem(n.normalizers[0]);
+  }
   return `normalizer ${isObject(n) ? String(n.type) : JSON.stringify(n)}`;
 }
 
-/** The Oniguruma pattern the pre-tokenizer splits with, or why it is not one this path takes. */
-function preTokenizerPattern(p: unknown): { pattern: string } | string {
+/**
+ * The Oniguruma patterns the pre-tokenizer splits with, one after another
+ * (each splits the pieces of the one before), or why it is not one this
+ * path takes.
+ */
+function preTokenizerPatterns(p: unknown): string[] | string {
   const byteLevel = (b: unknown, regex: boolean) =>
     isObject(b) && b.type === 'ByteLevel' && b.add_prefix_space === false && (b.use_regex ?? true) === regex;
-  if (byteLevel(p, true)) return { pattern: GPT2_PATTERN };
-  if (isObject(p) && p.type === 'Sequence' && Array.isArray(p.pretokenizers) && p.pretokenizers.length === 2) {
-    const [split, bytes] = p.pretokenizers as unknown[];
-    if (isObject(split) && split.type === 'Split' && split.behavior === 'Isolated' && split.invert === false && byteLevel(bytes, false)) {
-      const pattern = (split.pattern as Json | undefined)?.Regex;
-      if (typeof pattern === 'string') return { pattern };
-    }
+  if (byteLevel(p, true)) return [GPT2_PATTERN];
+  if (isObject(p) && p.type === 'Sequence' && Array.isArray(p.pretokenizers) && p.pretokenizers.length >= 2) {
+    const steps = p.pretokenizers as unknown[];
+    const patterns = steps.slice(0, -1).map((split) => {
+      const isolated = isObject(split) && split.type === 'Split' && split.behavior === 'Isolated' && split.invert === false;
+      const pattern = isolated ? (split.pattern as Json | undefined)?.Regex : undefined;
+      return typeof pattern === 'string' ? pattern : undefined;
+    });
+    if (byteLevel(steps.at(-1), false) && patterns.every((x) => x !== undefined)) return patterns as string[];
   }
   return `pre_tokenizer ${JSON.stringify(p).slice(0, 120)}`;
+}
+
+/**
+ * Piece ends (UTF-16 offsets) of `text` under Split "Isolated" steps, each
+ * run on every piece of the step before as a text of its own: matches and
+ * the text between them are pieces; an empty match only marks a boundary.
+ */
+function chainEnds(text: string, steps: readonly RegExp[]): number[] {
+  let ends = text.length === 0 ? [] : [text.length];
+  for (const step of steps) {
+    const cut: number[] = [];
+    let start = 0;
+    for (const end of ends) {
+      const piece = text.slice(start, end);
+      let prev = 0;
+      for (const m of piece.matchAll(step)) {
+        if (m.index > prev) cut.push(start + m.index);
+        if (m[0].length > 0) cut.push(start + m.index + m[0].length);
+        prev = m.index + m[0].length;
+      }
+      if (prev < piece.length) cut.push(end);
+      start = end;
+    }
+    ends = cut;
+  }
+  return ends;
 }
 
 /** Whether every character of `token` is in the byte alphabet (each stands for one byte). */
@@ -166,29 +204,32 @@ export function byteLevelModel(json: Json): ByteLevelModel | string {
   if (!noAffix(model.continuing_subword_prefix) || !noAffix(model.end_of_word_suffix)) return 'BPE subword prefix or suffix';
   const normalize = normalizerProblem(json.normalizer);
   if (typeof normalize === 'string') return normalize;
-  const split = preTokenizerPattern(json.pre_tokenizer);
+  const split = preTokenizerPatterns(json.pre_tokenizer);
   if (typeof split === 'string') return split;
   const added = Array.isArray(json.added_tokens) ? (json.added_tokens as Json[]) : [];
   // Tokens matched after normalizing would have to be split out of normalized text.
   if (normalize && added.some((t) => (t.normalized ?? !(t.special ?? false)) === true)) return 'added tokens matched on normalized text';
-  let pattern: string;
+  let patterns: string[];
   try {
-    pattern = onigToJs(split.pattern);
+    patterns = split.map(onigToJs);
   } catch (err) {
     if (err instanceof UnsupportedPattern) return `pre_tokenizer regex: ${err.message}`;
     throw err;
   }
-  const built = kernelVocabulary(model, pattern);
+  // With several steps the kernel's own pattern goes unused: the pieces are cut here (chainEnds).
+  const built = kernelVocabulary(model, patterns[0]!);
   if (typeof built === 'string') return built;
-  return { pattern, normalize, ...built };
+  return { patterns, normalize, ...built };
 }
 
 /** Token ids of text holding no added token, on the kernel. */
 export function byteLevelEncoder(model: ByteLevelModel): (text: string) => Uint32Array {
   const bpe = new BytePairEncoder(model.vocab);
   const idOfRank = model.idOfRank;
+  const steps = model.patterns.length > 1 ? model.patterns.map((p) => new RegExp(p, 'gu')) : undefined;
+  const encode = steps === undefined ? (t: string) => bpe.encode(t) : (t: string) => bpe.encodePieces(t, chainEnds(t, steps));
   return (text) => {
-    const ids = bpe.encode(model.normalize ? text.normalize('NFC') : text);
+    const ids = encode(model.normalize ? text.normalize('NFC') : text);
     for (let i = 0; i < ids.length; i++) ids[i] = idOfRank[ids[i]!]!;
     return ids;
   };

@@ -206,6 +206,40 @@ describe("Oniguruma's case folding", () => {
   });
 });
 
+// DeepSeek V3's pre-tokenizer: three Split steps, each cutting the pieces of
+// the one before (digits in threes, runs of CJK, then words and punctuation).
+const SPLIT_STEPS = {
+  type: 'Sequence',
+  pretokenizers: [
+    { type: 'Split', pattern: { Regex: String.raw`\p{N}{1,3}` }, behavior: 'Isolated', invert: false },
+    { type: 'Split', pattern: { Regex: '[一-龥぀-ゟ゠-ヿ]+' }, behavior: 'Isolated', invert: false },
+    {
+      type: 'Split',
+      pattern: { Regex: String.raw`[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_` + '`' + String.raw`{|}~][A-Za-z]+|[^` + '\r\n' + String.raw`\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[` + '\r\n' + String.raw`]*|\s*[` + '\r\n' + String.raw`]+|\s+(?!\S)|\s+` },
+      behavior: 'Isolated',
+      invert: false,
+    },
+    { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: false },
+  ],
+};
+
+describe('several Split steps (DeepSeek V3 style)', () => {
+  it('cut as the library cuts them: the same ids on random text', async () => {
+    const tokens = ['12', '123', 'ab', 'abc', 'Ġa', 'Ġab', '.a'];
+    const merges: [string, string][] = [['1', '2'], ['12', '3'], ['a', 'b'], ['ab', 'c'], ['Ġ', 'a'], ['Ġa', 'b'], ['.', 'a']];
+    const json = byteLevelJson(tokens, merges, { pre_tokenizer: SPLIT_STEPS, normalizer: { type: 'Sequence', normalizers: [] } });
+    const model = await loadJson(json);
+    expect(model.engine).toBe(KERNEL);
+    const reference = new Tokenizer(JSON.parse(json), {});
+    fc.assert(
+      fc.property(anyText, (text) => {
+        expect(Array.from(model.codec.encodeWhole(text))).toEqual(library(reference, text));
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
+
 describe('shapes the kernel does not reproduce stay on @huggingface/tokenizers', () => {
   it('a Lowercase normalizer', async () => {
     const json = byteLevelJson(TOKENS, MERGES, { normalizer: { type: 'Lowercase' } });
