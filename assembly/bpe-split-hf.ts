@@ -13,7 +13,7 @@
 // second, a digit the third, whitespace the last three, anything else the
 // fourth), so no text is skipped.
 import { BOTH, LOWER, MARK, NEWLINE, NUMBER, OTHER, SPACE, UPPER } from './bpe-classes';
-import { byteAt, charAt, END, inSet, lengthOf, NONE, runEnd } from './bpe-split';
+import { byteAt, charAt, digitsEnd, END, inSet, lengthOf, NONE, runEnd } from './bpe-split';
 
 /** \p{L} */
 const IN_L: u32 = (1 << UPPER) | (1 << LOWER) | (1 << BOTH);
@@ -62,15 +62,7 @@ function matchEnd(s: usize, digits: u32): usize {
     const c1 = charAt(n);
     if (inSet(c1, IN_L)) return runEnd(n + lengthOf(c1), IN_L);
   }
-  if ((c0 & 15) == NUMBER) {
-    let e = s + lengthOf(c0);
-    for (let k: u32 = 1; k < digits; k++) {
-      const c = charAt(e);
-      if ((c & 15) != NUMBER) break;
-      e += lengthOf(c);
-    }
-    return e;
-  }
+  if ((c0 & 15) == NUMBER) return digitsEnd(s, c0, digits);
   // ' '?[^\s\p{L}\p{N}]+[\r\n]*
   let x = NONE;
   if (c0 >> 8 == 0x20) {

