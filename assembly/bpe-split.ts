@@ -120,6 +120,7 @@ function skipAsciiLetters(p: usize, set: u32): usize {
 }
 
 /** \p{N}{1,most} at `s`, whose character `c0` is a digit: where it ends. */
+@inline
 export function digitsEnd(s: usize, c0: u32, most: u32): usize {
   let e = s + lengthOf(c0);
   for (let k: u32 = 1; k < most; k++) {
