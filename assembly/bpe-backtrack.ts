@@ -75,7 +75,8 @@ let path: usize = 0;
 /** Deep nodes are numbered in 24 bits (a slot's key keeps 8 for the byte). */
 const MAX_DEEP: u32 = 1 << 23;
 
-function backtrackRelease(): void {
+/** Frees the tables; long pieces take the heap merge until the next backtrackBuild. */
+export function backtrackRelease(): void {
   if (splits) {
     release(splits, <usize>rankCapacity << 3);
     release(shorter, <usize>rankCapacity << 2);

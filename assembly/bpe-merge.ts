@@ -1,7 +1,9 @@
 // Byte-pair merging of one pre-tokenized piece (bytes at `p`, length `n`)
-// into token ranks, with tiktoken's rule: while some adjacent pair of parts
-// concatenates to a token, merge the pair of lowest rank, the leftmost of
-// equal ones. Every path below gives exactly that result; they differ in cost.
+// into token ranks: while some adjacent pair of parts merges, merge the pair
+// of lowest rank, the leftmost of equal ones. Whether a pair merges, and at
+// what rank, is the vocabulary's rule (bpe-vocab.ts mergedRank: tiktoken's,
+// or a model's merge list). Every path below gives exactly that result; they
+// differ in cost.
 //
 // - mergeShort: parts in an array, the lowest pair found by a scan. O(n^2),
 //   the fastest for the short pieces ordinary text is made of.
@@ -33,7 +35,7 @@ import { alloc, release } from './alloc';
 import { setU32, setU64, u32At, u64At } from './bpe-columns';
 import { grownCapacity } from './grow';
 import { queueAdd, queuePeek, queuePop, queueReset, queueSeal, NO_KEY } from './bpe-queue';
-import { byteRank, NO_RANK, pairRank2, rankOf, vocabHighestRank } from './bpe-vocab';
+import { byteRank, mergedRank, NO_RANK, pairRank2, vocabHighestRank } from './bpe-vocab';
 
 /** Pieces up to this many bytes take the scan; longer ones the heap. */
 export const SHORT_MAX: u32 = 16;
@@ -104,10 +106,11 @@ export function mergeShort(p: usize, n: u32, out: usize, count: u32): u32 {
     // Part at + 1 joins part at; the pairs at - 1 and at now span one part more.
     const s = u32At(starts, at);
     setU32(tokens, at, best);
-    setU32(ranks, at, at + 3 < parts ? rankOf(p + s, u32At(starts, at + 3) - s) : NO_RANK);
+    const e = u32At(starts, at + 2);
+    setU32(ranks, at, at + 3 < parts ? mergedRank(p + s, u32At(starts, at + 3) - s, e - s) : NO_RANK);
     if (at > 0) {
       const b = u32At(starts, at - 1);
-      setU32(ranks, at - 1, rankOf(p + b, u32At(starts, at + 2) - b));
+      setU32(ranks, at - 1, mergedRank(p + b, e - b, s - b));
     }
     for (let i = at + 1; i + 1 < parts; i++) {
       setU32(starts, i, u32At(starts, i + 1));
@@ -143,17 +146,18 @@ function reserveList(n: u32): void {
 }
 
 /**
- * The rank of parts `a` (token `ta`, from `start`) and its successor (token
- * `tb`, up to `end`) together: a small direct-mapped cache keyed by the two
- * tokens answers repeated pairs (long runs repeat a handful) before the
- * vocabulary is asked. Two tokens fix the bytes, so a hit is always right.
+ * The rank of the part from `start` (token `ta`) merged with its successor
+ * (from `split`, token `tb`, up to `end`): a small direct-mapped cache keyed
+ * by the two tokens answers repeated pairs (long runs repeat a handful)
+ * before the vocabulary is asked. Two tokens fix the bytes and the split, so
+ * a hit is always right.
  */
 @inline
-function pairRank(p: usize, start: u32, end: u32, ta: u32, tb: u32): u32 {
+function pairRank(p: usize, start: u32, split: u32, end: u32, ta: u32, tb: u32): u32 {
   const key = (<u64>ta << 32) | <u64>tb;
   const slot = pairCache + ((<usize>(<u32>((key * 0x9e3779b97f4a7c15) >> 52))) << 4);
   if (load<u64>(slot) == key) return load<u32>(slot, 8);
-  const rank = rankOf(p + start, end - start);
+  const rank = mergedRank(p + start, end - start, split - start);
   store<u64>(slot, key);
   store<u32>(slot, rank, 8);
   return rank;
@@ -238,12 +242,12 @@ function runQueue(p: usize, n: u32, base: u32): void {
       setU32(logEnds, logLength++, base + k);
     }
     const ti = <u32>(key >> 32);
-    const right = k < n ? pairRank(p, i, u32At(next, k), ti, u32At(token, k)) : NO_RANK;
+    const right = k < n ? pairRank(p, i, k, u32At(next, k), ti, u32At(token, k)) : NO_RANK;
     setU32(pair, i, right);
     touch(i, right);
     if (i > 0) {
       const h = u32At(prev, i);
-      const left = pairRank(p, h, k, u32At(token, h), ti);
+      const left = pairRank(p, h, i, k, u32At(token, h), ti);
       setU32(pair, h, left);
       touch(h, left);
     }
@@ -269,7 +273,7 @@ function emitParts(from: u32, to: u32, out: usize, count: u32): u32 {
 function straddles(p: usize, cut: u32): bool {
   let xStart = cut - 1;
   let yEnd = cut + 1;
-  let cross = keyOfPair(p, xStart, yEnd);
+  let cross = keyOfPair(p, xStart, cut, yEnd);
   let i: u32 = 0;
   let j: u32 = 0;
   while (true) {
@@ -280,13 +284,13 @@ function straddles(p: usize, cut: u32): bool {
     if (left < right) {
       if (u32At(leftEnds, i) == cut) {
         xStart = <u32>left;
-        cross = keyOfPair(p, xStart, yEnd);
+        cross = keyOfPair(p, xStart, cut, yEnd);
       }
       i++;
     } else {
       if (<u32>right == cut) {
         yEnd = u32At(logEnds, j);
-        cross = keyOfPair(p, xStart, yEnd);
+        cross = keyOfPair(p, xStart, cut, yEnd);
       }
       j++;
     }
@@ -294,8 +298,8 @@ function straddles(p: usize, cut: u32): bool {
 }
 
 @inline
-function keyOfPair(p: usize, start: u32, end: u32): u64 {
-  const r = rankOf(p + start, end - start);
+function keyOfPair(p: usize, start: u32, split: u32, end: u32): u64 {
+  const r = mergedRank(p + start, end - start, split - start);
   return r == NO_RANK ? NO_KEY : keyOf(r, start);
 }
 

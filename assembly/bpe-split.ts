@@ -22,7 +22,7 @@ import { BOTH, CLASS_BLOCKS, CLASS_INDEX, LOWER, MARK, NEWLINE, NUMBER, OTHER, S
 export const NONE: usize = <usize>-1;
 
 /** The class of a position at or past the end of the text: in no set. */
-const END: u32 = 15;
+export const END: u32 = 15;
 const IN_U: u32 = (1 << UPPER) | (1 << BOTH) | (1 << MARK);
 const IN_W: u32 = (1 << LOWER) | (1 << BOTH) | (1 << MARK);
 const IN_L: u32 = (1 << UPPER) | (1 << LOWER) | (1 << BOTH);
@@ -56,7 +56,7 @@ function classOf(cp: u32): u32 {
 
 /** The character at `p`: class (bits 0-3), byte length (bits 4-7), code point (bits 8 on); END past the text. */
 @inline
-function charAt(p: usize): u32 {
+export function charAt(p: usize): u32 {
   if (p >= limit) {
     reachedEnd = true;
     return END;
@@ -81,7 +81,7 @@ function charAt(p: usize): u32 {
 }
 
 @inline
-function byteAt(p: usize): u32 {
+export function byteAt(p: usize): u32 {
   if (p >= limit) {
     reachedEnd = true;
     return 0;
@@ -90,12 +90,12 @@ function byteAt(p: usize): u32 {
 }
 
 @inline
-function inSet(c: u32, set: u32): bool {
+export function inSet(c: u32, set: u32): bool {
   return ((<u32>1 << (c & 15)) & set) != 0;
 }
 
 @inline
-function lengthOf(c: u32): usize {
+export function lengthOf(c: u32): usize {
   return <usize>((c >> 4) & 15);
 }
 
@@ -119,8 +119,20 @@ function skipAsciiLetters(p: usize, set: u32): usize {
   return p;
 }
 
+/** \p{N}{1,most} at `s`, whose character `c0` is a digit: where it ends. */
+@inline
+export function digitsEnd(s: usize, c0: u32, most: u32): usize {
+  let e = s + lengthOf(c0);
+  for (let k: u32 = 1; k < most; k++) {
+    const c = charAt(e);
+    if ((c & 15) != NUMBER) break;
+    e += lengthOf(c);
+  }
+  return e;
+}
+
 /** Where the run of characters in `set` from `p` ends. */
-function runEnd(p: usize, set: u32): usize {
+export function runEnd(p: usize, set: u32): usize {
   while (true) {
     p = skipAsciiLetters(p, set);
     const c = charAt(p);
@@ -191,15 +203,7 @@ function matchEnd(s: usize): usize {
     const e = letters(s, c0);
     if (e != NONE) return e;
   }
-  if (kind == NUMBER) {
-    let e = s + lengthOf(c0);
-    for (let k = 1; k < 3; k++) {
-      const c = charAt(e);
-      if ((c & 15) != NUMBER) break;
-      e += lengthOf(c);
-    }
-    return e;
-  }
+  if (kind == NUMBER) return digitsEnd(s, c0, 3);
   // ' '?[^\s\p{L}\p{N}]+[\r\n/]*
   let x = NONE;
   if (c0 >> 8 == 0x20) {
@@ -235,5 +239,12 @@ function matchEnd(s: usize): usize {
 export function splitNext(s: usize): usize {
   reachedEnd = false;
   const e = matchEnd(s);
+  return open && reachedEnd ? NONE : e;
+}
+
+/** Where the piece from `s` ends by another pattern's matcher (bpe-split-hf.ts), or NONE when it is not settled. */
+export function splitNextBy(s: usize, match: (s: usize) => usize): usize {
+  reachedEnd = false;
+  const e = match(s);
   return open && reachedEnd ? NONE : e;
 }

@@ -30,6 +30,22 @@
 //           are turned away without touching the slots
 // A token of up to 8 bytes is found by comparing one word, a longer one by
 // the word and then its tail in the blob.
+//
+// Two rules decide whether adjacent parts merge (vocabMergesBuild picks one):
+//   tiktoken    parts merge when their concatenation is a token; its rank orders
+//               the merges, and a piece that is a token is taken whole
+//   merge list  (Hugging Face BPE) parts merge only when they are one of the
+//               model's listed merges; the merge's index orders them, and a
+//               piece is taken whole only with `ignore_merges`. Ranks are then
+//               merge indices: a token made by one merge has that merge's index
+//               as its rank, and the host maps ranks back to the model's ids.
+//   mergeLeft   u16 per rank: bytes of the left part of the token's merge (0: no
+//               merge made it); bit 15: more merges make it, found in `more`;
+//               bit 14: merging the token's bytes alone gives the token, so a
+//               piece that is the token is taken whole without merging (the
+//               same result, found once per token at load: vocabMarkWhole)
+//   more        a word table (as `triple`) keyed by rank << 8 | left bytes, whose
+//               values are merge indices
 import { alloc, release } from './alloc';
 import { grownCapacity } from './grow';
 
@@ -62,6 +78,17 @@ let wordFilter: usize = 0;
 /** Longest token, in bytes: a longer string is no token without a lookup. */
 let longest: u32 = 0;
 let highestRank: u32 = 0;
+let mergeList: bool = false;
+let wholeWords: bool = true;
+let mergeLeft: usize = 0;
+let more: usize = 0;
+let moreMask: u32 = 0;
+let mergesInput: usize = 0;
+let mergesInputCount: u32 = 0;
+/** Bit 15 of a mergeLeft entry: the token has merges besides its own rank's. */
+const MORE_MERGES: u32 = 0x8000;
+/** Bit 14 of a mergeLeft entry: the token's bytes merge to the token. */
+const MERGES_WHOLE: u32 = 0x4000;
 
 /** Reserves the load buffer for `count` tokens of `bytes` bytes in all; returns its address. Allocates. */
 export function vocabInput(count: u32, bytes: u32): usize {
@@ -77,6 +104,7 @@ export function vocabInput(count: u32, bytes: u32): usize {
 }
 
 function vocabRelease(): void {
+  mergesRelease();
   if (input) release(input, inputBytes);
   if (slots) release(slots, (<usize>slotMask + 1) * SLOT);
   if (single) release(single, 256 << 2);
@@ -89,6 +117,16 @@ function vocabRelease(): void {
   tripleMask = quadMask = 0;
   inputBytes = 0;
   tokenCount = slotMask = longest = highestRank = 0;
+}
+
+function mergesRelease(): void {
+  if (mergeLeft) release(mergeLeft, (<usize>highestRank + 1) << 1);
+  if (more) release(more, (<usize>moreMask + 1) << 3);
+  if (mergesInput) release(mergesInput, <usize>mergesInputCount * 12);
+  mergeLeft = more = mergesInput = 0;
+  moreMask = mergesInputCount = 0;
+  mergeList = false;
+  wholeWords = true;
 }
 
 /** The first min(n, 8) bytes at `p` as a word, zero-padded; reads 8 bytes (buffers carry 8 bytes of padding). */
@@ -200,10 +238,44 @@ export function byteRank(p: usize): u32 {
   return load<u32>(single + (<usize>load<u8>(p) << 2));
 }
 
-/** The rank of the two bytes at `p`, or NO_RANK. */
+/** The rank of the two bytes at `p` merged (each byte a part), or NO_RANK. */
 @inline
 export function pairRank2(p: usize): u32 {
-  return load<u32>(double + (<usize>load<u16>(p) << 2));
+  const rank = load<u32>(double + (<usize>load<u16>(p) << 2));
+  // A two-byte token's only merge splits it 1 + 1.
+  if (!mergeList || rank == NO_RANK) return rank;
+  return (<u32>load<u16>(mergeLeft + (<usize>rank << 1)) & 0xff) == 1 ? rank : NO_RANK;
+}
+
+/**
+ * The rank of the `n` bytes at `p` merged from two parts, the first `left`
+ * bytes and the rest, or NO_RANK: under the tiktoken rule the rank of their
+ * concatenation, under the merge list that of the merge (left, rest).
+ */
+export function mergedRank(p: usize, n: u32, left: u32): u32 {
+  const rank = rankOf(p, n);
+  if (!mergeList || rank == NO_RANK) return rank;
+  const info = <u32>load<u16>(mergeLeft + (<usize>rank << 1));
+  if ((info & 0xff) == left) return rank;
+  return info & MORE_MERGES ? wordRank(more, moreMask, (rank << 8) | left) : NO_RANK;
+}
+
+/**
+ * The rank of the `n` bytes at `p` taken whole as one piece's only token, or
+ * NO_RANK: any token under the tiktoken rule or with ignore_merges, else only
+ * a token whose bytes merge to itself.
+ */
+export function wholeRank(p: usize, n: u32): u32 {
+  const rank = rankOf(p, n);
+  if (wholeWords || rank == NO_RANK) return rank;
+  return <u32>load<u16>(mergeLeft + (<usize>rank << 1)) & MERGES_WHOLE ? rank : NO_RANK;
+}
+
+/** Notes that merging the bytes of token `rank` alone gives that token (merge list only). */
+export function vocabMarkWhole(rank: u32): void {
+  if (!mergeList || rank > highestRank) return;
+  const entry = mergeLeft + (<usize>rank << 1);
+  store<u16>(entry, <u16>(<u32>load<u16>(entry) | MERGES_WHOLE));
 }
 
 /** The rank of the token whose bytes are the `n` bytes at `p`, or NO_RANK. */
@@ -326,6 +398,78 @@ function halfFull(count: u32): u32 {
 
 function fail(): u32 {
   vocabRelease();
+  return 0;
+}
+
+/**
+ * The merge list's load buffer for `count` merges, u32 x 3 each: the rank of
+ * the token it makes, the bytes of its left part, and its index (the rank it
+ * merges at). Needs a built vocabulary; returns 0 without one. Allocates.
+ */
+export function vocabMergesInput(count: u32): usize {
+  if (!vocabReady()) return 0;
+  mergesRelease();
+  mergesInputCount = count;
+  mergesInput = alloc(<usize>count * 12);
+  return mergesInput;
+}
+
+/**
+ * Switches the vocabulary to the merge-list rule with the loaded merges;
+ * `whole` = 1 takes a piece that is a token whole (ignore_merges). Returns 0,
+ * leaving the tiktoken rule, when a merge names a rank past the vocabulary, a
+ * left part of 0 or 255 bytes or more, an index past the ranks, an index
+ * that is another token's own rank, or when two merges of one token split it
+ * alike. A merge whose index is its token's rank is that token's own; any
+ * other goes to the extra merges. Allocates.
+ */
+export function vocabMergesBuild(count: u32, whole: u32): u32 {
+  if (mergesInput == 0 || count != mergesInputCount) return 0;
+  const ranksBytes = (<usize>highestRank + 1) << 1;
+  mergeLeft = alloc(ranksBytes);
+  memory.fill(mergeLeft, 0, ranksBytes);
+  let extra: u32 = 0;
+  for (let k: u32 = 0; k < count; k++) {
+    const at = mergesInput + <usize>k * 12;
+    const rank = load<u32>(at);
+    const left = load<u32>(at, 4);
+    const index = load<u32>(at, 8);
+    if (rank > highestRank || rank > 0xffffff || index > highestRank || left == 0 || left >= MAX_TOKEN_BYTES) return mergesFail();
+    if (index != rank) extra++;
+  }
+  moreMask = wordTableSize(extra) - 1;
+  more = alloc((<usize>moreMask + 1) << 3);
+  memory.fill(more, 0xff, (<usize>moreMask + 1) << 3);
+  // Own merges first, so an extra merge can check that its index is no token's own rank.
+  for (let k: u32 = 0; k < count; k++) {
+    const at = mergesInput + <usize>k * 12;
+    const rank = load<u32>(at);
+    if (load<u32>(at, 8) != rank) continue;
+    const entry = mergeLeft + (<usize>rank << 1);
+    if ((<u32>load<u16>(entry) & 0xff) != 0) return mergesFail();
+    store<u16>(entry, <u16>load<u32>(at, 4));
+  }
+  for (let k: u32 = 0; k < count; k++) {
+    const at = mergesInput + <usize>k * 12;
+    const rank = load<u32>(at);
+    const left = load<u32>(at, 4);
+    const index = load<u32>(at, 8);
+    if (index == rank) continue;
+    const own = mergeLeft + (<usize>rank << 1);
+    if ((<u32>load<u16>(mergeLeft + (<usize>index << 1)) & 0xff) != 0 || (<u32>load<u16>(own) & 0xff) == left) return mergesFail();
+    if (!wordInsert(more, moreMask, (rank << 8) | left, index)) return mergesFail();
+    store<u16>(own, <u16>(<u32>load<u16>(own) | MORE_MERGES));
+  }
+  release(mergesInput, <usize>count * 12);
+  mergesInput = 0;
+  mergesInputCount = 0;
+  mergeList = true;
+  wholeWords = whole != 0;
+  return 1;
+}
+
+function mergesFail(): u32 {
+  mergesRelease();
   return 0;
 }
 

@@ -1,8 +1,9 @@
-// Byte-pair encoding (tiktoken's rule) of text cut into pieces: each piece
-// is encoded with the vocabulary (bpe-vocab.ts) and its token ranks written,
-// in order. Pieces are cut either by the host (any encoding: it runs the
-// encoding's regular expression and hands over where each piece ends) or
-// here (o200k_base: bpe-split.ts), so one call goes from text to tokens.
+// Byte-pair encoding (tiktoken's rule, or a model's merge list) of text cut
+// into pieces: each piece is encoded with the vocabulary (bpe-vocab.ts) and
+// its token ranks written, in order. Pieces are cut either by the host (any
+// encoding: it runs the encoding's regular expression and hands over where
+// each piece ends) or here (o200k_base: bpe-split.ts; Qwen2/3 and Llama 3:
+// bpe-split-hf.ts), so one call goes from text to tokens.
 //
 // Buffers (owned here, grow-only):
 //   text    UTF-8 bytes, 8 bytes of padding after the capacity (hashing reads
@@ -15,13 +16,15 @@
 //           token covers at least one byte). Pointer from bpeOutPtr.
 //
 // A piece that is a token by itself is that token (as tiktoken does, even
-// where merging would split it differently); otherwise it is merged.
+// where merging would split it differently, and as Hugging Face BPE does with
+// ignore_merges); otherwise it is merged.
 import { alloc, release } from './alloc';
-import { backtrackBuild, backtrackEncode, backtrackPieces, backtrackReady, backtrackSuits } from './bpe-backtrack';
+import { backtrackBuild, backtrackEncode, backtrackPieces, backtrackReady, backtrackRelease, backtrackSuits } from './bpe-backtrack';
 import { grownCapacity } from './grow';
 import { mergeLong, mergeShort, mergeStats, mergeTune, SHORT_MAX } from './bpe-merge';
-import { splitBegin, splitNext, NONE } from './bpe-split';
-import { NO_RANK, rankOf, vocabBuild, vocabInput, vocabReady } from './bpe-vocab';
+import { splitBegin, splitNext, splitNextBy, NONE } from './bpe-split';
+import { matchLlama3, matchQwen } from './bpe-split-hf';
+import { NO_RANK, vocabBuild, vocabInput, vocabMarkWhole, vocabMergesBuild, vocabMergesInput, vocabReady, vocabTokenBytes, vocabTokenCount, vocabTokenLength, vocabTokenRank, wholeRank } from './bpe-vocab';
 
 const GAP: u32 = 0x80000000;
 
@@ -38,6 +41,33 @@ const LONG_CHOSEN: u32 = 0;
 const LONG_HEAP: u32 = 1;
 const LONG_BACKTRACK: u32 = 2;
 let longPieces: u32 = LONG_CHOSEN;
+/**
+ * The backtracking encoder's tables are built at the first encoding (or
+ * bpeStats) after bpeVocabBuild, so that a merge list loaded in between
+ * (which turns the encoder off) costs no build.
+ */
+let backtrackPending = false;
+
+function settleBacktrack(): void {
+  if (!backtrackPending) return;
+  backtrackPending = false;
+  backtrackBuild();
+}
+
+/** The pattern the core cuts text by (bpeSplitPattern). */
+let pattern: u32 = 0;
+
+/** Where the piece from `s` ends under the chosen pattern, or NONE when it is not settled. */
+@inline
+function pieceEnd(s: usize): usize {
+  if (pattern == 0) return splitNext(s);
+  return splitNextBy(s, pattern == 1 ? matchQwen : matchLlama3);
+}
+
+/** The pattern bpeEncodeText and bpeSplit cut by: 0 o200k_base (default), 1 Qwen2/3's Split regex, 2 Llama 3's (bpe-split-hf.ts). */
+export function bpeSplitPattern(which: u32): void {
+  pattern = which <= 2 ? which : 0;
+}
 
 /** The vocabulary load buffer for `count` tokens of `bytes` bytes (layout in bpe-vocab.ts). Allocates. */
 export function bpeVocabInput(count: u32, bytes: u32): usize {
@@ -47,8 +77,42 @@ export function bpeVocabInput(count: u32, bytes: u32): usize {
 /** Builds the vocabulary from the load buffer; returns the longest token in bytes, 0 if unusable. Allocates. */
 export function bpeVocabBuild(count: u32, bytes: u32): u32 {
   const longest = vocabBuild(count, bytes);
-  if (longest != 0) backtrackBuild();
+  backtrackRelease();
+  backtrackPending = longest != 0;
   return longest;
+}
+
+/** The merge-list load buffer for `count` merges (layout in bpe-vocab.ts), 0 without a vocabulary. Allocates. */
+export function bpeMergesInput(count: u32): usize {
+  return vocabMergesInput(count);
+}
+
+/** Switches to the merge-list rule (Hugging Face BPE); `whole` = 1: pieces that are tokens are taken whole. 1 if done, 0 if unusable. Allocates. */
+export function bpeMergesBuild(count: u32, whole: u32): u32 {
+  if (vocabMergesBuild(count, whole) == 0) return 0;
+  // The backtracking encoder's proof holds for tiktoken's rule (a pair merges
+  // by its concatenation's rank), not for a merge list keyed by the split.
+  backtrackPending = false;
+  if (whole == 0) markWholeTokens();
+  return 1;
+}
+
+/**
+ * Marks every token whose bytes merge to itself: a piece that is such a
+ * token is taken whole, as merging would give it (most pieces of ordinary
+ * text are one token). Merges each token once. Allocates.
+ */
+function markWholeTokens(): void {
+  const count = vocabTokenCount();
+  let longest: u32 = 0;
+  for (let i: u32 = 0; i < count; i++) longest = max(longest, vocabTokenLength(i));
+  reserveOut(longest);
+  for (let i: u32 = 0; i < count; i++) {
+    const n = vocabTokenLength(i);
+    const p = vocabTokenBytes(i);
+    const written = n == 1 ? 1 : n <= SHORT_MAX ? mergeShort(p, n, out, 0) : mergeLong(p, n, out, 0);
+    if (written == 1 && (n == 1 || load<u32>(out) == vocabTokenRank(i))) vocabMarkWhole(vocabTokenRank(i));
+  }
 }
 
 /** Makes the text buffer hold `bytes` bytes; returns its address. Allocates. */
@@ -93,7 +157,7 @@ function reserveOut(bytes: usize): void {
 
 /** Writes the ranks of the `n` (> 0) bytes at `p`, one piece, at out[written..]; returns the new count. */
 function encodePiece(p: usize, n: u32, written: u32): u32 {
-  const whole = rankOf(p, n);
+  const whole = wholeRank(p, n);
   if (whole != NO_RANK) {
     store<u32>(out + (<usize>written << 2), whole);
     return written + 1;
@@ -110,6 +174,7 @@ function encodePiece(p: usize, n: u32, written: u32): u32 {
  */
 export function bpeEncode(bytes: u32, pieces: u32): u32 {
   if (!vocabReady()) return 0;
+  settleBacktrack();
   const length = min(<usize>bytes, textCapacity);
   reserveOut(length);
   const count = min(<usize>pieces, endsCapacity);
@@ -134,7 +199,7 @@ export function bpeEncode(bytes: u32, pieces: u32): u32 {
 }
 
 /**
- * Cuts the first `bytes` bytes of text into o200k_base pieces and encodes
+ * Cuts the first `bytes` bytes of text into pieces (the bpeSplitPattern) and encodes
  * them into out; returns the number of ranks written. With `more`, the text
  * goes on past them: a piece that could still change stops the encoding
  * before it (bpeTakenUnits says where). Allocates (out).
@@ -142,13 +207,14 @@ export function bpeEncode(bytes: u32, pieces: u32): u32 {
 export function bpeEncodeText(bytes: u32, more: bool): u32 {
   taken = 0;
   if (!vocabReady()) return 0;
+  settleBacktrack();
   const length = min(<usize>bytes, textCapacity);
   reserveOut(length);
   splitBegin(text, length, more);
   let written: u32 = 0;
   let s: usize = 0;
   while (s < length) {
-    const e = splitNext(s);
+    const e = pieceEnd(s);
     if (e == NONE) break;
     written = encodePiece(text + s, <u32>(e - s), written);
     s = e;
@@ -168,14 +234,14 @@ export function bpeTakenUnits(): u32 {
   return units;
 }
 
-/** Cuts the first `bytes` bytes of text into o200k_base pieces; writes each piece's end (a byte offset) to the piece-end buffer and returns their count. Allocates. */
+/** Cuts the first `bytes` bytes of text into pieces (the bpeSplitPattern); writes each piece's end (a byte offset) to the piece-end buffer and returns their count. Allocates. */
 export function bpeSplit(bytes: u32): u32 {
   const length = min(<usize>bytes, textCapacity);
   bpePieceInput(<u32>length);
   splitBegin(text, length, false);
   let count: u32 = 0;
   for (let s: usize = 0; s < length; count++) {
-    s = splitNext(s);
+    s = pieceEnd(s);
     store<u32>(ends + (<usize>count << 2), <u32>s);
   }
   return count;
@@ -197,6 +263,7 @@ export function bpeLongPieces(mode: u32): void {
 
 /** 0: windows merged; 1: long pieces merged again with wider windows (a cut failed its check); 2: pieces the backtracking encoder encoded; 3: whether it can (the vocabulary passed its checks). */
 export function bpeStats(which: u32): u32 {
+  settleBacktrack();
   if (which == 2) return backtrackPieces();
   if (which == 3) return backtrackReady() ? 1 : 0;
   return mergeStats(which);

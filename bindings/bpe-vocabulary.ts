@@ -10,6 +10,30 @@ export interface BpeVocabulary {
   ranks: Uint32Array;
   /** The pre-tokenizer: a regular expression source, run with the `u` flag. */
   pattern: string;
+  /**
+   * Text between the pattern's matches: skipped, as tiktoken does (default),
+   * or encoded as pieces of its own, as a Hugging Face Split with behavior
+   * "Isolated" does.
+   */
+  gaps?: 'skip' | 'encode';
+  /**
+   * The merge-list rule (Hugging Face BPE) instead of tiktoken's: parts merge
+   * only as listed, at the listed merge's index. Ranks are then merge indices
+   * (see MergeList), not the model's ids.
+   */
+  merges?: MergeList;
+}
+
+/**
+ * A model's merges, for a vocabulary whose ranks are merge indices: a token
+ * one merge makes has that merge's index as its rank; a token no merge makes
+ * ranks after every merge.
+ */
+export interface MergeList {
+  /** u32 x 3 per merge: the rank of the token it makes, the bytes of its left part, its index. */
+  entries: Uint32Array;
+  /** Whether a piece that is a token is that token without merging (ignore_merges). */
+  wholeWords: boolean;
 }
 
 /** Why a vocabulary cannot be used, or undefined; the core checks the same (bpeVocabBuild). */

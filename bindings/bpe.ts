@@ -2,21 +2,24 @@
 // text that holds no special token, at a cost linear in the pieces plus
 // O(n log n) in the length of the longest one.
 //
-// The pre-tokenizer: o200k_base's is written out in the core (assembly/
-// bpe-split.ts), so text goes in and token ids come out; any other pattern
+// The pre-tokenizer: o200k_base's, Qwen2/3's and Llama 3's are written out
+// in the core (assembly/bpe-split.ts, bpe-split-hf.ts), so text goes in and
+// token ids come out; any other pattern
 // runs here as the encoding's own regular expression (so pieces are cut
 // exactly where tiktoken cuts them), and only where pieces end crosses into
 // the core. Text goes in batches of whole pieces, so the core's buffers grow
 // with the longest piece, not with the text.
 import { Core, CoreAbort } from './core.js';
-import { vocabularyProblem, type BpeVocabulary } from './bpe-vocabulary.js';
+import { vocabularyProblem, type BpeVocabulary, type MergeList } from './bpe-vocabulary.js';
 
-export type { BpeVocabulary } from './bpe-vocabulary.js';
+export type { BpeVocabulary, MergeList } from './bpe-vocabulary.js';
 
 /** The core's bpe* exports. */
 export interface BpeExports {
   bpeVocabInput(count: number, bytes: number): number;
   bpeVocabBuild(count: number, bytes: number): number;
+  bpeMergesInput(count: number): number;
+  bpeMergesBuild(count: number, whole: number): number;
   bpeTextInput(bytes: number): number;
   bpePieceInput(count: number): number;
   bpeOutPtr(): number;
@@ -24,6 +27,7 @@ export interface BpeExports {
   bpeEncodeText(bytes: number, more: number): number;
   bpeTakenUnits(): number;
   bpeSplit(bytes: number): number;
+  bpeSplitPattern(which: number): void;
   bpeTune(window: number, margin: number): void;
   bpeLongPieces(mode: number): void;
   bpeStats(which: number): number;
@@ -74,6 +78,16 @@ const GAP = 0x80000000;
 /** The o200k_base pattern, which the core's own pre-tokenizer implements. */
 export const O200K_PATTERN = String.raw`[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+('s|'S|'t|'T|'re|'rE|'Re|'RE|'ve|'vE|'Ve|'VE|'m|'M|'ll|'lL|'Ll|'LL|'d|'D)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*('s|'S|'t|'T|'re|'rE|'Re|'RE|'ve|'vE|'Ve|'VE|'m|'M|'ll|'lL|'Ll|'LL|'d|'D)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`;
 
+/**
+ * Qwen2/Qwen3's and Llama 3's Split regexes as router/tokenize/onig-pattern.ts
+ * rewrites them from Oniguruma, which the core also implements
+ * (assembly/bpe-split-hf.ts).
+ */
+export const QWEN_PATTERN = String.raw`(?:'[sSſ]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\p{White_Space}\p{L}\p{N}]+[\r\n]*|\p{White_Space}*[\r\n]+|\p{White_Space}+(?!\P{White_Space})|\p{White_Space}+`;
+export const LLAMA3_PATTERN = QWEN_PATTERN.replace(String.raw`|\p{N}|`, String.raw`|\p{N}{1,3}|`);
+/** The patterns the core cuts text by, by their bpeSplitPattern number. */
+const CORE_PATTERNS = [O200K_PATTERN, QWEN_PATTERN, LLAMA3_PATTERN];
+
 const utf8 = new TextEncoder();
 
 export class BytePairEncoder {
@@ -82,9 +96,11 @@ export class BytePairEncoder {
   private readonly sticky: RegExp;
   private readonly search: RegExp;
   private readonly ends = new Uint32Array(BATCH_PIECES);
-  /** Whether the core cuts the pieces (the pattern is o200k_base's). */
+  /** Whether the core cuts the pieces (the pattern is one it implements: CORE_PATTERNS). */
   private readonly splitsInCore: boolean;
   private readonly batchUnits: number;
+  /** What marks text between matches: GAP (skipped) or nothing (encoded as a piece). */
+  private readonly gapMark: number;
 
   constructor(vocab: BpeVocabulary, options: BpeOptions = {}) {
     const problem = vocabularyProblem(vocab);
@@ -96,7 +112,10 @@ export class BytePairEncoder {
     // object; the searching one finds the next piece after text no alternative matches.
     this.sticky = new RegExp(vocab.pattern, 'uy');
     this.search = new RegExp(vocab.pattern, 'ug');
-    this.splitsInCore = vocab.pattern === O200K_PATTERN;
+    this.gapMark = vocab.gaps === 'encode' ? 0 : GAP;
+    // These patterns leave no text between matches, so the gaps setting does not matter.
+    const corePattern = CORE_PATTERNS.indexOf(vocab.pattern);
+    this.splitsInCore = corePattern >= 0;
     this.core = options.core ?? new Core();
     this.core.claim('bpe');
     this.k = this.core.kernel<BpeExports>();
@@ -106,6 +125,8 @@ export class BytePairEncoder {
     this.core.u32(at + 4 * (count + 1), count).set(vocab.ranks);
     this.core.u8(at + 4 * (2 * count + 1), vocab.bytes.length).set(vocab.bytes);
     if (this.k.bpeVocabBuild(count, vocab.bytes.length) === 0) throw new RangeError('byte-pair vocabulary: two tokens have the same bytes');
+    if (vocab.merges !== undefined) this.loadMerges(vocab.merges);
+    if (this.splitsInCore) this.k.bpeSplitPattern(corePattern);
     if (options.window !== undefined) {
       const { bytes, margin } = options.window;
       if (!Number.isInteger(bytes) || bytes < 1 || bytes > 1 << 24) throw new RangeError(`window.bytes must be an integer in 1..16777216 (got ${bytes})`);
@@ -115,6 +136,15 @@ export class BytePairEncoder {
     const longPieces = options.longPieces ?? 'chosen';
     if (!Object.hasOwn(LONG_PIECES, longPieces)) throw new RangeError(`longPieces must be 'chosen', 'heap' or 'backtrack' (got ${String(longPieces)})`);
     this.k.bpeLongPieces(LONG_PIECES[longPieces]);
+  }
+
+  private loadMerges(merges: MergeList): void {
+    const count = merges.entries.length / 3;
+    if (!Number.isInteger(count)) throw new RangeError('merge list: entries must hold 3 numbers per merge');
+    this.core.u32(this.k.bpeMergesInput(count), 3 * count).set(merges.entries);
+    if (this.k.bpeMergesBuild(count, merges.wholeWords ? 1 : 0) === 0) {
+      throw new RangeError('merge list: a merge names no token, splits one at 0 or 255+ bytes, has an index past the ranks or another token\'s, or repeats another merge');
+    }
   }
 
   /** Counters of the long-piece paths since this encoder's core started. */
@@ -132,9 +162,9 @@ export class BytePairEncoder {
   }
 
   /**
-   * Where the core's o200k_base pre-tokenizer ends each piece of `text`, as
-   * UTF-8 byte offsets (for checking it against the pattern); undefined for
-   * other encodings.
+   * Where the core's pre-tokenizer ends each piece of `text`, as UTF-8 byte
+   * offsets (for checking it against the pattern); undefined for patterns the
+   * core does not implement.
    */
   pieceEnds(text: string): Uint32Array | undefined {
     if (!this.splitsInCore) return undefined;
@@ -170,7 +200,38 @@ export class BytePairEncoder {
     return written;
   }
 
+  /**
+   * Token ids of `text` cut into pieces by the caller (a pre-tokenizer the
+   * pattern cannot express): `ends` are the pieces' ends as UTF-16 offsets,
+   * increasing, the last one text.length. Holds no special token.
+   */
+  encodePieces(text: string, ends: ArrayLike<number>): Uint32Array {
+    const ids = new IdList(text.length);
+    let k = 0;
+    this.batchPieces(text, ids, () => ends[k++]!);
+    return ids.take();
+  }
+
   private encodeByPattern(text: string, ids: IdList): void {
+    const sticky = this.sticky;
+    this.batchPieces(text, ids, (at) => {
+      sticky.lastIndex = at;
+      const matched = sticky.test(text);
+      if (matched && sticky.lastIndex > at) return sticky.lastIndex;
+      // No alternative matches here: the text up to the next match is a gap. An empty
+      // match only marks a boundary, so the next match is looked for a character on.
+      this.search.lastIndex = matched ? at + (isHighSurrogate(text.charCodeAt(at)) ? 2 : 1) : at;
+      const next = this.search.exec(text);
+      return (next === null ? text.length : next.index) | this.gapMark;
+    });
+  }
+
+  /**
+   * Encodes `text` piece by piece into ids, the pieces handed to the core in
+   * batches; `next(at)` is the end of the piece from `at` (GAP set: text no
+   * piece covers).
+   */
+  private batchPieces(text: string, ids: IdList, next: (at: number) => number): void {
     let batchStart = 0;
     let pieces = 0;
     const flush = (end: number) => {
@@ -179,20 +240,13 @@ export class BytePairEncoder {
       batchStart = end;
       pieces = 0;
     };
-    const sticky = this.sticky;
     let at = 0;
     while (at < text.length) {
-      sticky.lastIndex = at;
-      if (sticky.test(text)) {
-        at = sticky.lastIndex;
-        this.ends[pieces++] = at - batchStart;
-      } else {
-        // No alternative matches here: tiktoken skips to the next match.
-        this.search.lastIndex = at;
-        const next = this.search.exec(text);
-        at = next === null ? text.length : next.index;
-        this.ends[pieces++] = (at - batchStart) | GAP;
-      }
+      const end = next(at);
+      const from = at;
+      at = end & ~GAP;
+      if (!(at > from && at <= text.length)) throw new RangeError(`piece ends must increase up to the text's length (got ${at} after ${from})`);
+      this.ends[pieces++] = (at - batchStart) | (end & GAP);
       if (pieces === BATCH_PIECES || at - batchStart >= BATCH_UNITS) flush(at);
     }
     if (pieces > 0) flush(at);

@@ -8,6 +8,8 @@ import type { ChatMessage, ChatOptions, PromptTokenizer, RenderMode, TokenizePla
 /** How rendered text becomes ids: through a tokenizer's PromptEncoder, or packed bytes. */
 export interface TextToIds {
   readonly mode: TokenizeMode;
+  /** What encodes (PromptTokenizer.engine). */
+  readonly engine: string;
   /** A rendered chat prompt, in consecutive parts: the template already wrote any BOS. */
   chat(parts: readonly string[]): EncodePlan;
   /** A raw completions prompt: the tokenizer adds its own BOS/EOS. */
@@ -30,6 +32,10 @@ export class ChatTokenizer implements PromptTokenizer {
 
   get mode(): TokenizeMode {
     return this.ids.mode;
+  }
+
+  get engine(): string {
+    return this.ids.engine;
   }
 
   get renderMode(): RenderMode {

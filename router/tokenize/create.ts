@@ -81,7 +81,7 @@ export async function createTokenizer(spec: string, io: TokenizerIO, options?: T
 
   if (spec === 'bytes') {
     const renderers = renderersFor(chatml(), {}, renderCacheChars, spec);
-    const ids: TextToIds = { mode: 'whole', chat: (parts) => settledPlan(() => packBytes(parts.join(''))), raw: (text) => settledPlan(() => packBytes(text)) };
+    const ids: TextToIds = { mode: 'whole', engine: 'UTF-8 bytes, 4 per id', chat: (parts) => settledPlan(() => packBytes(parts.join(''))), raw: (text) => settledPlan(() => packBytes(text)) };
     return new ChatTokenizer(spec, renderers, ids);
   }
   if (spec.startsWith('tiktoken:')) {
@@ -92,6 +92,7 @@ export async function createTokenizer(spec: string, io: TokenizerIO, options?: T
       get mode() {
         return encoder.mode;
       },
+      engine: 'wasm byte-pair kernel (tiktoken ranks)',
       chat: (parts) => encoder.plan(parts),
       raw: (text) => encoder.plan([text]),
       encoder,
@@ -113,6 +114,7 @@ export async function createTokenizer(spec: string, io: TokenizerIO, options?: T
       get mode() {
         return encoder.mode;
       },
+      engine: model.engine,
       chat: (parts) => encoder.plan(parts),
       raw,
       encoder,

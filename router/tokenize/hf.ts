@@ -1,9 +1,15 @@
-// A Hugging Face model directory: tokenizer.json (run by @huggingface/tokenizers),
-// tokenizer_config.json (chat template, bos/eos and other special tokens) and,
-// when present, chat_template.jinja, which takes precedence over the config's
-// template as it does in transformers.
+// A Hugging Face model directory: tokenizer.json, tokenizer_config.json (chat
+// template, bos/eos and other special tokens) and, when present,
+// chat_template.jinja, which takes precedence over the config's template as
+// it does in transformers.
+//
+// The tokenizer runs on the wasm byte-pair kernel when its shape is one
+// hf-byte-level.ts reproduces exactly and a self-check on probe texts finds
+// the same ids as @huggingface/tokenizers; otherwise on @huggingface/tokenizers.
 import { Tokenizer } from '@huggingface/tokenizers';
-import type { TextCodec } from './prompt-encoder.js';
+import { byteLevelEncoder, byteLevelModel } from './hf-byte-level.js';
+import { sameIds, splitCodec, type TextCodec } from './prompt-encoder.js';
+import { probeTexts } from './probes.js';
 import { SpecialSplitter, type SpecialToken } from './special-split.js';
 import type { TokenizerIO } from './types.js';
 
@@ -17,7 +23,26 @@ export interface HfModel {
   globals: Record<string, unknown>;
   /** Contents of the special tokens, for the tokenization self-check. */
   specialTexts: string[];
+  /** What encodes: the wasm kernel, or @huggingface/tokenizers and why. */
+  engine: string;
 }
+
+/**
+ * Texts the kernel must encode as @huggingface/tokenizers does before it is
+ * trusted with a model: every class of character the pre-tokenizer regexes
+ * tell apart, contractions in both cases, runs, and text that NFC changes.
+ */
+const ENGINE_PROBES = [
+  "I'm sure you're right, it's John's and we'll see; I'D SAY THEY'VE, 'LL 'Re 'vE",
+  'x = 12345678 + 3.14159; 00007 １２３ ٣٤٥',
+  'a  b   c\n\n\t\td \r\n e  \u00a0\u3000 f \u0085g\ufeffh   ',
+  '中文字符测试，日本語のテキスト、한국어 텍스트。',
+  '😀🎉👍🏽🚀 👨‍👩‍👧 🇫🇷',
+  'e\u0301 A\u030a \u1100\u1161 ﬁ Ω',
+  '!@#$%^&*()[]{}<>  ...  --- ~~~ ```js\nconst x = {a: [1, 2]};\n```',
+  'ab'.repeat(300) + ' ' + 'x'.repeat(700) + ' '.repeat(500) + '1'.repeat(50),
+  'Привет, мир! Γειά σου Κόσμε! مرحبا بالعالم שלום עולם नमस्ते दुनिया',
+];
 
 interface AddedTokenJson {
   id: number;
@@ -132,15 +157,43 @@ export async function loadHfModel(dir: string, io: TokenizerIO): Promise<HfModel
     const text = tokenText(config[name]);
     if (text !== undefined) globals[name] = text;
   }
+  const splitter = new SpecialSplitter(splitTokens);
+  const library: TextCodec = {
+    splitter,
+    encodePiece: (piece) => tokenizer.encode(piece, { add_special_tokens: false }).ids,
+    encodeWhole: (text) => tokenizer.encode(text, { add_special_tokens: false }).ids,
+  };
+  const chosen = chooseCodec(json, splitter, library, [...ENGINE_PROBES, ...probeTexts(splitTokens.map((t) => t.content))]);
   return {
-    codec: {
-      splitter: new SpecialSplitter(splitTokens),
-      encodePiece: (piece) => tokenizer.encode(piece, { add_special_tokens: false }).ids,
-      encodeWhole: (text) => tokenizer.encode(text, { add_special_tokens: false }).ids,
-    },
+    codec: chosen.codec,
     affixes: findAffixes(tokenizer),
     templates: chatTemplates(config, templateFile, origin),
     globals,
     specialTexts: splitTokens.map((t) => t.content),
+    engine: chosen.engine,
   };
+}
+
+const LIBRARY = '@huggingface/tokenizers';
+
+/**
+ * The kernel's codec for the model when it takes the model's shape and
+ * agrees with the library on every probe; else the library's, with why.
+ */
+export function chooseCodec(json: Record<string, unknown>, splitter: SpecialSplitter, library: TextCodec, probes: readonly string[]): { codec: TextCodec; engine: string } {
+  const model = byteLevelModel(json);
+  if (typeof model === 'string') return { codec: library, engine: `${LIBRARY} (not byte-level BPE the kernel reproduces: ${model})` };
+  let encodePiece: (text: string) => Uint32Array;
+  try {
+    encodePiece = byteLevelEncoder(model);
+  } catch (err) {
+    return { codec: library, engine: `${LIBRARY} (the kernel refused the vocabulary: ${(err as Error).message})` };
+  }
+  const codec = splitCodec(splitter, encodePiece);
+  for (const probe of probes) {
+    if (!sameIds(codec.encodeWhole(probe), library.encodeWhole(probe))) {
+      return { codec: library, engine: `${LIBRARY} (the kernel differed on the probe ${JSON.stringify(probe.slice(0, 60))})` };
+    }
+  }
+  return { codec, engine: 'wasm byte-pair kernel (merge list)' };
 }

@@ -32,6 +32,14 @@ export interface EncodePlan {
   finish(encoded: readonly ArrayLike<number>[]): Uint32Array;
 }
 
+/**
+ * The codec of a tokenizer that never merges across a special token: a whole
+ * prompt is split at them and each text between encoded alone.
+ */
+export function splitCodec(splitter: SpecialSplitter, encodePiece: (piece: string) => Uint32Array): TextCodec {
+  return { splitter, encodePiece, encodeWhole: (text) => joinIds(splitter.split(text).map((s) => (typeof s === 'number' ? s : encodePiece(s)))) };
+}
+
 /** Runs a plan's texts through a codec. */
 export function encodeTexts(codec: TextCodec, texts: readonly string[], whole: boolean): ArrayLike<number>[] {
   return texts.map((t) => (whole ? codec.encodeWhole(t) : codec.encodePiece(t)));

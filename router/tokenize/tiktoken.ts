@@ -4,7 +4,7 @@
 import type { TiktokenBPE } from 'js-tiktoken/lite';
 import { BytePairEncoder } from '../../bindings/bpe.js';
 import { IM_END, IM_START } from './chatml.js';
-import { joinIds, type TextCodec } from './prompt-encoder.js';
+import { splitCodec, type TextCodec } from './prompt-encoder.js';
 import { SpecialSplitter } from './special-split.js';
 import { tiktokenVocabulary } from './tiktoken-vocabulary.js';
 
@@ -55,7 +55,6 @@ function tiktokenCodec(ranks: TiktokenBPE): TextCodec {
   const specials = tiktokenSpecials(ranks, largest);
   const splitter = new SpecialSplitter(Object.entries(specials).map(([content, id]) => ({ content, id })));
   const bpe = new BytePairEncoder(vocab);
-  const encodeWhole = (text: string) => joinIds(splitter.split(text).map((s) => (typeof s === 'number' ? s : bpe.encode(s))));
   // Pieces hold no special token; a whole prompt has them split out first, as tiktoken does with every special allowed.
-  return { splitter, encodePiece: (piece) => bpe.encode(piece), encodeWhole };
+  return splitCodec(splitter, (piece) => bpe.encode(piece));
 }

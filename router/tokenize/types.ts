@@ -85,6 +85,11 @@ export interface PromptTokenizer {
   readonly spec: string;
   readonly mode: TokenizeMode;
   readonly renderMode: RenderMode;
+  /**
+   * What turns text into ids: the wasm byte-pair kernel, packed bytes, or
+   * (an hf: model the kernel does not reproduce) @huggingface/tokenizers and why.
+   */
+  readonly engine: string;
   /** Renders the conversation with the chat template and tokenizes it (no BOS added beyond the template's). The ids are read-only (TokenizePlan.finish). */
   encodeChat(messages: ChatMessage[], options?: ChatOptions): Uint32Array;
   /** Tokenizes a raw prompt as an engine does for completions (adds the tokenizer's BOS/EOS rules). */

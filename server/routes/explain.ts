@@ -66,6 +66,7 @@ export function registerExplainRoute(app: FastifyInstance, rt: RouterRuntime): v
       adapter: target.adapter,
       kind,
       tokenizer: model.tokenizer.spec,
+      tokenizer_engine: model.tokenizer.engine,
       prompt_basis: basis,
       block_size: model.config.blockSize,
       policy: x.policy,

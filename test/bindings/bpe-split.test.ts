@@ -9,6 +9,7 @@ import o200k from 'js-tiktoken/ranks/o200k_base';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { BytePairEncoder, O200K_PATTERN } from '../../bindings/bpe.js';
 import { tiktokenVocabulary } from '../../router/tokenize/tiktoken-vocabulary.js';
+import { patternEnds as patternEndsOf } from '../helpers/pattern-ends.js';
 
 const utf8 = new TextEncoder();
 
@@ -23,21 +24,8 @@ beforeAll(() => {
   oracle = new Tiktoken(o200k);
 }, 60_000);
 
-/** Piece ends (UTF-8 byte offsets) of the pattern's matches, as tiktoken cuts text. */
-function patternEnds(text: string): number[] {
-  const ends: number[] = [];
-  let at = 0;
-  let unit = 0;
-  for (const match of text.matchAll(new RegExp(O200K_PATTERN, 'ug'))) {
-    // No text is skipped between matches.
-    expect(match.index).toBe(unit);
-    unit += match[0].length;
-    at += utf8.encode(match[0]).length;
-    ends.push(at);
-  }
-  expect(unit).toBe(text.length);
-  return ends;
-}
+/** Piece ends (UTF-8 byte offsets) of the pattern's matches, as tiktoken cuts text (none skipped). */
+const patternEnds = (text: string) => patternEndsOf(O200K_PATTERN, text);
 
 /** Characters of every class and set boundary of the pattern. */
 const CLASSES: Record<string, string[]> = {

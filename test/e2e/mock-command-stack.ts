@@ -98,6 +98,7 @@ export function post(url: string, body: unknown, headers: Record<string, string>
 export interface Explained {
   chosen: string | null;
   adapter: string | null;
+  tokenizer_engine: string;
   error: { code: string; message: string } | null;
   workers: { worker: string; eligible: boolean; filtered: string | null; overlap_blocks: number; cached_tokens: number }[];
 }

@@ -87,6 +87,8 @@ describe('multimodal prompts with the engine\'s placeholder runs', () => {
     const x = await explain(stack.url, again);
     expect(overlapOn(x, 'vl-1')).toBe(0);
     expect(x.chosen).toBe('vl-0');
+    // The router encodes this Qwen tokenizer on the wasm kernel, not on @huggingface/tokenizers.
+    expect(x.tokenizer_engine).toBe('wasm byte-pair kernel (merge list)');
     // Routed freely it goes to vl-0, whose engine serves the image's blocks from its cache.
     const second = await complete(stack.url, again);
     expect(second.worker).toBe('vl-0');
