@@ -190,6 +190,40 @@ describe('findMatches walk', () => {
     }
   });
 
+  it('keeps a long session in one span when the pool is large for its workers, though another worker\'s span follows it', () => {
+    const index = new PrefixIndex();
+    const twin = makeIndex('twin');
+    // 140,000 records for 16 worker slots: spans of 140,000 / (16 x 16) = 546 records, where a
+    // pool of a few thousand records gets spans of 128.
+    const bulk = Array.from({ length: 140_000 }, (_, i) => 10_000_000 + i);
+    for (const target of [index, twin]) store(target, { id: 'bulk', rank: 0 }, [], bulk);
+    const workers = [w0, w1];
+    const sessions = workers.map((_, k) => [1000 * (k + 1)]);
+    for (const [k, worker] of workers.entries()) for (const target of [index, twin]) store(target, worker, [], sessions[k]!);
+    // Eight turns of 60 blocks each, the two workers taking turns: 480 records each, in spans side by side.
+    for (let turn = 0; turn < 8; turn++) {
+      for (const [k, worker] of workers.entries()) {
+        const tail = Array.from({ length: 60 }, (_, i) => 1000 * (k + 1) + 1 + turn * 60 + i);
+        for (const target of [index, twin]) store(target, worker, sessions[k]!, tail);
+        sessions[k]!.push(...tail);
+      }
+    }
+    const k = index.core.kernel<{ indexDumpNodes(): number; indexDumpBuffer(): number }>();
+    const count = k.indexDumpNodes();
+    const dump = index.core.u32(k.indexDumpBuffer(), count * 4);
+    const idOf = new Map<bigint, number>();
+    for (let i = 0; i < count; i++) idOf.set(BigInt(dump[4 * i + 2]!) | (BigInt(dump[4 * i + 3]!) << 32n), dump[4 * i]!);
+    for (const session of sessions) {
+      const ids = locals(session.slice(1)).map((h) => idOf.get(h)!);
+      expect(ids.every((id, i) => i === 0 || id === ids[i - 1]! + 1)).toBe(true);
+    }
+    expect(count).toBe(index.stats().nodes);
+    expect(brokenRule(index)).toBe(0);
+    for (const path of sessions) {
+      for (const q of [path, path.slice(0, 200), [...path.slice(0, 300), 7]]) expect(matchesOf(index, q)).toEqual(matchesOf(twin, q));
+    }
+  });
+
   it('agrees with the twin on sessions stored turn by turn across workers, with tails removed and stored again', () => {
     // Workers extend sessions in turns (spans), remove tails (freed records,
     // which later turns reuse instead of taking spans) and share a prompt, so
