@@ -1,4 +1,4 @@
-import { ORPHANS, STAMP, UNTRACKED, INFO, adjacentChild, chainRun, childFind, memberCount, memberHas, nodeAt, rootChild, touchMembers, treeStarted } from './prefix-nodes';
+import { ORPHANS, STAMP, UNTRACKED, INFO, adjacentChild, chainRun, childFind, memberCount, memberHas, nodeAt, rootChild, treeStarted } from './prefix-nodes';
 import { NO_SLOT, isBitmap, memberBlock, memberCopy, memberMark, memberNext, memberRank, writeWord } from './prefix-members';
 import { blockCap } from './prefix-memory';
 import { currentEpoch } from './prefix-evict';
@@ -169,9 +169,6 @@ export function findMatches(ptr: usize, count: u32, earlyExit: bool): u32 {
     let child = cur + 1;
     let cp = adjacentChild(cur, curAt, local);
     if (cp == 0) {
-      // Where a run ends, members usually drop out and cur's set is read:
-      // that read starts now, beside the lookup of the child.
-      touchMembers(curAt);
       child = childFind(cur, local);
       if (child == 0) break;
       cp = nodeAt(child);

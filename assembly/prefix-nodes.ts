@@ -355,7 +355,6 @@ export function chainRun(n: u32, p: usize, hashes: usize, limit: u32, epoch: u16
   const walked = <u32>epoch << 16;
   // The run ends at the limit, the pool's top or the chunk's end.
   const end = min(min(n + 1 + min(limit, CHUNK_NODES), poolTop), (n | CHUNK_MASK) + 1);
-  touchPages(p, end - n);
   let c = n + 1;
   let cp = p + NODE_BYTES;
   let h = hashes;
@@ -371,30 +370,6 @@ export function chainRun(n: u32, p: usize, hashes: usize, limit: u32, epoch: u16
     h += 8;
   }
   return c - n - 1;
-}
-
-// A memory page (4 KiB) of records; the pool's chunks start on one.
-const PAGE_RECORDS: u32 = 128;
-// Where the walk's reads go when it looks ahead (see touchPages).
-let ahead: u32 = 0;
-
-/**
- * Reads one word in each page of the `count` records from the one at p on,
- * before a walk steps through them: the reads are independent, so their
- * misses (the line and, in a memory of GiBs without huge pages, the page's
- * translation) overlap instead of each waiting until the walk gets there,
- * which a processor's prefetching does not do across a page.
- */
-@inline
-function touchPages(p: usize, count: u32): void {
-  let sum = ahead;
-  for (let k = PAGE_RECORDS; k < count; k += PAGE_RECORDS) sum ^= load<u32>(p + (<usize>k << NODE_SHIFT), INFO);
-  ahead = sum;
-}
-
-/** Reads the first word of the member block of the node at p (if it has one), for a caller about to need it; see touchPages. */
-export function touchMembers(p: usize): void {
-  if ((load<u32>(p, INFO) & COUNT_MASK) >= 2) ahead ^= load<u32>(<usize>load<u32>(p, MEMBERS));
 }
 
 /** The child of `parent` for this block, or 0. */
