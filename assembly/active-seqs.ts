@@ -1,6 +1,6 @@
 import { release } from './alloc';
-import { RecordPool, poolCreate, poolGive, poolRecord, poolTake, regrow } from './grow';
-import { MAP_EMPTY, U64Map, mapCreate, mapDelete, mapGet, mapReserve, mapSet } from './u64-map';
+import { RecordPool, grownCapacity, poolCreate, poolGive, poolRecord, poolTake, regrow } from './grow';
+import { MAP_EMPTY, U64Map, mapCreate, mapDelete, mapFill, mapGet, mapProbeForInsert, mapRetain, mapSet, mapSlotValue } from './u64-map';
 
 // The ledger's reverse index of active sequence hashes: for every hash that an
 // active request names, which workers hold it and through how many of their
@@ -16,15 +16,48 @@ import { MAP_EMPTY, U64Map, mapCreate, mapDelete, mapGet, mapReserve, mapSet } f
 // chasing pointers: holder 0 inside the record (most hashes have one holder),
 // holder i >= 1 at more + 8 (i - 1), an array that doubles as it fills and is
 // released when one holder is left. Removing a holder moves the last one into
-// its place. Free seq ids are chained through +16.
+// its place. Free seq ids are chained through +16, and their +24 is GIVEN_BACK.
+//
+// A booked request keeps the seq ids of its hashes, so its release goes
+// straight to the records. A record whose last holder leaves stays in seqIds,
+// cold (no holders): it is active again, at the cost of one lookup, when the
+// next turn of the conversation books the same prefix. Cold records are not
+// active (seqFind does not return them, seqActiveCount does not count them);
+// a bit per seq id (`held`) tells them apart without reading the record, so
+// a lookup of a cold hash reads no more memory than a lookup of an absent one;
+// once more than COLD_LIMIT pile up, one pass drops them all and gives their
+// ids back, and the table shrinks to the active ones.
+
+/** Cold records kept for the next turns before they are dropped (each costs its 32 bytes and a table entry). */
+export const COLD_LIMIT: u32 = 1 << 16;
+
+/** In +24 (more capacity) of a record given back to the pool, which no record in use has. */
+const GIVEN_BACK: u32 = 0xffffffff;
 
 const seqIds: U64Map = mapCreate(16);
 const holders: U64Map = mapCreate(16);
 const seqs: RecordPool = poolCreate(32, 16);
+let cold: u32 = 0;
+/** One bit per seq id: set while the record has holders. */
+let held: usize = 0;
+let heldWords: u32 = 0;
+/** Whether the last seqHold made its worker a holder of the hash (it did not hold it before). */
+export let seqHeldNew: bool = false;
 
 @inline
 function seqRecord(sid: u32): usize {
   return poolRecord(seqs, sid);
+}
+
+@inline
+function isHeld(sid: u32): bool {
+  return (load<u32>(held + (<usize>(sid >> 5) << 2)) & (<u32>1 << (sid & 31))) != 0;
+}
+
+@inline
+function flipHeld(sid: u32): void {
+  const p = held + (<usize>(sid >> 5) << 2);
+  store<u32>(p, load<u32>(p) ^ (<u32>1 << (sid & 31)));
 }
 
 @inline
@@ -46,14 +79,13 @@ function holderIndex(s: usize, sid: u32, worker: u32): u32 {
   return mapGet(holders, holderKey(sid, worker));
 }
 
-/** Room for `count` more hashes, made before a request holds its prompt's. */
-export function seqReserve(count: u32): void {
-  mapReserve(seqIds, count);
-}
-
-/** One more active request of `worker` names `hash`; true when the worker did not hold it before. */
-export function seqHold(worker: u32, hash: u64): bool {
-  let sid = mapGet(seqIds, hash);
+/**
+ * One more active request of `worker` names `hash`; returns the hash's seq
+ * id, for the release, and sets seqHeldNew when the worker did not hold it before.
+ */
+export function seqHold(worker: u32, hash: u64): u32 {
+  const slot = mapProbeForInsert(seqIds, hash);
+  let sid = mapSlotValue(seqIds, slot);
   if (sid == MAP_EMPTY) {
     sid = poolTake(seqs);
     const s = seqRecord(sid);
@@ -61,7 +93,36 @@ export function seqHold(worker: u32, hash: u64): bool {
     store<usize>(s, 0, 16);
     store<u32>(s, 0, 20);
     store<u32>(s, 0, 24);
-    mapSet(seqIds, hash, sid);
+    mapFill(seqIds, slot, hash, sid);
+    if ((sid >> 5) >= heldWords) {
+      const words = grownCapacity(heldWords, (sid >> 5) + 1);
+      held = regrow(held, heldWords, words, 4);
+      heldWords = words;
+    }
+    // A record without holders, as a cold one: seqHoldId makes it active.
+    cold++;
+  }
+  seqHoldId(worker, sid);
+  return sid;
+}
+
+/**
+ * Whether `sid`, the id a hash had in an earlier request, still names `hash`:
+ * its record is in use (not given back) and holds that hash (one hash has
+ * one record in use). Lets a booking reuse an earlier request's ids without
+ * a table lookup.
+ */
+export function seqNames(sid: u32, hash: u64): bool {
+  if (sid >= seqs.high) return false;
+  const s = seqRecord(sid);
+  return load<u32>(s, 24) != GIVEN_BACK && load<u64>(s) == hash;
+}
+
+/** seqHold for a hash whose seq id is known (seqNames); sets seqHeldNew likewise. */
+export function seqHoldId(worker: u32, sid: u32): void {
+  if (!isHeld(sid)) {
+    cold--;
+    flipHeld(sid);
   }
   const s = seqRecord(sid);
   let index = holderIndex(s, sid, worker);
@@ -84,12 +145,15 @@ export function seqHold(worker: u32, hash: u64): bool {
   }
   const h = holderAt(s, index);
   store<u32>(h, load<u32>(h, 4) + 1, 4);
-  return fresh;
+  seqHeldNew = fresh;
 }
 
-/** One fewer active request of `worker` names `hash` (it was held); true when the worker no longer holds it. */
-export function seqRelease(worker: u32, hash: u64): bool {
-  const sid = mapGet(seqIds, hash);
+/**
+ * One fewer active request of `worker` names the hash of seq id `sid` (from
+ * its seqHold); true when the worker no longer holds it. A hash left without
+ * holders turns cold: call seqReleaseEnd after the last release of a batch.
+ */
+export function seqRelease(worker: u32, sid: u32): bool {
   const s = seqRecord(sid);
   const index = holderIndex(s, sid, worker);
   const h = holderAt(s, index);
@@ -114,17 +178,36 @@ export function seqRelease(worker: u32, hash: u64): bool {
     store<u32>(s, 0, 24);
   }
   if (last == 0) {
-    mapDelete(seqIds, hash);
-    poolGive(seqs, sid);
+    cold++;
+    flipHeld(sid);
   }
   return true;
+}
+
+/** Ends a batch of releases: past COLD_LIMIT cold records, drops them all. */
+export function seqReleaseEnd(): void {
+  if (cold > COLD_LIMIT) dropCold();
+}
+
+function dropCold(): void {
+  mapRetain(seqIds, seqIds.size - cold, keepHeld);
+  cold = 0;
+}
+
+/** Whether the record sid has holders; a cold one's id goes back to the pool. */
+function keepHeld(sid: u32): bool {
+  if (isHeld(sid)) return true;
+  store<u32>(seqRecord(sid), GIVEN_BACK, 24);
+  poolGive(seqs, sid);
+  return false;
 }
 
 /** The record of an active hash, or 0 when no active request names it. Valid until the next hold or release. */
 @inline
 export function seqFind(hash: u64): usize {
   const sid = mapGet(seqIds, hash);
-  return sid == MAP_EMPTY ? 0 : seqRecord(sid);
+  if (sid == MAP_EMPTY) return 0;
+  return isHeld(sid) ? seqRecord(sid) : 0;
 }
 
 /** How many workers hold the hash whose record is s (at least 1). */
@@ -141,5 +224,5 @@ export function seqHolderWorker(s: usize, i: u32): u32 {
 
 /** Distinct sequence hashes active on any worker. */
 export function seqActiveCount(): u32 {
-  return seqIds.size;
+  return seqIds.size - cold;
 }

@@ -338,3 +338,23 @@ export function vocabHighestRank(): u32 {
 export function vocabReady(): bool {
   return slots != 0;
 }
+
+/** The number of tokens loaded (index order of the load buffer). */
+export function vocabTokenCount(): u32 {
+  return tokenCount;
+}
+
+/** The rank of token `i` (load order). */
+export function vocabTokenRank(i: u32): u32 {
+  return load<u32>(ranks + (<usize>i << 2));
+}
+
+/** Where the bytes of token `i` (load order) start; 8 readable bytes follow the blob. */
+export function vocabTokenBytes(i: u32): usize {
+  return blob + <usize>load<u32>(offsets + (<usize>i << 2));
+}
+
+/** The length in bytes of token `i` (load order). */
+export function vocabTokenLength(i: u32): u32 {
+  return load<u32>(offsets + ((<usize>i + 1) << 2)) - load<u32>(offsets + (<usize>i << 2));
+}

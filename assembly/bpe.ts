@@ -17,6 +17,7 @@
 // A piece that is a token by itself is that token (as tiktoken does, even
 // where merging would split it differently); otherwise it is merged.
 import { alloc, release } from './alloc';
+import { backtrackBuild, backtrackEncode, backtrackPieces, backtrackReady, backtrackSuits } from './bpe-backtrack';
 import { grownCapacity } from './grow';
 import { mergeLong, mergeShort, mergeStats, mergeTune, SHORT_MAX } from './bpe-merge';
 import { splitBegin, splitNext, NONE } from './bpe-split';
@@ -32,6 +33,11 @@ let out: usize = 0;
 let outCapacity: usize = 0;
 /** Bytes of text bpeEncodeText encoded (the rest waits for more text). */
 let taken: usize = 0;
+/** How pieces over SHORT_MAX bytes are merged (bpeLongPieces). */
+const LONG_CHOSEN: u32 = 0;
+const LONG_HEAP: u32 = 1;
+const LONG_BACKTRACK: u32 = 2;
+let longPieces: u32 = LONG_CHOSEN;
 
 /** The vocabulary load buffer for `count` tokens of `bytes` bytes (layout in bpe-vocab.ts). Allocates. */
 export function bpeVocabInput(count: u32, bytes: u32): usize {
@@ -40,7 +46,9 @@ export function bpeVocabInput(count: u32, bytes: u32): usize {
 
 /** Builds the vocabulary from the load buffer; returns the longest token in bytes, 0 if unusable. Allocates. */
 export function bpeVocabBuild(count: u32, bytes: u32): u32 {
-  return vocabBuild(count, bytes);
+  const longest = vocabBuild(count, bytes);
+  if (longest != 0) backtrackBuild();
+  return longest;
 }
 
 /** Makes the text buffer hold `bytes` bytes; returns its address. Allocates. */
@@ -91,6 +99,8 @@ function encodePiece(p: usize, n: u32, written: u32): u32 {
     return written + 1;
   }
   if (n <= SHORT_MAX) return mergeShort(p, n, out, written);
+  const backtrack = longPieces == LONG_CHOSEN ? backtrackSuits(p, n) : longPieces == LONG_BACKTRACK && backtrackReady();
+  if (backtrack) return backtrackEncode(p, n, out, written);
   return mergeLong(p, n, out, written);
 }
 
@@ -176,7 +186,18 @@ export function bpeTune(window: u32, margin: u32): void {
   mergeTune(window, margin);
 }
 
-/** 0: windows merged; 1: long pieces merged again with wider windows (a cut failed its check). */
+/**
+ * How pieces over SHORT_MAX bytes are merged: 0 each by the way that suits it
+ * (backtrackSuits), 1 all by the heap, 2 all by the backtracking encoder
+ * where the vocabulary allows it. Results never depend on it.
+ */
+export function bpeLongPieces(mode: u32): void {
+  longPieces = mode <= LONG_BACKTRACK ? mode : LONG_CHOSEN;
+}
+
+/** 0: windows merged; 1: long pieces merged again with wider windows (a cut failed its check); 2: pieces the backtracking encoder encoded; 3: whether it can (the vocabulary passed its checks). */
 export function bpeStats(which: u32): u32 {
+  if (which == 2) return backtrackPieces();
+  if (which == 3) return backtrackReady() ? 1 : 0;
   return mergeStats(which);
 }

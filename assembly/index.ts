@@ -101,4 +101,4 @@ export {
   indexVerify,
 } from './prefix-index';
 export { wireInput, wireSummaryPtr, wireScan, wireParsedPtr, wireApply } from './kv-wire';
-export { bpeVocabInput, bpeVocabBuild, bpeTextInput, bpePieceInput, bpeOutPtr, bpeEncode, bpeEncodeText, bpeTakenUnits, bpeSplit, bpeTune, bpeStats } from './bpe';
+export { bpeVocabInput, bpeVocabBuild, bpeTextInput, bpePieceInput, bpeOutPtr, bpeEncode, bpeEncodeText, bpeTakenUnits, bpeSplit, bpeTune, bpeLongPieces, bpeStats } from './bpe';

@@ -70,55 +70,69 @@ export function mapClear(m: U64Map): void {
   m.size = 0;
 }
 
-export function mapGet(m: U64Map, key: u64): u32 {
+/**
+ * The slot holding key, or the free slot that ends its probe run (where an
+ * insert would put it). Valid until the next insert, delete or resize.
+ */
+@inline
+export function mapProbe(m: U64Map, key: u64): u32 {
   const table = m.table;
   const mask = m.mask;
   let slot = home(key, mask);
   while (true) {
     const e = entry(table, slot);
-    const value = load<u32>(e, 8);
-    if (value == MAP_EMPTY) return MAP_EMPTY;
-    if (load<u64>(e) == key) return value;
+    if (load<u32>(e, 8) == MAP_EMPTY || load<u64>(e) == key) return slot;
     slot = (slot + 1) & mask;
   }
+}
+
+export function mapGet(m: U64Map, key: u64): u32 {
+  return mapSlotValue(m, mapProbe(m, key));
+}
+
+/** The slot of key, as mapProbe, after making room for one more key if it is absent: a caller that finds the slot free may mapFill it. */
+export function mapProbeForInsert(m: U64Map, key: u64): u32 {
+  const slot = mapProbe(m, key);
+  if (mapSlotValue(m, slot) != MAP_EMPTY || (m.size + 1) * 4 <= (m.mask + 1) * 3) return slot;
+  rehash(m, (m.mask + 1) << 1);
+  return mapProbe(m, key);
+}
+
+/** Stores key in the free slot that mapProbeForInsert just returned for it; value must not be MAP_EMPTY. */
+@inline
+export function mapFill(m: U64Map, slot: u32, key: u64, value: u32): void {
+  const e = entry(m.table, slot);
+  store<u64>(e, key);
+  store<u32>(e, value, 8);
+  m.size++;
 }
 
 /** Inserts or overwrites; value must not be MAP_EMPTY. */
 export function mapSet(m: U64Map, key: u64, value: u32): void {
-  if ((m.size + 1) * 4 > (m.mask + 1) * 3) rehash(m, (m.mask + 1) << 1);
-  const table = m.table;
-  const mask = m.mask;
-  let slot = home(key, mask);
-  while (true) {
-    const e = entry(table, slot);
-    const current = load<u32>(e, 8);
-    if (current == MAP_EMPTY) {
-      store<u64>(e, key);
-      store<u32>(e, value, 8);
-      m.size++;
-      return;
-    }
-    if (load<u64>(e) == key) {
-      store<u32>(e, value, 8);
-      return;
-    }
-    slot = (slot + 1) & mask;
-  }
+  const slot = mapProbeForInsert(m, key);
+  if (mapSlotValue(m, slot) == MAP_EMPTY) mapFill(m, slot, key, value);
+  else store<u32>(entry(m.table, slot), value, 8);
 }
 
-/** Removes key; returns its value, or MAP_EMPTY when absent. */
+/** Removes key; returns its value, or MAP_EMPTY when absent. The table shrinks when it is mostly empty. */
 export function mapDelete(m: U64Map, key: u64): u32 {
+  const slot = mapProbe(m, key);
+  const removed = mapSlotValue(m, slot);
+  if (removed == MAP_EMPTY) return MAP_EMPTY;
+  mapDeleteAt(m, slot);
+  mapShrink(m);
+  return removed;
+}
+
+/**
+ * Removes the entry in an occupied slot (from mapProbe) without shrinking
+ * the table: a caller removing many keys at once shrinks once at the end
+ * (mapShrink) instead of rehashing on the way down.
+ */
+function mapDeleteAt(m: U64Map, slot: u32): void {
   const table = m.table;
   const mask = m.mask;
-  let hole = home(key, mask);
-  while (true) {
-    const e = entry(table, hole);
-    const value = load<u32>(e, 8);
-    if (value == MAP_EMPTY) return MAP_EMPTY;
-    if (load<u64>(e) == key) break;
-    hole = (hole + 1) & mask;
-  }
-  const removed = load<u32>(entry(table, hole), 8);
+  let hole = slot;
   // Backward shift: pull later members of the probe run into the hole when
   // their home slot does not lie cyclically in (hole, probe].
   let probe = hole;
@@ -137,21 +151,12 @@ export function mapDelete(m: U64Map, key: u64): u32 {
   }
   store<u32>(entry(table, hole), MAP_EMPTY, 8);
   m.size--;
-  const capacity = mask + 1;
-  // Straight to a table half full: a map emptied key by key is rehashed a few times, not once per halving.
-  if (capacity > MIN_CAPACITY && m.size * 8 < capacity) rehash(m, capacityFor(m.size * 2));
-  return removed;
 }
 
-/**
- * Grows the table once so that `extra` more keys fit under the load limit: a
- * batch of inserts (a prompt's hashes) rehashes at most once instead of at
- * every doubling on the way.
- */
-export function mapReserve(m: U64Map, extra: u32): void {
-  const needed = <u64>m.size + <u64>extra;
-  if (needed * 4 <= <u64>(m.mask + 1) * 3) return;
-  rehash(m, capacityFor(<u32>((needed * 4 + 2) / 3)));
+/** Shrinks a mostly empty table straight to one half full (so a map emptied key by key is rehashed a few times, not once per halving). */
+function mapShrink(m: U64Map): void {
+  const capacity = m.mask + 1;
+  if (capacity > MIN_CAPACITY && m.size * 8 < capacity) rehash(m, capacityFor(m.size * 2));
 }
 
 /** The smallest power-of-two capacity (at least MIN_CAPACITY) of `slots` or more. */
@@ -174,7 +179,24 @@ export function mapSlotKey(m: U64Map, slot: u32): u64 {
   return load<u64>(entry(m.table, slot));
 }
 
+function keepAll(_value: u32): bool {
+  return true;
+}
+
 function rehash(m: U64Map, capacity: u32): void {
+  rebuild(m, capacity, keepAll);
+}
+
+/**
+ * Drops every entry whose value `keep` refuses, in one pass that moves the
+ * rest to a table sized for `count` entries (the caller knows how many it
+ * keeps), as full as a shrink leaves it.
+ */
+export function mapRetain(m: U64Map, count: u32, keep: (value: u32) => bool): void {
+  rebuild(m, capacityFor(count * 2), keep);
+}
+
+function rebuild(m: U64Map, capacity: u32, keep: (value: u32) => bool): void {
   const old = m.table;
   const oldCapacity = m.mask + 1;
   m.table = allocTable(capacity);
@@ -183,7 +205,7 @@ function rehash(m: U64Map, capacity: u32): void {
   for (let slot: u32 = 0; slot < oldCapacity; slot++) {
     const e = entry(old, slot);
     const value = load<u32>(e, 8);
-    if (value != MAP_EMPTY) mapSet(m, load<u64>(e), value);
+    if (value != MAP_EMPTY && keep(value)) mapSet(m, load<u64>(e), value);
   }
   release(old, tableBytes(oldCapacity));
 }

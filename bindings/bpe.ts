@@ -25,6 +25,7 @@ export interface BpeExports {
   bpeTakenUnits(): number;
   bpeSplit(bytes: number): number;
   bpeTune(window: number, margin: number): void;
+  bpeLongPieces(mode: number): void;
   bpeStats(which: number): number;
 }
 
@@ -42,13 +43,27 @@ export interface BpeOptions {
    * Tests shrink it to cut text between batches often.
    */
   batchUnits?: number;
+  /**
+   * How pieces over 16 bytes are merged: `'chosen'` (default) each the way
+   * that suits it, `'heap'` all by the heap merge, `'backtrack'` all by the
+   * backtracking encoder (where the vocabulary allows it; else the heap). The
+   * ids never depend on it; tests force each way.
+   */
+  longPieces?: LongPieces;
 }
+
+export type LongPieces = 'chosen' | 'heap' | 'backtrack';
+const LONG_PIECES: Record<LongPieces, number> = { chosen: 0, heap: 1, backtrack: 2 };
 
 export interface BpeStats {
   /** Windows long pieces were merged in. */
   windows: number;
   /** Long pieces merged again with wider windows because a cut failed its check. */
   widenings: number;
+  /** Pieces the backtracking encoder encoded. */
+  backtracked: number;
+  /** Whether the vocabulary passed the backtracking encoder's checks (else long pieces all take the heap). */
+  backtracking: boolean;
 }
 
 /** Pieces are handed over once this many UTF-16 units or pieces have gathered. */
@@ -97,11 +112,14 @@ export class BytePairEncoder {
       if (!Number.isInteger(margin) || margin < 0 || margin > 1 << 24) throw new RangeError(`window.margin must be an integer in 0..16777216 (got ${margin})`);
       this.k.bpeTune(bytes, margin);
     }
+    const longPieces = options.longPieces ?? 'chosen';
+    if (!Object.hasOwn(LONG_PIECES, longPieces)) throw new RangeError(`longPieces must be 'chosen', 'heap' or 'backtrack' (got ${String(longPieces)})`);
+    this.k.bpeLongPieces(LONG_PIECES[longPieces]);
   }
 
-  /** Counters of the windowed path since this encoder's core started. */
+  /** Counters of the long-piece paths since this encoder's core started. */
   stats(): BpeStats {
-    return { windows: this.k.bpeStats(0) >>> 0, widenings: this.k.bpeStats(1) >>> 0 };
+    return { windows: this.k.bpeStats(0) >>> 0, widenings: this.k.bpeStats(1) >>> 0, backtracked: this.k.bpeStats(2) >>> 0, backtracking: this.k.bpeStats(3) === 1 };
   }
 
   /** Token ids of `text`, which must hold no special token (they would be encoded as plain text). */

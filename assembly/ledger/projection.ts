@@ -1,4 +1,4 @@
-import { seqFind, seqHolderCount, seqHolderWorker } from '../active-seqs';
+import { seqActiveCount, seqFind, seqHolderCount, seqHolderWorker } from '../active-seqs';
 import { regrow } from '../grow';
 import { decodeOf, prefillOf, rowCount } from './rows';
 
@@ -240,6 +240,8 @@ export function projectionStart(promptTokens: u32, blockSize: u32, seqCount: u32
 
 /** HELD: the prompt hashes each worker holds active, through the reverse index; lists the workers. */
 export function projectHeld(seqPtr: usize, seqCount: u32): void {
+  // Nothing active: no lookups (the table may still hold cold hashes).
+  if (seqActiveCount() == 0) return;
   const records = touchCol;
   const list = touched;
   let listed = touchedCount;

@@ -1,4 +1,4 @@
-import { seqActiveCount, seqHold, seqRelease, seqReserve } from '../active-seqs';
+import { seqActiveCount, seqHeldNew, seqHold, seqHoldId, seqNames, seqRelease, seqReleaseEnd } from '../active-seqs';
 import { alloc, release } from '../alloc';
 import { NIL, RecordPool, grownCapacity, poolCreate, poolGive, poolRecord, poolTake, regrow } from '../grow';
 import { addDecode, addDecoding, addPrefill, addRequests, isPresent } from './rows';
@@ -8,7 +8,7 @@ import { rowChanged } from './views';
 // binding maps request ids to u32 handles; `ledgerAdd` hands one out (freed
 // handles are reused). A record is 32 bytes:
 //   +0 worker u32 | +4 prefill u32 (tokens still counted in ACTIVE_PREFILL, 0 after
-//   prefillComplete) | +8 hashes ptr (its own copy of the u64 sequence hashes) |
+//   prefillComplete) | +8 seq ids ptr (u32: the active-seqs record of each of its sequence hashes) |
 //   +12 count u32 | +16 addedAt f64 | +24 state u32 (0 free, 1 in prefill, 2 decoding:
 //   past its first token, counted in DECODING) | +28 next free handle u32
 // Active sequences (active-seqs.ts) count decode blocks as distinct hashes
@@ -21,6 +21,15 @@ const FREE: u32 = 0;
 const PREFILLING: u32 = 1;
 const DECODING: u32 = 2;
 let liveRequests: u32 = 0;
+
+// The seq ids of the request freed last by ledgerFree (a request that ended;
+// one swept or dropped with its worker is no hint). The next turn of its conversation
+// names the same leading hashes, so a booking first walks these ids while
+// they still name its hashes (seqNames), reading records in order instead of
+// looking each hash up in the table; the first hash that differs ends the
+// walk (sequence hashes are chained: the rest differ too).
+let recentSids: usize = 0;
+let recentCount: u32 = 0;
 
 let dropped: usize = 0;
 let droppedCapacity: u32 = 0;
@@ -43,19 +52,29 @@ function isLive(handle: u32): bool {
 export function ledgerAdd(worker: u32, seqPtr: usize, seqCount: u32, prefillTokens: u32, now: f64): u32 {
   if (!isPresent(worker)) return NIL;
   const handle = poolTake(requests);
-  let hashes: usize = 0;
+  let sids: usize = 0;
   if (seqCount > 0) {
-    hashes = alloc(<usize>seqCount << 3);
-    memory.copy(hashes, seqPtr, <usize>seqCount << 3);
-    seqReserve(seqCount);
-    for (let i: u32 = 0; i < seqCount; i++) {
-      if (seqHold(worker, load<u64>(hashes + (<usize>i << 3)))) addDecode(worker, 1);
+    sids = alloc(<usize>seqCount << 2);
+    let held: i32 = 0;
+    const known = seqCount < recentCount ? seqCount : recentCount;
+    let i: u32 = 0;
+    for (; i < known; i++) {
+      const sid = load<u32>(recentSids + (<usize>i << 2));
+      if (!seqNames(sid, load<u64>(seqPtr + (<usize>i << 3)))) break;
+      seqHoldId(worker, sid);
+      store<u32>(sids + (<usize>i << 2), sid);
+      if (seqHeldNew) held++;
     }
+    for (; i < seqCount; i++) {
+      store<u32>(sids + (<usize>i << 2), seqHold(worker, load<u64>(seqPtr + (<usize>i << 3))));
+      if (seqHeldNew) held++;
+    }
+    addDecode(worker, held);
   }
   const r = record(handle);
   store<u32>(r, worker, 0);
   store<u32>(r, prefillTokens, 4);
-  store<usize>(r, hashes, 8);
+  store<usize>(r, sids, 8);
   store<u32>(r, seqCount, 12);
   store<f64>(r, now, 16);
   store<u32>(r, PREFILLING, 24);
@@ -92,22 +111,34 @@ function releasePrefill(handle: u32): void {
 /** Releases everything a request holds (completion, error, cancel). False when unknown. */
 export function ledgerFree(handle: u32): bool {
   if (!isLive(handle)) return false;
-  rowChanged(freeRequest(handle));
+  rowChanged(freeRequest(handle, true));
   return true;
 }
 
-/** Releases a live request without updating its worker's key and leaves; returns the worker. */
-function freeRequest(handle: u32): u32 {
+/**
+ * Releases a live request without updating its worker's key and leaves;
+ * returns the worker. `recent`: its seq ids become the hint for the next booking.
+ */
+function freeRequest(handle: u32, recent: bool): u32 {
   releasePrefill(handle);
   const r = record(handle);
   const worker = load<u32>(r, 0);
-  const hashes = load<usize>(r, 8);
+  const sids = load<usize>(r, 8);
   const count = load<u32>(r, 12);
   if (count > 0) {
+    let released: i32 = 0;
     for (let i: u32 = 0; i < count; i++) {
-      if (seqRelease(worker, load<u64>(hashes + (<usize>i << 3)))) addDecode(worker, -1);
+      if (seqRelease(worker, load<u32>(sids + (<usize>i << 2)))) released++;
     }
-    release(hashes, <usize>count << 3);
+    addDecode(worker, -released);
+    seqReleaseEnd();
+    if (recent) {
+      if (recentCount > 0) release(recentSids, <usize>recentCount << 2);
+      recentSids = sids;
+      recentCount = count;
+    } else {
+      release(sids, <usize>count << 2);
+    }
   }
   addRequests(worker, -1);
   if (load<u32>(r, 24) == DECODING) addDecoding(worker, -1);
@@ -131,7 +162,7 @@ export function ledgerSweep(now: f64, maxAgeMs: f64): u32 {
   let count: u32 = 0;
   for (let h: u32 = 0; h < requests.high; h++) {
     if (isLive(h) && now - load<f64>(record(h), 16) > maxAgeMs) {
-      rowChanged(freeRequest(h));
+      rowChanged(freeRequest(h, false));
       store<u32>(dropped + (<usize>count << 2), h);
       count++;
     }
@@ -145,7 +176,7 @@ export function dropWorkerRequests(slot: u32): u32 {
   let count: u32 = 0;
   for (let h: u32 = 0; h < requests.high; h++) {
     if (isLive(h) && load<u32>(record(h), 0) == slot) {
-      freeRequest(h);
+      freeRequest(h, false);
       store<u32>(dropped + (<usize>count << 2), h);
       count++;
     }

@@ -21,8 +21,10 @@ const ENCODINGS: [string, TiktokenBPE][] = [
 
 interface Encoders {
   kernel: BytePairEncoder;
-  /** The same kernel with tiny windows: every long piece is cut, checked, and sometimes merged again wider. */
+  /** The same kernel, long pieces all by the heap with tiny windows: every long piece is cut, checked, and sometimes merged again wider. */
   windowed: BytePairEncoder;
+  /** The same kernel, long pieces all by the backtracking encoder. */
+  backtracking: BytePairEncoder;
   twin: BytePairEncoderReference;
   oracle: Tiktoken;
 }
@@ -34,7 +36,8 @@ beforeAll(() => {
     const vocab = tiktokenVocabulary(ranks);
     encoders.set(name, {
       kernel: new BytePairEncoder(vocab),
-      windowed: new BytePairEncoder(vocab, { window: { bytes: 12, margin: 3 } }),
+      windowed: new BytePairEncoder(vocab, { window: { bytes: 12, margin: 3 }, longPieces: 'heap' }),
+      backtracking: new BytePairEncoder(vocab, { longPieces: 'backtrack' }),
       twin: new BytePairEncoderReference(vocab),
       oracle: new Tiktoken(ranks),
     });
@@ -62,13 +65,14 @@ const text = fc.oneof(
 
 describe.each(ENCODINGS.map(([name]) => name))('%s', (name) => {
   it('the kernel, its twin and js-tiktoken give the same ids', () => {
-    const { kernel, windowed, twin, oracle } = encoders.get(name)!;
+    const { kernel, windowed, backtracking, twin, oracle } = encoders.get(name)!;
     fc.assert(
       fc.property(text, (t) => {
         const expected = oracle.encode(t, [], []);
         expect([...twin.encode(t)]).toEqual(expected);
         expect([...kernel.encode(t)]).toEqual(expected);
         expect([...windowed.encode(t)]).toEqual(expected);
+        expect([...backtracking.encode(t)]).toEqual(expected);
       }),
       { numRuns: 250 },
     );
@@ -90,7 +94,7 @@ describe('windowed merging', () => {
 
   it('pieces far longer than the twin can check give the same ids with default windows as merged in one run', () => {
     const { kernel } = encoders.get('o200k_base')!;
-    const single = new BytePairEncoder(tiktokenVocabulary(o200k), { window: { bytes: 1 << 24, margin: 0 } });
+    const single = new BytePairEncoder(tiktokenVocabulary(o200k), { window: { bytes: 1 << 24, margin: 0 }, longPieces: 'heap' });
     let seed = 7;
     const letter = () => {
       seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
