@@ -32,12 +32,13 @@
 // indexed by node id (chunk = id >> 13); id 0 is the root. Records never
 // move; freed ones form a list through `next` and are reused first.
 //   +0  local    u64  the block's local hash
-//   +8  parent   u32  parent node id (0 = root)
+//   +8  parent   u32  parent node id (0 = root); a reserved record: its owner's slot
 //   +12 first    u32  list regime: first child (0 = none); wide: the child array
 //   +16 next     u32  next sibling; under a wide parent, position in its child
 //                     array; the next free record while free
 //   +20 info     u32  bits 0-23 members; 24 wide, 25 untracked, 26 free,
-//                     27-29 children in the list regime
+//                     27-29 children in the list regime, 30 reserved (with
+//                     free: kept in a worker's span for its next turns)
 //   +24 orphans  u16  members that do not hold the parent (parents that
 //                     track orphans; else 0; a parent stops tracking rather
 //                     than let a child pass 65,535)

@@ -1,7 +1,7 @@
 import { give, pooledChange, take } from './prefix-memory';
 import { COUNT_MASK, INFO, MEMBERS, NO_SLOT, memberAdd, memberCount, memberHas, memberNext, memberRemove } from './prefix-members';
 import { TABLE_HEADER_BYTES, tableDelete, tableFind, tableFindNext, tableInsert, tableRelease, tableReserve } from './prefix-table';
-import { META_SPAN, addSlotOrphans, slotMeta, slotOrphans } from './prefix-slots';
+import { META_SPAN, addSlotOrphans, slotCapacity, slotMeta, slotOrphans } from './prefix-slots';
 
 // The radix tree of the prefix index: pooled node records, their children
 // and their members (the workers holding each block), with the count
@@ -225,17 +225,22 @@ function allocNode(parent: u32, local: u64): u32 {
 // its records from a span of consecutive records kept for that worker, so the
 // worker's next turns follow this one in the pool, and a walk along its
 // session goes on to the next record (adjacentChild, chainRun) where it would
-// otherwise look the child up and wait on memory at every turn. A span ends
-// on a multiple of SPAN_ALIGN records, so the worker's next record (its slot's
-// META_SPAN word) says by itself when the span is used up. The records of a
-// span not handed out yet are marked free (walks skip them) and counted as
-// taken (poolReserve never counts on them). Spans are taken only from the top
-// while the free list is empty: a pool that reuses freed records reuses them
-// as before, and what spans keep back is under SPAN_ALIGN + SPAN_MIN records
-// a worker. The span words are reset with the tree (both go when the index
+// otherwise look the child up and wait on memory at every turn. The records
+// of a span not handed out yet are marked free (walks skip them) and reserved
+// (RESERVED, the owner's slot in their parent word), so the worker's next
+// record (its slot's META_SPAN word) says by itself whether the span goes on:
+// past its end lies a live node, another worker's span or the pool's top.
+// They are counted as taken (poolReserve never counts on them). Spans are
+// taken only from the top while the free list is empty: a pool that reuses
+// freed records reuses them as before. A span is SPAN_SHORT records, longer in
+// a pool large for its workers (up to SPAN_LONG, at most an eighth of the pool
+// per worker slot), so what spans keep back stays under an eighth of the pool
+// or SPAN_SHORT records a worker, and a long session stays within a few pages
+// of the pool. The span words are reset with the tree (both go when the index
 // empties, and on a reset), so a span word never outlives its records.
-const SPAN_ALIGN: u32 = 128;
-const SPAN_MIN: u32 = 32;
+const SPAN_SHORT: u32 = 128;
+const SPAN_LONG: u32 = 1024;
+const RESERVED: u32 = 1 << 30;
 
 let arena: u32 = NONE; // the slot whose span the records come from, or NONE
 
@@ -244,17 +249,26 @@ export function poolArena(slot: u32): void {
   arena = slot;
 }
 
+@inline
+function spanLength(): u32 {
+  return min(max(poolTop / (max(slotCapacity(), 1) << 3), SPAN_SHORT), SPAN_LONG);
+}
+
 // The next record of the slot's span, taking a new span when it has none left
 // and the pool only grows; 0 when neither (the caller takes one as usual).
 function arenaRecord(slot: u32): u32 {
   const meta = slotMeta(slot);
   let n = load<u32>(meta, META_SPAN);
-  if (n == 0 || (n & (SPAN_ALIGN - 1)) == 0) {
+  if (n == 0 || n >= poolTop || load<u32>(nodeAt(n), INFO) != (FREE | RESERVED) || load<u32>(nodeAt(n), PARENT) != slot) {
     const start = poolTop;
     if (freeHead != 0 || start >= chunkCount << CHUNK_BITS) return 0;
-    const end = min(min(((start + SPAN_MIN) | (SPAN_ALIGN - 1)) + 1, (start | CHUNK_MASK) + 1), NODE_LIMIT);
+    const end = min(min(start + spanLength(), (start | CHUNK_MASK) + 1), NODE_LIMIT);
     if (end <= start) return 0;
-    for (let k = start + 1; k < end; k++) store<u32>(nodeAt(k), FREE, INFO);
+    for (let k = start + 1; k < end; k++) {
+      const p = nodeAt(k);
+      store<u32>(p, FREE | RESERVED, INFO);
+      store<u32>(p, slot, PARENT);
+    }
     poolTop = end;
     freeCount -= end - start;
     pooledChange(-<isize>(<usize>(end - start) * NODE_BYTES));

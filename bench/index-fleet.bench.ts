@@ -92,8 +92,11 @@ interface Progress {
 function loadFleet(shape: FleetShape): LoadedFleet {
   const fleet = new Fleet(shape);
   const pairs = shape.workers * shape.blocksPerWorker;
-  // Enough cores for the fleet at about 60 bytes a pair, nothing evicted.
-  const bound = Math.max(64 * 2 ** 20, Math.ceil((pairs * 60) / 2 ** 30) * 2 ** 30);
+  // A bound the fleet fits with nothing evicted: 50 bytes a pair (the index
+  // needs about 45 on this fleet, index_bytes_per_pair_*), rounded up to a
+  // GiB; the cores are as many as the bound needs (3 GiB each). Every core
+  // more is one more walk of a shared prompt per lookup.
+  const bound = Math.max(64 * 2 ** 20, Math.ceil((pairs * 50) / 2 ** 30) * 2 ** 30);
   const modelFleet = new ModelFleet({ model: 'fleet', blockSize: BLOCK_SIZE, clock: new VirtualClock(0), indexMemoryBytes: bound });
   const index = modelFleet.index as ShardedPrefixIndex;
   const workers = keys(shape.workers);
@@ -282,7 +285,7 @@ async function fleetFigures(quick: boolean): Promise<Figure[]> {
       key: 'index_pairs_loaded',
       value: stats.blocks,
       unit: 'pairs',
-      note: `${scale}; ${stats.nodes.toLocaleString('en')} nodes; wasm memories ${gib(wasmBytes(cores))} (the heap doubles a memory as it grows; untouched pages take no RAM); peak RSS ${gib(loaded.peakRss)}; loaded in ${round(loadSeconds, 1)} s`,
+      note: `${scale}; ${stats.nodes.toLocaleString('en')} nodes, ${stats.evictedBlocks} evicted; wasm memories ${gib(wasmBytes(cores))} (the heap doubles a memory as it grows; untouched pages take no RAM); peak RSS ${gib(loaded.peakRss)}; loaded in ${round(loadSeconds, 1)} s`,
     },
     { key: 'index_fleet_fraction', value: round(stats.blocks / (10_000 * FULL_BLOCKS_PER_WORKER), 4), unit: 'of 270M pairs', note: '1.0 = 10,000 workers x 27,000 blocks' },
     {

@@ -51,6 +51,40 @@ function expectAgree(indexes: PrefixIndexApi[], queries: number[][]): void {
   }
 }
 
+/** Each worker opens a session of one block, then they take turns adding `length` blocks to theirs, `turns` times. */
+function sessionsInTurns(targets: PrefixIndexApi[], workers: (typeof w0)[], turns: number, length: number): number[][] {
+  const sessions = workers.map((_, k) => [1000 * (k + 1)]);
+  for (const [k, worker] of workers.entries()) for (const target of targets) store(target, worker, [], sessions[k]!);
+  for (let turn = 0; turn < turns; turn++) {
+    for (const [k, worker] of workers.entries()) {
+      const tail = Array.from({ length }, (_, i) => 1000 * (k + 1) + 1 + turn * length + i);
+      for (const target of targets) store(target, worker, sessions[k]!, tail);
+      sessions[k]!.push(...tail);
+    }
+  }
+  return sessions;
+}
+
+/**
+ * Each session's chained turns sit in consecutive records (read from the
+ * core's node dump: id, parent, local), the records spans hold back are no
+ * nodes, the index is consistent and agrees with the twin on `queries`.
+ */
+function expectConsecutive(index: PrefixIndex, twin: PrefixIndexApi, sessions: number[][], queries: (path: number[]) => number[][]): void {
+  const k = index.core.kernel<{ indexDumpNodes(): number; indexDumpBuffer(): number }>();
+  const count = k.indexDumpNodes();
+  const dump = index.core.u32(k.indexDumpBuffer(), count * 4);
+  const idOf = new Map<bigint, number>();
+  for (let i = 0; i < count; i++) idOf.set(BigInt(dump[4 * i + 2]!) | (BigInt(dump[4 * i + 3]!) << 32n), dump[4 * i]!);
+  for (const session of sessions) {
+    const ids = locals(session.slice(1)).map((h) => idOf.get(h)!);
+    expect(ids.every((id, i) => i === 0 || id === ids[i - 1]! + 1)).toBe(true);
+  }
+  expect(count).toBe(index.stats().nodes);
+  expect(brokenRule(index)).toBe(0);
+  for (const path of sessions) for (const q of queries(path)) expect(matchesOf(index, q)).toEqual(matchesOf(twin, q));
+}
+
 describe('findMatches walk', () => {
   it('does not take a freed record that kept its block and parent for the child stored elsewhere since', () => {
     const indexes = all();
@@ -160,34 +194,20 @@ describe('findMatches walk', () => {
   it('gives a worker\'s chained turns consecutive records, though other workers store between them', () => {
     const index = new PrefixIndex();
     const twin = makeIndex('twin');
-    const workers = [w0, w1, { id: 'w2', rank: 0 }];
-    const sessions = workers.map((): number[] => []);
-    // Each worker opens its session, then the three take turns adding 10 blocks each.
-    for (const [k, worker] of workers.entries()) {
-      sessions[k] = [1000 * (k + 1)];
-      for (const target of [index, twin]) store(target, worker, [], sessions[k]!);
-    }
-    for (let turn = 0; turn < 4; turn++) {
-      for (const [k, worker] of workers.entries()) {
-        const tail = Array.from({ length: 10 }, (_, i) => 1000 * (k + 1) + 1 + turn * 10 + i);
-        for (const target of [index, twin]) store(target, worker, sessions[k]!, tail);
-        sessions[k]!.push(...tail);
-      }
-    }
-    // The records of w0's session, block by block, from the core's node dump (id, parent, local).
-    const k = index.core.kernel<{ indexDumpNodes(): number; indexDumpBuffer(): number }>();
-    const count = k.indexDumpNodes();
-    const dump = index.core.u32(k.indexDumpBuffer(), count * 4);
-    const idOf = new Map<bigint, number>();
-    for (let i = 0; i < count; i++) idOf.set(BigInt(dump[4 * i + 2]!) | (BigInt(dump[4 * i + 3]!) << 32n), dump[4 * i]!);
-    const ids = locals(sessions[0]!.slice(1)).map((h) => idOf.get(h)!);
-    expect(ids.every((id, i) => i === 0 || id === ids[i - 1]! + 1)).toBe(true);
-    // The records its span holds back are no nodes, and the index is consistent.
-    expect(count).toBe(index.stats().nodes);
-    expect(brokenRule(index)).toBe(0);
-    for (const path of sessions) {
-      for (const q of [path, path.slice(0, 15), [...path.slice(0, 25), 7]]) expect(matchesOf(index, q)).toEqual(matchesOf(twin, q));
-    }
+    const sessions = sessionsInTurns([index, twin], [w0, w1, { id: 'w2', rank: 0 }], 4, 10);
+    expectConsecutive(index, twin, sessions, (path) => [path, path.slice(0, 15), [...path.slice(0, 25), 7]]);
+  });
+
+  it('keeps a long session in one span when the pool is large for its workers, though another worker\'s span follows it', () => {
+    const index = new PrefixIndex();
+    const twin = makeIndex('twin');
+    // 140,000 records for 16 worker slots: spans of 140,000 / (16 x 8), capped at 1,024 records, where a
+    // pool of a few thousand records gets spans of 128.
+    const bulk = Array.from({ length: 140_000 }, (_, i) => 10_000_000 + i);
+    for (const target of [index, twin]) store(target, { id: 'bulk', rank: 0 }, [], bulk);
+    // Eight turns of 60 blocks each, the two workers taking turns: 480 records each, in spans side by side.
+    const sessions = sessionsInTurns([index, twin], [w0, w1], 8, 60);
+    expectConsecutive(index, twin, sessions, (path) => [path, path.slice(0, 200), [...path.slice(0, 300), 7]]);
   });
 
   it('agrees with the twin on sessions stored turn by turn across workers, with tails removed and stored again', () => {
