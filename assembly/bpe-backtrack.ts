@@ -48,7 +48,7 @@
 import { alloc, release } from './alloc';
 import { setU32, setU64, u32At, u64At } from './bpe-columns';
 import { grownCapacity } from './grow';
-import { mergeLong, mergeShort, SHORT_MAX } from './bpe-merge';
+import { mergesTo } from './bpe-merge';
 import { NO_RANK, rankOf, vocabHighestRank, vocabTokenBytes, vocabTokenCount, vocabTokenLength, vocabTokenRank } from './bpe-vocab';
 
 let rankCapacity: u32 = 0;
@@ -191,12 +191,6 @@ function findSplit(b: usize, n: u32, t: u32): bool {
     return true;
   }
   return false;
-}
-
-/** Whether merging the `n` (>= 2) bytes at `b` gives the one token `t`; `out` holds n ranks. */
-function mergesTo(b: usize, n: u32, t: u32, out: usize): bool {
-  const count = n <= SHORT_MAX ? mergeShort(b, n, out, 0) : mergeLong(b, n, out, 0);
-  return count == 1 && u32At(out, 0) == t;
 }
 
 /** Trie nodes spelling one byte b are 1 + b, two bytes b0 b1 are SHALLOW_TWO + (b0 | b1 << 8). */

@@ -385,3 +385,9 @@ export function mergeTune(window: u32, context: u32): void {
 export function mergeStats(which: u32): u32 {
   return which == 0 ? windowRuns : widenings;
 }
+
+/** Whether merging the `n` (>= 2) bytes at `p` gives the one token `t`; `out` holds n ranks (scratch). */
+export function mergesTo(p: usize, n: u32, t: u32, out: usize): bool {
+  const count = n <= SHORT_MAX ? mergeShort(p, n, out, 0) : mergeLong(p, n, out, 0);
+  return count == 1 && u32At(out, 0) == t;
+}

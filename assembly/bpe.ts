@@ -21,7 +21,7 @@
 import { alloc, release } from './alloc';
 import { backtrackBuild, backtrackEncode, backtrackPieces, backtrackReady, backtrackRelease, backtrackSuits } from './bpe-backtrack';
 import { grownCapacity } from './grow';
-import { mergeLong, mergeShort, mergeStats, mergeTune, SHORT_MAX } from './bpe-merge';
+import { mergeLong, mergeShort, mergesTo, mergeStats, mergeTune, SHORT_MAX } from './bpe-merge';
 import { splitBegin, splitNext, splitNextBy, NONE } from './bpe-split';
 import { matchLlama3, matchQwen } from './bpe-split-hf';
 import { NO_RANK, vocabBuild, vocabInput, vocabMarkWhole, vocabMergesBuild, vocabMergesInput, vocabReady, vocabTokenBytes, vocabTokenCount, vocabTokenLength, vocabTokenRank, wholeRank } from './bpe-vocab';
@@ -109,9 +109,8 @@ function markWholeTokens(): void {
   reserveOut(longest);
   for (let i: u32 = 0; i < count; i++) {
     const n = vocabTokenLength(i);
-    const p = vocabTokenBytes(i);
-    const written = n == 1 ? 1 : n <= SHORT_MAX ? mergeShort(p, n, out, 0) : mergeLong(p, n, out, 0);
-    if (written == 1 && (n == 1 || load<u32>(out) == vocabTokenRank(i))) vocabMarkWhole(vocabTokenRank(i));
+    const rank = vocabTokenRank(i);
+    if (n == 1 || mergesTo(vocabTokenBytes(i), n, rank, out)) vocabMarkWhole(rank);
   }
 }
 
