@@ -273,11 +273,10 @@ export class PromptEncoder {
    * place, or new memory with those ids copied in (see IdsStore).
    */
   private storeFor(earlier: Conversation | undefined, head: number, length: number): IdsStore {
-    if (earlier === undefined) return { buffer: new Uint32Array(length + Math.max(STORE_HEADROOM, length >>> 3)), holder: null, lent: null, readers: 0 };
-    const store = earlier.store;
-    if (store.lent === null && store.readers === 0 && store.holder === earlier && store.buffer.length >= length) return store;
+    const store = earlier?.store;
+    if (store !== undefined && store.lent === null && store.readers === 0 && store.holder === earlier && store.buffer.length >= length) return store;
     const fresh: IdsStore = { buffer: new Uint32Array(length + Math.max(STORE_HEADROOM, length >>> 3)), holder: null, lent: null, readers: 0 };
-    fresh.buffer.set(earlier.ids.subarray(0, head));
+    if (earlier !== undefined) fresh.buffer.set(earlier.ids.subarray(0, head));
     return fresh;
   }
 
