@@ -9,7 +9,7 @@ import { Tiktoken } from 'js-tiktoken/lite';
 import o200k from 'js-tiktoken/ranks/o200k_base';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CHATML_TEMPLATE, IM_END, IM_START } from '../../router/tokenize/chatml.js';
-import { createTokenizer, type ChatMessage, type PromptTokenizer, type TokenizePlan } from '../../router/tokenize/index.js';
+import { createTokenizer, type ChatMessage, type TokenizePlan } from '../../router/tokenize/index.js';
 import { memoryIO } from './tokenize-arbitraries.js';
 
 const io = memoryIO({});
