@@ -144,7 +144,8 @@ export class PromptEncoder {
    * The last encoding of each long conversation, by its first two parts
    * (the head and the first message): its next turn, which repeats every
    * earlier part, takes their ids in one piece instead of looking each part
-   * up. Bounded by its ids like the piece cache.
+   * up. Bounded like the piece cache, by the ids each conversation's memory
+   * has room for (later turns included).
    */
   private readonly conversations: TextCache<Conversation>;
   /** The store of each prompt finished in one, for release. */
