@@ -112,3 +112,6 @@ summary('waited>1.5x', waited);
 const underBy = [...rows].sort((a, b) => b.actual - b.predicted - (a.actual - a.predicted));
 summary('most under', underBy.slice(0, Math.ceil(rows.length * 0.01)));
 summary('cache miss', rows.filter((r) => r.ownUncached > r.routerUncached + 512));
+// What the p99 would be with no waiting at all (each request's own uncached tokens prefilled alone), and at the ideal reuse.
+const p99 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.ceil(0.99 * xs.length) - 1]!.toFixed(0);
+console.log(`p99 actual ${p99(rows.map((r) => r.actual))} own-floor ${p99(rows.map((r) => r.ownFloor))} ideal-floor ${p99(rows.map((r) => r.idealFloor))}; reuse ${(1 - rows.reduce((a, r) => a + r.ownUncached, 0) / rows.reduce((a, r) => a + r.prompt, 0)).toFixed(3)}`);

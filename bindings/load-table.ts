@@ -41,6 +41,7 @@ export interface LedgerExports {
   ledgerRemoveWorker(slot: number): number;
   ledgerAdd(worker: number, seqPtr: number, seqCount: number, prefillTokens: number, now: number): number;
   ledgerPrefillComplete(handle: number): number;
+  ledgerPrefillProgress(handle: number, tokens: number): number;
   ledgerFree(handle: number): number;
   ledgerSweep(now: number, maxAgeMs: number): number;
   ledgerDroppedPtr(): number;
@@ -237,6 +238,16 @@ export class LoadTable implements LoadLedger {
     this.ex.ledgerPrefillComplete(handle);
     this.loadChanged();
     return true;
+  }
+
+  prefillProgress(requestId: string, tokens: number): number {
+    checkRequestId(requestId);
+    checkCount('tokens', tokens);
+    const handle = this.handles.get(requestId);
+    if (handle === undefined) return 0;
+    const taken = this.ex.ledgerPrefillProgress(handle, tokens) >>> 0;
+    if (taken > 0) this.loadChanged();
+    return taken;
   }
 
   free(requestId: string): boolean {
