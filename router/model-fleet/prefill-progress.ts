@@ -14,7 +14,10 @@
 // GPU's (an offload tier writing through) and placeholder stores (hash-only)
 // do not, nor those of a hybrid model's other cache groups. A block the
 // router took as cached but the engine recomputed is taken from the next
-// request in line, which its own first token settles.
+// request in line, which its own first token settles. An engine that also
+// caches the full blocks of generated tokens (vLLM does) publishes one per
+// block size of a decoding request's tokens; those count as prefill done
+// too, a small share next to a prefill step's budget.
 import type { LoadLedger } from '../../bindings/selection-contract.js';
 import type { KvEventBatch } from '../kv-events.js';
 
