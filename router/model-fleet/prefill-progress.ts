@@ -3,21 +3,30 @@
 // prefill until its first token; an engine prefills its queue first come,
 // first served, in chunks of its per-step token budget, and publishes the
 // full blocks each step computed. So the blocks a worker stores are prefill
-// done for its oldest requests still in prefill, and taking them off those
-// requests' counts (in booking order) keeps the worker's queued prefill to
-// what is left: a worker most of the way through a long prompt no longer
-// looks as busy as when the prompt arrived. The ttft cost reads that queue
-// (cost/ttft.ts); the kv cost keeps Dynamo's booked-until-first-token count,
-// so only the ttft policy turns this on.
+// done for its oldest request still in prefill, and taking them off that
+// request's count keeps the worker's queued prefill to what is left: a
+// worker most of the way through a long prompt no longer looks as busy as
+// when the prompt arrived. The ttft cost reads that queue (cost/ttft.ts); the
+// kv cost keeps Dynamo's booked-until-first-token count, so only the ttft
+// policy turns this on.
+//
+// A booking keeps one engine step of its tokens (the worker's max batched
+// tokens, or all it has when less) until its first token. The step that
+// finishes a prompt stores no block for its partial tail, and may begin the
+// next request's prompt, so from the events alone the router cannot tell a
+// prompt's last step ran, nor whose blocks that step stored past it; only
+// the first token says. Until then the blocks the worker stores are not
+// taken off anyone: the next booking in line is drained once the one ahead
+// of it has its first token. This also keeps a burst of short requests sent
+// to one worker counted there (each is one step) until their first tokens,
+// as the decode term counts them only from then.
 //
 // Only blocks the engine computed count: stores into another tier than the
 // GPU's (an offload tier writing through) and placeholder stores (hash-only)
-// do not, nor those of a hybrid model's other cache groups. A block the
-// router took as cached but the engine recomputed is taken from the next
-// request in line, which its own first token settles. An engine that also
-// caches the full blocks of generated tokens (vLLM does) publishes one per
-// block size of a decoding request's tokens; those count as prefill done
-// too, a small share next to a prefill step's budget.
+// do not, nor those of a hybrid model's other cache groups. An engine that
+// also caches the full blocks of generated tokens (vLLM does) publishes one
+// per block size of a decoding request's tokens; those count as prefill
+// done too, a small share next to a prefill step's budget.
 import type { LoadLedger } from '../../bindings/selection-contract.js';
 import type { KvEventBatch } from '../kv-events.js';
 
@@ -39,9 +48,9 @@ export function computedTokens(batch: KvEventBatch): number {
 }
 
 export class PrefillProgress {
-  /** Per slot, its bookings in booking order, from the oldest that may still be in prefill. */
+  /** Per slot, its bookings in booking order, from the oldest still in prefill. */
   private readonly lines = new Map<number, Line>();
-  /** The slot of every booking still in a line and in prefill. */
+  /** The slot of every booking still in prefill. */
   private readonly slotOf = new Map<string, number>();
 
   constructor(private readonly ledger: LoadLedger) {}
@@ -61,18 +70,11 @@ export class PrefillProgress {
     this.advance(this.lines.get(slot)!);
   }
 
-  /** `tokens` of prompt computed on the slot: off its oldest requests still in prefill, in booking order. */
+  /** `tokens` of prompt computed on the slot: off its oldest request still in prefill, down to one engine step of it. */
   computed(slot: number, tokens: number): void {
     const line = this.lines.get(slot);
-    if (!line) return;
-    let left = tokens;
-    while (left > 0 && line.head < line.ids.length) {
-      const id = line.ids[line.head]!;
-      left -= this.slotOf.has(id) ? this.ledger.prefillProgress(id, left) : 0;
-      // It had less left than this step's blocks: the rest went to the next in line.
-      if (left > 0) line.head++;
-    }
-    this.advance(line);
+    if (!line || line.head === line.ids.length || tokens === 0) return;
+    this.ledger.prefillProgress(line.ids[line.head]!, tokens, this.ledger.columns.maxBatchedTokens[slot]!);
   }
 
   /** The slot's worker is gone, and its bookings with it. */

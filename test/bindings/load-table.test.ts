@@ -56,6 +56,20 @@ describe.each(IMPLS)('LoadTable rules (%s)', (impl) => {
     expect(ledger.columns.activePrefillTokens[b!]).toBe(0);
     expect(ledger.columns.activeRequests[a!]).toBe(2);
     expect(() => ledger.prefillProgress('r1', -1)).toThrow(/tokens must be an integer/);
+    expect(() => ledger.prefillProgress('r1', 1, 0.5)).toThrow(/keep must be an integer/);
+  });
+
+  it('prefillProgress leaves a request at least `keep` tokens, or what it has when less', () => {
+    const ledger = makeLedger(impl);
+    const [a] = addFleet(ledger, 1);
+    ledger.add('r1', a!, chain(1, 2), 100, 0);
+    ledger.add('r2', a!, chain(2, 2), 30, 0);
+    expect(ledger.prefillProgress('r1', 64, 50)).toBe(50);
+    expect(ledger.prefillProgress('r1', 64, 50)).toBe(0);
+    expect(ledger.prefillProgress('r2', 64, 50)).toBe(0);
+    expect(ledger.columns.activePrefillTokens[a!]).toBe(80);
+    expect(ledger.prefillProgress('r1', 10, 20)).toBe(10);
+    expect(ledger.columns.activePrefillTokens[a!]).toBe(70);
   });
 
   it('free releases everything the request holds and is idempotent', () => {

@@ -1,8 +1,8 @@
 // A worker's queued prefill under the ttft policy counts only what is left of
-// it: the blocks its KV events show computed come off its oldest bookings
-// still in prefill (router/model-fleet/prefill-progress.ts). The kv policy,
-// and ttft with prefill_progress=false, keep every booking whole until its
-// first token.
+// it: the blocks its KV events show computed come off its oldest booking
+// still in prefill, down to one engine step of it, until its first token
+// (router/model-fleet/prefill-progress.ts). The kv policy, and ttft with
+// prefill_progress=false, keep every booking whole until its first token.
 import { describe, expect, it } from 'vitest';
 import { VirtualClock } from '../../router/clock.js';
 import { RouterError } from '../../router/errors.js';
@@ -42,10 +42,12 @@ describe('computedTokens', () => {
   });
 });
 
+/** Workers of a 16-token step: a 40-token prompt takes three. */
+const STEP = 16;
 function fleet(policy: string, params?: Record<string, unknown>) {
   const f = new ModelFleet({ model: 'm', blockSize: BS, clock: new VirtualClock(0), seed: 1, policy: createSelectionPolicy(policy, params) });
-  f.addWorker({ id: 'a', totalBlocks: 1000, maxBatchedTokens: 8192 });
-  f.addWorker({ id: 'b', totalBlocks: 1000, maxBatchedTokens: 8192 });
+  f.addWorker({ id: 'a', totalBlocks: 1000, maxBatchedTokens: STEP });
+  f.addWorker({ id: 'b', totalBlocks: 1000, maxBatchedTokens: STEP });
   return f;
 }
 let n = 0;
@@ -59,20 +61,25 @@ function admitOn(f: ModelFleet, tokens: number, worker = 'a'): string {
 const prefillOn = (f: ModelFleet, worker = 'a') => f.load().find((l) => l.worker === worker)!.prefillTokens;
 
 describe('queued prefill under the ttft policy', () => {
-  it('stored blocks come off the oldest booking, then the next in line; first tokens settle the rest', () => {
+  it('stored blocks come off the oldest booking, down to one step of it; the next is drained once the first has its first token', () => {
     const f = fleet('ttft');
     const first = admitOn(f, 40);
     const second = admitOn(f, 20);
     admitOn(f, 30, 'b');
     expect(prefillOn(f)).toBe(60);
-    f.applyEvents(W, batch(store(6)));
+    f.applyEvents(W, batch(store(4)));
+    expect(prefillOn(f)).toBe(44);
+    // the first keeps a step (16) of its 24: 8 are taken, the rest of the blocks are no one's yet
+    f.applyEvents(W, batch(store(4)));
     expect(prefillOn(f)).toBe(36);
-    // 16 tokens were left of the first: the other 8 are the second's
-    f.applyEvents(W, batch(store(6)));
-    expect(prefillOn(f)).toBe(12);
+    f.applyEvents(W, batch(store(4)));
+    expect(prefillOn(f)).toBe(36);
     expect(prefillOn(f, 'b')).toBe(30);
     f.firstToken(first);
-    expect(prefillOn(f)).toBe(12);
+    expect(prefillOn(f)).toBe(20);
+    // now the second is the oldest in prefill: down to its one step
+    f.applyEvents(W, batch(store(2)));
+    expect(prefillOn(f)).toBe(16);
     f.firstToken(second);
     expect(prefillOn(f)).toBe(0);
     // nobody left in prefill: a later store takes nothing
@@ -80,14 +87,22 @@ describe('queued prefill under the ttft policy', () => {
     expect(prefillOn(f)).toBe(0);
   });
 
+  it('a prompt of one step is never drained: it counts whole until its first token', () => {
+    const f = fleet('ttft');
+    admitOn(f, 16);
+    admitOn(f, 12);
+    f.applyEvents(W, batch(store(4)));
+    expect(prefillOn(f)).toBe(28);
+  });
+
   it('a booking that ended before its first token (released) passes its place to the next', () => {
     const f = fleet('ttft');
     const first = admitOn(f, 40);
-    admitOn(f, 20);
+    admitOn(f, 30);
     f.release(first);
-    expect(prefillOn(f)).toBe(20);
+    expect(prefillOn(f)).toBe(30);
     f.applyEvents(W, batch(store(2)));
-    expect(prefillOn(f)).toBe(12);
+    expect(prefillOn(f)).toBe(22);
   });
 
   it('the kv policy, and ttft with prefill_progress=false, count each booking whole until its first token', () => {
@@ -102,9 +117,9 @@ describe('queued prefill under the ttft policy', () => {
     const f = fleet('ttft');
     admitOn(f, 40);
     f.removeWorker('a');
-    f.addWorker({ id: 'a', totalBlocks: 1000, maxBatchedTokens: 8192 });
-    admitOn(f, 20);
+    f.addWorker({ id: 'a', totalBlocks: 1000, maxBatchedTokens: STEP });
+    admitOn(f, 30);
     f.applyEvents(W, batch(store(2)));
-    expect(prefillOn(f)).toBe(12);
+    expect(prefillOn(f)).toBe(22);
   });
 });

@@ -2,7 +2,8 @@
 // through a long prompt (router/model-fleet/prefill-progress.ts): at a later
 // arrival the worker counts the long prompt less the blocks its finished
 // steps stored (published at each step's end, applied the event delay
-// later), where prefill_progress=false still counts all of it.
+// later), while more than a step of it is left; prefill_progress=false
+// still counts all of it.
 import { describe, expect, it } from 'vitest';
 import type { StepReport } from '../../sim/mocker/engine-options.js';
 import { policyOf } from '../../sim/replay/policy-spec.js';
@@ -51,6 +52,7 @@ describe('queued prefill in replay', () => {
     expect(published.length).toBeGreaterThanOrEqual(2);
     // Each full step of 8,192 tokens stores 128 whole 64-token blocks.
     expect(published.every((s) => s.prefillTokens === 8192)).toBe(true);
+    expect(LONG - 8192 * published.length).toBeGreaterThan(8192);
     expect(queued).toBe(LONG - 8192 * published.length);
   });
 
