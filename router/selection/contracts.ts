@@ -62,7 +62,8 @@ export interface TtftCoreCost {
   kvWeight: number;
   /**
    * Whether a worker's queued prefill counts only what is left of it: the
-   * blocks its KV events showed computed come off its oldest bookings
+   * blocks its KV events showed computed come off its oldest booking in
+   * prefill, down to one engine step of it until its first token
    * (router/model-fleet/prefill-progress.ts). False: a booking counts its
    * whole uncached prompt until its first token, as the kv cost does.
    */

@@ -8,8 +8,9 @@
 // capacity uncached tokens weigh more (reuse_weight x the fleet's queued
 // prefill in engine steps), so the fleet keeps reusing what it cached. The
 // queued prefill is what is left of it: the blocks a worker's KV events show
-// computed come off its oldest bookings (prefill_progress; false counts every
-// booking whole until its first token). Cheapest wins (ties at random), or a softmax over normalised costs at
+// computed come off its oldest booking in prefill, down to one engine step of
+// it (prefill_progress; false counts every booking whole until its first
+// token). Cheapest wins (ties at random), or a softmax over normalised costs at
 // temperature > 0.
 import type { SelectionPolicy } from '../../selection/contracts.js';
 import { DEFAULT_SPEED_PRIOR } from '../../model-fleet/speeds.js';
