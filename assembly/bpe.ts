@@ -22,6 +22,8 @@ import { alloc, release } from './alloc';
 import { backtrackBuild, backtrackEncode, backtrackPieces, backtrackReady, backtrackRelease, backtrackSuits } from './bpe-backtrack';
 import { grownCapacity } from './grow';
 import { mergeLong, mergeShort, mergesTo, mergeStats, mergeTune, SHORT_MAX } from './bpe-merge';
+import { pairCacheClear } from './bpe-pair-cache';
+import { mergeSpliced, spliceStats } from './bpe-splice';
 import { splitBegin, splitNext, splitNextBy, NONE } from './bpe-split';
 import { matchLlama3, matchQwen } from './bpe-split-hf';
 import { NO_RANK, vocabBuild, vocabInput, vocabMarkWhole, vocabMergesBuild, vocabMergesInput, vocabReady, vocabTokenBytes, vocabTokenCount, vocabTokenLength, vocabTokenRank, wholeRank } from './bpe-vocab';
@@ -40,6 +42,7 @@ let taken: usize = 0;
 const LONG_CHOSEN: u32 = 0;
 const LONG_HEAP: u32 = 1;
 const LONG_BACKTRACK: u32 = 2;
+const LONG_SPLICE: u32 = 3;
 let longPieces: u32 = LONG_CHOSEN;
 /**
  * The backtracking encoder's tables are built at the first encoding (or
@@ -77,6 +80,7 @@ export function bpeVocabInput(count: u32, bytes: u32): usize {
 /** Builds the vocabulary from the load buffer; returns the longest token in bytes, 0 if unusable. Allocates. */
 export function bpeVocabBuild(count: u32, bytes: u32): u32 {
   const longest = vocabBuild(count, bytes);
+  pairCacheClear();
   backtrackRelease();
   backtrackPending = longest != 0;
   return longest;
@@ -90,6 +94,7 @@ export function bpeMergesInput(count: u32): usize {
 /** Switches to the merge-list rule (Hugging Face BPE); `whole` = 1: pieces that are tokens are taken whole. 1 if done, 0 if unusable. Allocates. */
 export function bpeMergesBuild(count: u32, whole: u32): u32 {
   if (vocabMergesBuild(count, whole) == 0) return 0;
+  pairCacheClear();
   // The backtracking encoder's proof holds for tiktoken's rule (a pair merges
   // by its concatenation's rank), not for a merge list keyed by the split.
   backtrackPending = false;
@@ -164,6 +169,10 @@ function encodePiece(p: usize, n: u32, written: u32): u32 {
   if (n <= SHORT_MAX) return mergeShort(p, n, out, written);
   const backtrack = longPieces == LONG_CHOSEN ? backtrackSuits(p, n) : longPieces == LONG_BACKTRACK && backtrackReady();
   if (backtrack) return backtrackEncode(p, n, out, written);
+  if (longPieces != LONG_HEAP) {
+    const spliced = mergeSpliced(p, n, out, written);
+    if (spliced != NO_RANK) return spliced;
+  }
   return mergeLong(p, n, out, written);
 }
 
@@ -257,7 +266,7 @@ export function bpeTune(window: u32, margin: u32): void {
  * where the vocabulary allows it. Results never depend on it.
  */
 export function bpeLongPieces(mode: u32): void {
-  longPieces = mode <= LONG_BACKTRACK ? mode : LONG_CHOSEN;
+  longPieces = mode <= LONG_SPLICE ? mode : LONG_CHOSEN;
 }
 
 /** 0: windows merged; 1: long pieces merged again with wider windows (a cut failed its check); 2: pieces the backtracking encoder encoded; 3: whether it can (the vocabulary passed its checks). */
@@ -265,5 +274,6 @@ export function bpeStats(which: u32): u32 {
   settleBacktrack();
   if (which == 2) return backtrackPieces();
   if (which == 3) return backtrackReady() ? 1 : 0;
+  if (which == 4 || which == 5) return spliceStats(which - 4);
   return mergeStats(which);
 }

@@ -56,8 +56,8 @@ export interface BpeOptions {
   longPieces?: LongPieces;
 }
 
-export type LongPieces = 'chosen' | 'heap' | 'backtrack';
-const LONG_PIECES: Record<LongPieces, number> = { chosen: 0, heap: 1, backtrack: 2 };
+export type LongPieces = 'chosen' | 'heap' | 'backtrack' | 'splice';
+const LONG_PIECES: Record<LongPieces, number> = { chosen: 0, heap: 1, backtrack: 2, splice: 3 };
 
 export interface BpeStats {
   /** Windows long pieces were merged in. */
