@@ -14,15 +14,18 @@
 // and at what rank, depends on the two parts (the leftmost of equal ranks
 // first), so it holds under tiktoken's rule and under a merge list alike.
 //
-// So the piece is merged window by window: a window of WINDOW bytes from a
-// start s is merged alone (a scan for the lowest pair, SIMD, over scratch
-// that stays in L1), its tokens are kept up to its last boundary at least
-// CONTEXT bytes before its end (the cut), and the next window starts at the
-// cut. Neighbours within a window's kept tokens are joined (they are
-// neighbours in that window's merge); the one new pair at each cut is merged
-// alone to check that it is joined. When it is not, or no boundary leaves
-// CONTEXT bytes (a token longer than the window allows), the caller merges
-// the piece another way; the checks that passed cost one window each.
+// So the piece is merged window by window: a window of 64 bytes from a start
+// s is merged alone (a SIMD scan for the lowest pair over scratch that stays
+// in L1, cheaper per merge than the heap's queue), its tokens are kept up to
+// its last boundary at least 8 bytes (the context) before its end (the cut),
+// and the next window starts at the cut. Neighbours within a window's kept
+// tokens are joined (they are neighbours in that window's merge); the one new
+// pair at each cut is merged alone to check that it is joined. When it is
+// not, the window before the cut is merged again twice as wide (more context
+// for its end), and a window where no boundary leaves the context (a long
+// token) is too; failing again there, the piece is refused and the caller
+// merges it whole (bpe-merge.ts). Each start is widened once, so a piece costs
+// at most a few passes of windows before any refusal.
 //
 // Scratch (u32 per byte of a span, SPAN_MAX + 4, allocated once):
 //   next    part i runs to next[i]
@@ -35,12 +38,13 @@ import { setU32, u32At } from './bpe-columns';
 import { cachedPairRank } from './bpe-pair-cache';
 import { byteRank, NO_RANK, pairRank2 } from './bpe-vocab';
 
-/** Bytes merged at a time. */
-const WINDOW: u32 = 64;
-/** Bytes of the window past the cut, merged only as context for the tokens before it. */
-const CONTEXT: u32 = 8;
-/** The check at a cut merges two tokens of one window each. */
-const SPAN_MAX: u32 = 2 * WINDOW;
+/** Bytes merged at a time, and bytes of a window past its cut (spliceTune). */
+let windowBytes: u32 = 64;
+let context: u32 = 8;
+/** The widest window spliceTune allows. */
+const WINDOW_MAX: u32 = 128;
+/** A window merged again is twice as wide; the check at a cut merges a token of each window beside it. */
+const SPAN_MAX: u32 = 4 * WINDOW_MAX;
 const COLUMN: usize = <usize>(SPAN_MAX + 4) << 2;
 
 let next: usize = 0;
@@ -49,6 +53,7 @@ let ranks: usize = 0;
 let tokens: usize = 0;
 let spliced: u32 = 0;
 let refused: u32 = 0;
+let widenings: u32 = 0;
 
 /** The lowest rank among the `n` (rounded up to 4; the padding holds NO_RANK) u32 at `at`. */
 @inline
@@ -121,36 +126,58 @@ function joined(p: usize, x: u32, c: u32, y: u32): bool {
 }
 
 /**
- * Merges the `n` (> WINDOW) bytes at `p` window by window, writing ranks at
+ * Merges the `n` bytes at `p` window by window, writing ranks at
  * out[count..]; returns the new count, or NO_RANK when a cut cannot be proven
- * (what was written then counts for nothing).
+ * (what was written then counts for nothing). A window whose cut finds no
+ * boundary, or the window before a cut that fails its check, is merged again
+ * twice as wide, once for each start; a second failure there refuses the piece.
  */
 export function mergeSpliced(p: usize, n: u32, out: usize, count: u32): u32 {
-  // The last token written: bytes [lastStart, s).
-  let lastStart: u32 = 0;
+  // The window starts at s; the token before it spans [lastStart, s).
   let s: u32 = 0;
+  let lastStart: u32 = 0;
+  // The window before, to merge again from: its start, the token before it, the count before it.
+  let backStart: u32 = 0;
+  let backLast: u32 = 0;
+  let backCount = count;
+  let widened = false;
+  let widenedAt: u32 = NO_RANK;
   while (true) {
-    const m = min(n - s, WINDOW);
+    const m = min(n - s, widened ? 2 * windowBytes : windowBytes);
     mergeSpan(p + s, m);
     const firstEnd = s + u32At(next, 0);
     let cut = m;
     if (s + m < n) {
       cut = 0;
-      for (let i = u32At(next, 0); i + CONTEXT <= m; i = u32At(next, i)) cut = i;
+      for (let i = u32At(next, 0); i < m && i + context <= m; i = u32At(next, i)) cut = i;
       if (cut == 0) {
-        refused++;
-        return NO_RANK;
+        if (widenedAt == s) break;
+        widenings++;
+        widenedAt = s;
+        widened = true;
+        continue;
       }
     }
+    const before = count;
     let last: u32 = 0;
     for (let i: u32 = 0; i < cut; i = u32At(next, i)) {
       setU32(out, count++, u32At(tokens, i));
       last = i;
     }
     if (s > 0 && !joined(p, lastStart, s, firstEnd)) {
-      refused++;
-      return NO_RANK;
+      if (widenedAt == backStart) break;
+      widenings++;
+      widenedAt = backStart;
+      widened = true;
+      s = backStart;
+      lastStart = backLast;
+      count = backCount;
+      continue;
     }
+    backStart = s;
+    backLast = lastStart;
+    backCount = before;
+    widened = false;
     lastStart = s + last;
     s += cut;
     if (s >= n) {
@@ -158,9 +185,17 @@ export function mergeSpliced(p: usize, n: u32, out: usize, count: u32): u32 {
       return count;
     }
   }
+  refused++;
+  return NO_RANK;
 }
 
-/** Pieces merged here, and pieces refused (a cut failed its check), since the core started. */
+/** Sets the window (2..WINDOW_MAX bytes) and the context past its cut (below the window). Results do not depend on them. */
+export function spliceTune(window: u32, past: u32): void {
+  windowBytes = min(max(window, 2), WINDOW_MAX);
+  context = min(past, windowBytes - 1);
+}
+
+/** Since the core started: 0 pieces merged here, 1 pieces refused, 2 windows merged again wider. */
 export function spliceStats(which: u32): u32 {
-  return which == 0 ? spliced : refused;
+  return which == 0 ? spliced : which == 1 ? refused : widenings;
 }

@@ -23,7 +23,7 @@ import { backtrackBuild, backtrackEncode, backtrackPieces, backtrackReady, backt
 import { grownCapacity } from './grow';
 import { mergeLong, mergeShort, mergesTo, mergeStats, mergeTune, SHORT_MAX } from './bpe-merge';
 import { pairCacheClear } from './bpe-pair-cache';
-import { mergeSpliced, spliceStats } from './bpe-splice';
+import { mergeSpliced, spliceStats, spliceTune } from './bpe-splice';
 import { splitBegin, splitNext, splitNextBy, NONE } from './bpe-split';
 import { matchLlama3, matchQwen } from './bpe-split-hf';
 import { NO_RANK, vocabBuild, vocabInput, vocabMarkWhole, vocabMergesBuild, vocabMergesInput, vocabReady, vocabTokenBytes, vocabTokenCount, vocabTokenLength, vocabTokenRank, wholeRank } from './bpe-vocab';
@@ -38,7 +38,7 @@ let out: usize = 0;
 let outCapacity: usize = 0;
 /** Bytes of text bpeEncodeText encoded (the rest waits for more text). */
 let taken: usize = 0;
-/** How pieces over SHORT_MAX bytes are merged (bpeLongPieces). */
+/** How pieces over SHORT_MAX bytes are merged (bpeLongPieces); a refused splice falls back to the heap. */
 const LONG_CHOSEN: u32 = 0;
 const LONG_HEAP: u32 = 1;
 const LONG_BACKTRACK: u32 = 2;
@@ -169,7 +169,7 @@ function encodePiece(p: usize, n: u32, written: u32): u32 {
   if (n <= SHORT_MAX) return mergeShort(p, n, out, written);
   const backtrack = longPieces == LONG_CHOSEN ? backtrackSuits(p, n) : longPieces == LONG_BACKTRACK && backtrackReady();
   if (backtrack) return backtrackEncode(p, n, out, written);
-  if (longPieces != LONG_HEAP) {
+  if (longPieces == LONG_CHOSEN || longPieces == LONG_SPLICE) {
     const spliced = mergeSpliced(p, n, out, written);
     if (spliced != NO_RANK) return spliced;
   }
@@ -260,20 +260,27 @@ export function bpeTune(window: u32, margin: u32): void {
   mergeTune(window, margin);
 }
 
+/** Sets the window and the context past its cut (bytes) that the spliced merge uses; results never depend on them. */
+export function bpeSpliceTune(window: u32, context: u32): void {
+  spliceTune(window, context);
+}
+
 /**
  * How pieces over SHORT_MAX bytes are merged: 0 each by the way that suits it
- * (backtrackSuits), 1 all by the heap, 2 all by the backtracking encoder
- * where the vocabulary allows it. Results never depend on it.
+ * (the backtracking encoder where backtrackSuits, else spliced windows), 1
+ * all by the heap, 2 all by the backtracking encoder where the vocabulary
+ * allows it (else the heap), 3 all by spliced windows (bpe-splice.ts). A
+ * piece the splice refuses takes the heap. Results never depend on it.
  */
 export function bpeLongPieces(mode: u32): void {
   longPieces = mode <= LONG_SPLICE ? mode : LONG_CHOSEN;
 }
 
-/** 0: windows merged; 1: long pieces merged again with wider windows (a cut failed its check); 2: pieces the backtracking encoder encoded; 3: whether it can (the vocabulary passed its checks). */
+/** 0: heap windows merged; 1: long pieces merged again with wider heap windows (a cut failed its check); 2: pieces the backtracking encoder encoded; 3: whether it can (the vocabulary passed its checks); 4: pieces merged in spliced windows; 5: pieces the splice refused (merged by the heap instead); 6: spliced windows merged again wider. */
 export function bpeStats(which: u32): u32 {
   settleBacktrack();
   if (which == 2) return backtrackPieces();
   if (which == 3) return backtrackReady() ? 1 : 0;
-  if (which == 4 || which == 5) return spliceStats(which - 4);
+  if (which >= 4 && which <= 6) return spliceStats(which - 4);
   return mergeStats(which);
 }
