@@ -23,9 +23,10 @@
 // pair at each cut is merged alone to check that it is joined. When it is
 // not, the window before the cut is merged again twice as wide (more context
 // for its end), and a window where no boundary leaves the context (a long
-// token) is too; failing again there, the piece is refused and the caller
-// merges it whole (bpe-merge.ts). Each start is widened once, so a piece costs
-// at most a few passes of windows before any refusal.
+// token) is too, as long as it starts past every window widened before;
+// otherwise the piece is refused and the caller merges it whole
+// (bpe-merge.ts). Widened starts only increase, so a piece costs at most a few
+// passes of windows before any refusal.
 //
 // Scratch (u32 per byte of a span, SPAN_MAX + 4, allocated once):
 //   next    part i runs to next[i]
@@ -130,7 +131,8 @@ function joined(p: usize, x: u32, c: u32, y: u32): bool {
  * out[count..]; returns the new count, or NO_RANK when a cut cannot be proven
  * (what was written then counts for nothing). A window whose cut finds no
  * boundary, or the window before a cut that fails its check, is merged again
- * twice as wide, once for each start; a second failure there refuses the piece.
+ * twice as wide, if it starts past every window merged wide before; else the
+ * piece is refused.
  */
 export function mergeSpliced(p: usize, n: u32, out: usize, count: u32): u32 {
   // The window starts at s; the token before it spans [lastStart, s).
@@ -141,7 +143,8 @@ export function mergeSpliced(p: usize, n: u32, out: usize, count: u32): u32 {
   let backLast: u32 = 0;
   let backCount = count;
   let widened = false;
-  let widenedAt: u32 = NO_RANK;
+  // Each window merged wide starts past the one before, so widening ends.
+  let widest: i64 = -1;
   while (true) {
     const m = min(n - s, widened ? 2 * windowBytes : windowBytes);
     mergeSpan(p + s, m);
@@ -151,9 +154,9 @@ export function mergeSpliced(p: usize, n: u32, out: usize, count: u32): u32 {
       cut = 0;
       for (let i = u32At(next, 0); i < m && i + context <= m; i = u32At(next, i)) cut = i;
       if (cut == 0) {
-        if (widenedAt == s) break;
+        if (<i64>s <= widest) break;
         widenings++;
-        widenedAt = s;
+        widest = <i64>s;
         widened = true;
         continue;
       }
@@ -165,9 +168,9 @@ export function mergeSpliced(p: usize, n: u32, out: usize, count: u32): u32 {
       last = i;
     }
     if (s > 0 && !joined(p, lastStart, s, firstEnd)) {
-      if (widenedAt == backStart) break;
+      if (<i64>backStart <= widest) break;
       widenings++;
-      widenedAt = backStart;
+      widest = <i64>backStart;
       widened = true;
       s = backStart;
       lastStart = backLast;
