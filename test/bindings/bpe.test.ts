@@ -71,6 +71,19 @@ const text = fc.oneof(
   fc.array(fc.oneof(run, atom, fc.string({ maxLength: 10 })), { maxLength: 4 }).map((a) => a.join('')),
 );
 
+/** A vocabulary of `tokens` (one byte per character), ranked by `ranks` or in order, pieces cut at whitespace. */
+const tiny = (tokens: string[], ranks?: number[]): BpeVocabulary => {
+  const bytes: number[] = [];
+  const offsets = [0];
+  for (const t of tokens) {
+    for (const c of t) bytes.push(c.charCodeAt(0));
+    offsets.push(bytes.length);
+  }
+  return { bytes: Uint8Array.from(bytes), offsets: Uint32Array.from(offsets), ranks: Uint32Array.from(ranks ?? tokens.map((_, i) => i)), pattern: '\\S+|\\s+' };
+};
+/** The 256 single-byte tokens. */
+const everyByte = Array.from({ length: 256 }, (_, b) => String.fromCharCode(b));
+
 describe.each(ENCODINGS.map(([name]) => name))('%s', (name) => {
   it('the kernel, its twin and js-tiktoken give the same ids', () => {
     const { kernel, windowed, backtracking, spliced, splicedTight, twin, oracle } = encoders.get(name)!;
@@ -153,17 +166,11 @@ describe('spliced windows', () => {
   // Tokens a^k x of rank k - 1 (k = 1..longest), 'aa' ranked after them all: in a^n x the
   // token ending in x grows leftwards to a^longest x before any 'aa' merges, so a window that
   // ends short of the x is wrong about its last tokens however much context it has.
-  const growing = (longest: number): BpeVocabulary => {
-    const tokens = [...Array.from({ length: 256 }, (_, b) => String.fromCharCode(b)), ...Array.from({ length: longest }, (_, k) => `${'a'.repeat(k + 1)}x`), 'aa'];
-    const ranks = [...Array.from({ length: 256 }, (_, b) => 1000 + b), ...Array.from({ length: longest }, (_, k) => k), 500];
-    const bytes: number[] = [];
-    const offsets = [0];
-    for (const t of tokens) {
-      for (const c of t) bytes.push(c.charCodeAt(0));
-      offsets.push(bytes.length);
-    }
-    return { bytes: Uint8Array.from(bytes), offsets: Uint32Array.from(offsets), ranks: Uint32Array.from(ranks), pattern: '[\\s\\S]+' };
-  };
+  const growing = (longest: number): BpeVocabulary =>
+    tiny(
+      [...everyByte, ...Array.from({ length: longest }, (_, k) => `${'a'.repeat(k + 1)}x`), 'aa'],
+      [...everyByte.map((_, b) => 1000 + b), ...Array.from({ length: longest }, (_, k) => k), 500],
+    );
   /** The ids of a^n x under `growing(longest)`: 'aa' pairs from the left, a lone 'a' if one is left, then a^longest x. */
   const grown = (n: number, longest: number): number[] => {
     const rest = n - Math.min(n, longest);
@@ -173,7 +180,7 @@ describe('spliced windows', () => {
   it('a cut the next window proves wrong is merged again wider, and the ids are exact', () => {
     const vocab = growing(40);
     const encoder = new BytePairEncoder(vocab, { longPieces: 'splice' });
-    for (const n of [201, 202, 333]) {
+    for (const n of [201, 202, 300]) {
       const t = `${'a'.repeat(n)}x`;
       const before = encoder.stats();
       expect([...encoder.encode(t)]).toEqual(grown(n, 40));
@@ -275,17 +282,6 @@ describe('token lookups', () => {
 });
 
 describe('vocabulary checks', () => {
-  const tiny = (tokens: string[], ranks?: number[]): BpeVocabulary => {
-    const bytes: number[] = [];
-    const offsets = [0];
-    for (const t of tokens) {
-      for (const c of t) bytes.push(c.charCodeAt(0));
-      offsets.push(bytes.length);
-    }
-    return { bytes: Uint8Array.from(bytes), offsets: Uint32Array.from(offsets), ranks: Uint32Array.from(ranks ?? tokens.map((_, i) => i)), pattern: '\\S+|\\s+' };
-  };
-  const everyByte = Array.from({ length: 256 }, (_, b) => String.fromCharCode(b));
-
   it('a vocabulary over raw bytes merges by rank, leftmost first', () => {
     const vocab = tiny([...everyByte, 'ab', 'bc', 'abc', 'aa'], [...everyByte.map((_, i) => 100 + i), 5, 3, 9, 7]);
     for (const encoder of [new BytePairEncoder(vocab), new BytePairEncoderReference(vocab)]) {

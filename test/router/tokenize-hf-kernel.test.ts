@@ -74,7 +74,7 @@ describe('Qwen3 on the kernel', () => {
     );
   });
 
-  it('gives the same ids on long runs of one class (one piece each, merged on the heap)', () => {
+  it('gives the same ids on long runs of one class (one piece each, merged in spliced windows or, refused there, on the heap)', () => {
     for (const text of [' '.repeat(5000), 'ab'.repeat(3000), 'x'.repeat(4000), '1'.repeat(3000), '中文字符'.repeat(800), '\n'.repeat(3000), '😀'.repeat(1000), ' \t \n'.repeat(1000)]) {
       expect(Array.from(qwen.codec.encodePiece(text))).toEqual(library(oracle, text));
     }
