@@ -30,10 +30,11 @@
 //          the pairs changed since they were last queued
 //   logs   two merge logs of a window each: u64 key (rank << 32 | start) and
 //          u32 end of the part the merge made, positions within the piece
-//   pairCache  4096 x 16 bytes: (token, token) -> rank of the two together
+//   pair ranks come through the pair cache (bpe-pair-cache.ts)
 import { alloc, release } from './alloc';
 import { setU32, setU64, u32At, u64At } from './bpe-columns';
 import { grownCapacity } from './grow';
+import { cachedPairRank } from './bpe-pair-cache';
 import { queueAdd, queuePeek, queuePop, queueReset, queueSeal, NO_KEY } from './bpe-queue';
 import { byteRank, mergedRank, NO_RANK, pairRank2, vocabHighestRank } from './bpe-vocab';
 
@@ -56,9 +57,6 @@ let marks: usize = 0;
 let dirtyCount: u32 = 0;
 let dirtyLeast: u64 = 0;
 let listCapacity: usize = 0;
-let pairCache: usize = 0;
-/** Entries of the pair cache (16 bytes each: u64 token pair, u32 rank). */
-const PAIR_CACHE: usize = 4096;
 let logKeys: usize = 0;
 let logEnds: usize = 0;
 let logLength: u32 = 0;
@@ -145,24 +143,6 @@ function reserveList(n: u32): void {
   memory.fill(marks, 0, cap);
 }
 
-/**
- * The rank of the part from `start` (token `ta`) merged with its successor
- * (from `split`, token `tb`, up to `end`): a small direct-mapped cache keyed
- * by the two tokens answers repeated pairs (long runs repeat a handful)
- * before the vocabulary is asked. Two tokens fix the bytes and the split, so
- * a hit is always right.
- */
-@inline
-function pairRank(p: usize, start: u32, split: u32, end: u32, ta: u32, tb: u32): u32 {
-  const key = (<u64>ta << 32) | <u64>tb;
-  const slot = pairCache + ((<usize>(<u32>((key * 0x9e3779b97f4a7c15) >> 52))) << 4);
-  if (load<u64>(slot) == key) return load<u32>(slot, 8);
-  const rank = mergedRank(p + start, end - start, split - start);
-  store<u64>(slot, key);
-  store<u32>(slot, rank, 8);
-  return rank;
-}
-
 /** Notes that the pair at `start` changed; its new key enters the queue with the next batch. */
 @inline
 function touch(start: u32, rank: u32): void {
@@ -198,11 +178,6 @@ function flush(n: u32): void {
  * changes several times in between is queued once. Allocates.
  */
 function runQueue(p: usize, n: u32, base: u32): void {
-  if (pairCache == 0) {
-    pairCache = alloc(PAIR_CACHE << 4);
-    // No token pair is (NO_RANK, NO_RANK).
-    memory.fill(pairCache, 0xff, PAIR_CACHE << 4);
-  }
   reserveList(n);
   queueReset(n);
   logLength = 0;
@@ -242,12 +217,12 @@ function runQueue(p: usize, n: u32, base: u32): void {
       setU32(logEnds, logLength++, base + k);
     }
     const ti = <u32>(key >> 32);
-    const right = k < n ? pairRank(p, i, k, u32At(next, k), ti, u32At(token, k)) : NO_RANK;
+    const right = k < n ? cachedPairRank(p, i, k, u32At(next, k), ti, u32At(token, k)) : NO_RANK;
     setU32(pair, i, right);
     touch(i, right);
     if (i > 0) {
       const h = u32At(prev, i);
-      const left = pairRank(p, h, i, k, u32At(token, h), ti);
+      const left = cachedPairRank(p, h, i, k, u32At(token, h), ti);
       setU32(pair, h, left);
       touch(h, left);
     }

@@ -22,6 +22,8 @@ import { alloc, release } from './alloc';
 import { backtrackBuild, backtrackEncode, backtrackPieces, backtrackReady, backtrackRelease, backtrackSuits } from './bpe-backtrack';
 import { grownCapacity } from './grow';
 import { mergeLong, mergeShort, mergesTo, mergeStats, mergeTune, SHORT_MAX } from './bpe-merge';
+import { pairCacheClear } from './bpe-pair-cache';
+import { mergeSpliced, spliceStats, spliceTune } from './bpe-splice';
 import { splitBegin, splitNext, splitNextBy, NONE } from './bpe-split';
 import { matchLlama3, matchQwen } from './bpe-split-hf';
 import { NO_RANK, vocabBuild, vocabInput, vocabMarkWhole, vocabMergesBuild, vocabMergesInput, vocabReady, vocabTokenBytes, vocabTokenCount, vocabTokenLength, vocabTokenRank, wholeRank } from './bpe-vocab';
@@ -36,10 +38,11 @@ let out: usize = 0;
 let outCapacity: usize = 0;
 /** Bytes of text bpeEncodeText encoded (the rest waits for more text). */
 let taken: usize = 0;
-/** How pieces over SHORT_MAX bytes are merged (bpeLongPieces). */
+/** How pieces over SHORT_MAX bytes are merged (bpeLongPieces); a refused splice falls back to the heap. */
 const LONG_CHOSEN: u32 = 0;
 const LONG_HEAP: u32 = 1;
 const LONG_BACKTRACK: u32 = 2;
+const LONG_SPLICE: u32 = 3;
 let longPieces: u32 = LONG_CHOSEN;
 /**
  * The backtracking encoder's tables are built at the first encoding (or
@@ -77,6 +80,7 @@ export function bpeVocabInput(count: u32, bytes: u32): usize {
 /** Builds the vocabulary from the load buffer; returns the longest token in bytes, 0 if unusable. Allocates. */
 export function bpeVocabBuild(count: u32, bytes: u32): u32 {
   const longest = vocabBuild(count, bytes);
+  pairCacheClear();
   backtrackRelease();
   backtrackPending = longest != 0;
   return longest;
@@ -90,6 +94,7 @@ export function bpeMergesInput(count: u32): usize {
 /** Switches to the merge-list rule (Hugging Face BPE); `whole` = 1: pieces that are tokens are taken whole. 1 if done, 0 if unusable. Allocates. */
 export function bpeMergesBuild(count: u32, whole: u32): u32 {
   if (vocabMergesBuild(count, whole) == 0) return 0;
+  pairCacheClear();
   // The backtracking encoder's proof holds for tiktoken's rule (a pair merges
   // by its concatenation's rank), not for a merge list keyed by the split.
   backtrackPending = false;
@@ -164,6 +169,10 @@ function encodePiece(p: usize, n: u32, written: u32): u32 {
   if (n <= SHORT_MAX) return mergeShort(p, n, out, written);
   const backtrack = longPieces == LONG_CHOSEN ? backtrackSuits(p, n) : longPieces == LONG_BACKTRACK && backtrackReady();
   if (backtrack) return backtrackEncode(p, n, out, written);
+  if (longPieces == LONG_CHOSEN || longPieces == LONG_SPLICE) {
+    const spliced = mergeSpliced(p, n, out, written);
+    if (spliced != NO_RANK) return spliced;
+  }
   return mergeLong(p, n, out, written);
 }
 
@@ -251,19 +260,27 @@ export function bpeTune(window: u32, margin: u32): void {
   mergeTune(window, margin);
 }
 
-/**
- * How pieces over SHORT_MAX bytes are merged: 0 each by the way that suits it
- * (backtrackSuits), 1 all by the heap, 2 all by the backtracking encoder
- * where the vocabulary allows it. Results never depend on it.
- */
-export function bpeLongPieces(mode: u32): void {
-  longPieces = mode <= LONG_BACKTRACK ? mode : LONG_CHOSEN;
+/** Sets the window and the context past its cut (bytes) that the spliced merge uses; results never depend on them. */
+export function bpeSpliceTune(window: u32, context: u32): void {
+  spliceTune(window, context);
 }
 
-/** 0: windows merged; 1: long pieces merged again with wider windows (a cut failed its check); 2: pieces the backtracking encoder encoded; 3: whether it can (the vocabulary passed its checks). */
+/**
+ * How pieces over SHORT_MAX bytes are merged: 0 each by the way that suits it
+ * (the backtracking encoder where backtrackSuits, else spliced windows), 1
+ * all by the heap, 2 all by the backtracking encoder where the vocabulary
+ * allows it (else the heap), 3 all by spliced windows (bpe-splice.ts). A
+ * piece the splice refuses takes the heap. Results never depend on it.
+ */
+export function bpeLongPieces(mode: u32): void {
+  longPieces = mode <= LONG_SPLICE ? mode : LONG_CHOSEN;
+}
+
+/** 0: heap windows merged; 1: long pieces merged again with wider heap windows (a cut failed its check); 2: pieces the backtracking encoder encoded; 3: whether it can (the vocabulary passed its checks); 4: pieces merged in spliced windows; 5: pieces the splice refused (merged by the heap instead); 6: spliced windows merged again wider. */
 export function bpeStats(which: u32): u32 {
   settleBacktrack();
   if (which == 2) return backtrackPieces();
   if (which == 3) return backtrackReady() ? 1 : 0;
+  if (which >= 4 && which <= 6) return spliceStats(which - 4);
   return mergeStats(which);
 }

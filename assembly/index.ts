@@ -101,4 +101,4 @@ export {
   indexVerify,
 } from './prefix-index';
 export { wireInput, wireSummaryPtr, wireScan, wireParsedPtr, wireApply } from './kv-wire';
-export { bpeVocabInput, bpeVocabBuild, bpeMergesInput, bpeMergesBuild, bpeTextInput, bpePieceInput, bpeOutPtr, bpeEncode, bpeEncodeText, bpeTakenUnits, bpeSplit, bpeSplitPattern, bpeTune, bpeLongPieces, bpeStats } from './bpe';
+export { bpeVocabInput, bpeVocabBuild, bpeMergesInput, bpeMergesBuild, bpeTextInput, bpePieceInput, bpeOutPtr, bpeEncode, bpeEncodeText, bpeTakenUnits, bpeSplit, bpeSplitPattern, bpeTune, bpeSpliceTune, bpeLongPieces, bpeStats } from './bpe';

@@ -29,6 +29,7 @@ export interface BpeExports {
   bpeSplit(bytes: number): number;
   bpeSplitPattern(which: number): void;
   bpeTune(window: number, margin: number): void;
+  bpeSpliceTune(window: number, context: number): void;
   bpeLongPieces(mode: number): void;
   bpeStats(which: number): number;
 }
@@ -42,6 +43,13 @@ export interface BpeOptions {
    */
   window?: { bytes: number; margin: number };
   /**
+   * Bytes per window (2..128) and bytes of context past each window's cut
+   * that long pieces are merged in when spliced (default 64, 8); the ids never
+   * depend on them. Tests shrink them so cuts fail their check and windows
+   * are merged again wider, or pieces refused.
+   */
+  splice?: { bytes: number; context: number };
+  /**
    * UTF-16 units of text handed to the core's pre-tokenizer at a time (more
    * when one piece is longer); the ids never depend on it (default 65536).
    * Tests shrink it to cut text between batches often.
@@ -49,15 +57,17 @@ export interface BpeOptions {
   batchUnits?: number;
   /**
    * How pieces over 16 bytes are merged: `'chosen'` (default) each the way
-   * that suits it, `'heap'` all by the heap merge, `'backtrack'` all by the
-   * backtracking encoder (where the vocabulary allows it; else the heap). The
-   * ids never depend on it; tests force each way.
+   * that suits it (the backtracking encoder for pieces of few distinct byte
+   * pairs, else spliced windows), `'heap'` all by the heap merge,
+   * `'backtrack'` all by the backtracking encoder (where the vocabulary allows
+   * it; else the heap), `'splice'` all in spliced windows. A piece the splice
+   * refuses takes the heap. The ids never depend on it; tests force each way.
    */
   longPieces?: LongPieces;
 }
 
-export type LongPieces = 'chosen' | 'heap' | 'backtrack';
-const LONG_PIECES: Record<LongPieces, number> = { chosen: 0, heap: 1, backtrack: 2 };
+export type LongPieces = 'chosen' | 'heap' | 'backtrack' | 'splice';
+const LONG_PIECES: Record<LongPieces, number> = { chosen: 0, heap: 1, backtrack: 2, splice: 3 };
 
 export interface BpeStats {
   /** Windows long pieces were merged in. */
@@ -68,6 +78,12 @@ export interface BpeStats {
   backtracked: number;
   /** Whether the vocabulary passed the backtracking encoder's checks (else long pieces all take the heap). */
   backtracking: boolean;
+  /** Pieces merged in spliced windows. */
+  spliced: number;
+  /** Pieces the splice refused (a cut failed its check again after widening), merged by the heap instead. */
+  spliceRefused: number;
+  /** Spliced windows merged again twice as wide (a cut failed its check, or found no boundary). */
+  spliceWidenings: number;
 }
 
 /** Pieces are handed over once this many UTF-16 units or pieces have gathered. */
@@ -133,8 +149,14 @@ export class BytePairEncoder {
       if (!Number.isInteger(margin) || margin < 0 || margin > 1 << 24) throw new RangeError(`window.margin must be an integer in 0..16777216 (got ${margin})`);
       this.k.bpeTune(bytes, margin);
     }
+    if (options.splice !== undefined) {
+      const { bytes, context } = options.splice;
+      if (!Number.isInteger(bytes) || bytes < 2 || bytes > 128) throw new RangeError(`splice.bytes must be an integer in 2..128 (got ${bytes})`);
+      if (!Number.isInteger(context) || context < 0 || context >= bytes) throw new RangeError(`splice.context must be an integer in 0..splice.bytes - 1 (got ${context})`);
+      this.k.bpeSpliceTune(bytes, context);
+    }
     const longPieces = options.longPieces ?? 'chosen';
-    if (!Object.hasOwn(LONG_PIECES, longPieces)) throw new RangeError(`longPieces must be 'chosen', 'heap' or 'backtrack' (got ${String(longPieces)})`);
+    if (!Object.hasOwn(LONG_PIECES, longPieces)) throw new RangeError(`longPieces must be 'chosen', 'heap', 'backtrack' or 'splice' (got ${String(longPieces)})`);
     this.k.bpeLongPieces(LONG_PIECES[longPieces]);
   }
 
@@ -149,7 +171,8 @@ export class BytePairEncoder {
 
   /** Counters of the long-piece paths since this encoder's core started. */
   stats(): BpeStats {
-    return { windows: this.k.bpeStats(0) >>> 0, widenings: this.k.bpeStats(1) >>> 0, backtracked: this.k.bpeStats(2) >>> 0, backtracking: this.k.bpeStats(3) === 1 };
+    const stat = (which: number) => this.k.bpeStats(which) >>> 0;
+    return { windows: stat(0), widenings: stat(1), backtracked: stat(2), backtracking: stat(3) === 1, spliced: stat(4), spliceRefused: stat(5), spliceWidenings: stat(6) };
   }
 
   /** Token ids of `text`, which must hold no special token (they would be encoded as plain text). */

@@ -24,7 +24,7 @@
 // it; other merges making the same token are extra merges at their own
 // index, and tokens no merge makes rank after every merge. `idOfRank` maps
 // ranks back to the model's ids.
-import { BytePairEncoder, type BpeVocabulary } from '../../bindings/bpe.js';
+import { BytePairEncoder, type BpeOptions, type BpeVocabulary } from '../../bindings/bpe.js';
 import { onigToJs, UnsupportedPattern } from './onig-pattern.js';
 
 /** The regex ByteLevel splits with when use_regex is set (Oniguruma syntax). */
@@ -222,9 +222,9 @@ export function byteLevelModel(json: Json): ByteLevelModel | string {
   return { patterns, normalize, ...built };
 }
 
-/** Token ids of text holding no added token, on the kernel. */
-export function byteLevelEncoder(model: ByteLevelModel): (text: string) => Uint32Array {
-  const bpe = new BytePairEncoder(model.vocab);
+/** Token ids of text holding no added token, on the kernel (`options` tune how; the ids never depend on them). */
+export function byteLevelEncoder(model: ByteLevelModel, options?: BpeOptions): (text: string) => Uint32Array {
+  const bpe = new BytePairEncoder(model.vocab, options);
   const idOfRank = model.idOfRank;
   const steps = model.patterns.length > 1 ? model.patterns.map((p) => new RegExp(p, 'gu')) : undefined;
   const encode = steps === undefined ? (t: string) => bpe.encode(t) : (t: string) => bpe.encodePieces(t, chainEnds(t, steps));

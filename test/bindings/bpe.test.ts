@@ -2,7 +2,9 @@
 // js-tiktoken (the tokenizer the router used before, and the reference for
 // tiktoken's ids): random strings of every kind, long runs that take the heap
 // and the windowed path, windows shrunk so cuts and their checks happen on
-// short pieces, and vocabularies the core must refuse.
+// short pieces, spliced windows (tight ones, where cuts fail their check and
+// windows are merged again wider, and vocabularies built so a piece must be
+// refused), and vocabularies the core must refuse.
 import fc from 'fast-check';
 import { Tiktoken, type TiktokenBPE } from 'js-tiktoken/lite';
 import cl100k from 'js-tiktoken/ranks/cl100k_base';
@@ -25,6 +27,10 @@ interface Encoders {
   windowed: BytePairEncoder;
   /** The same kernel, long pieces all by the backtracking encoder. */
   backtracking: BytePairEncoder;
+  /** The same kernel, long pieces all in spliced windows. */
+  spliced: BytePairEncoder;
+  /** Spliced windows of 6 bytes with 1 of context: cuts often fail their check, windows are merged again wider, pieces refused. */
+  splicedTight: BytePairEncoder;
   twin: BytePairEncoderReference;
   oracle: Tiktoken;
 }
@@ -38,6 +44,8 @@ beforeAll(() => {
       kernel: new BytePairEncoder(vocab),
       windowed: new BytePairEncoder(vocab, { window: { bytes: 12, margin: 3 }, longPieces: 'heap' }),
       backtracking: new BytePairEncoder(vocab, { longPieces: 'backtrack' }),
+      spliced: new BytePairEncoder(vocab, { longPieces: 'splice' }),
+      splicedTight: new BytePairEncoder(vocab, { longPieces: 'splice', splice: { bytes: 6, context: 1 } }),
       twin: new BytePairEncoderReference(vocab),
       oracle: new Tiktoken(ranks),
     });
@@ -63,9 +71,22 @@ const text = fc.oneof(
   fc.array(fc.oneof(run, atom, fc.string({ maxLength: 10 })), { maxLength: 4 }).map((a) => a.join('')),
 );
 
+/** A vocabulary of `tokens` (one byte per character), ranked by `ranks` or in order, pieces cut at whitespace. */
+const tiny = (tokens: string[], ranks?: number[]): BpeVocabulary => {
+  const bytes: number[] = [];
+  const offsets = [0];
+  for (const t of tokens) {
+    for (const c of t) bytes.push(c.charCodeAt(0));
+    offsets.push(bytes.length);
+  }
+  return { bytes: Uint8Array.from(bytes), offsets: Uint32Array.from(offsets), ranks: Uint32Array.from(ranks ?? tokens.map((_, i) => i)), pattern: '\\S+|\\s+' };
+};
+/** The 256 single-byte tokens. */
+const everyByte = Array.from({ length: 256 }, (_, b) => String.fromCharCode(b));
+
 describe.each(ENCODINGS.map(([name]) => name))('%s', (name) => {
   it('the kernel, its twin and js-tiktoken give the same ids', () => {
-    const { kernel, windowed, backtracking, twin, oracle } = encoders.get(name)!;
+    const { kernel, windowed, backtracking, spliced, splicedTight, twin, oracle } = encoders.get(name)!;
     fc.assert(
       fc.property(text, (t) => {
         const expected = oracle.encode(t, [], []);
@@ -73,6 +94,8 @@ describe.each(ENCODINGS.map(([name]) => name))('%s', (name) => {
         expect([...kernel.encode(t)]).toEqual(expected);
         expect([...windowed.encode(t)]).toEqual(expected);
         expect([...backtracking.encode(t)]).toEqual(expected);
+        expect([...spliced.encode(t)]).toEqual(expected);
+        expect([...splicedTight.encode(t)]).toEqual(expected);
       }),
       { numRuns: 250 },
     );
@@ -92,20 +115,101 @@ describe('windowed merging', () => {
     expect(after.widenings).toBeGreaterThan(before.widenings);
   });
 
-  it('pieces far longer than the twin can check give the same ids with default windows as merged in one run', () => {
-    const { kernel } = encoders.get('o200k_base')!;
-    const single = new BytePairEncoder(tiktokenVocabulary(o200k), { window: { bytes: 1 << 24, margin: 0 }, longPieces: 'heap' });
+  it('pieces far longer than the twin can check give the same ids with default heap windows, spliced windows and the chosen way as merged in one run', () => {
+    const { kernel, spliced } = encoders.get('o200k_base')!;
+    const vocab = tiktokenVocabulary(o200k);
+    const heap = new BytePairEncoder(vocab, { longPieces: 'heap' });
+    const single = new BytePairEncoder(vocab, { window: { bytes: 1 << 24, margin: 0 }, longPieces: 'heap' });
     let seed = 7;
     const letter = () => {
       seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
       return String.fromCharCode(97 + (seed % 26));
     };
     const random = Array.from({ length: 60_000 }, letter).join('');
-    const before = kernel.stats();
+    const before = { heap: heap.stats(), spliced: spliced.stats(), kernel: kernel.stats() };
     for (const t of [random, 'ab'.repeat(40_000), ' '.repeat(70_000), '中文字符'.repeat(9_000), `${'a'.repeat(30_000)}b${'a'.repeat(30_000)}`]) {
-      expect(kernel.encode(t)).toEqual(single.encode(t));
+      const expected = single.encode(t);
+      expect(heap.encode(t)).toEqual(expected);
+      expect(spliced.encode(t)).toEqual(expected);
+      expect(kernel.encode(t)).toEqual(expected);
     }
-    expect(kernel.stats().windows).toBeGreaterThan(before.windows);
+    expect(heap.stats().windows).toBeGreaterThan(before.heap.windows);
+    expect(spliced.stats().spliced).toBeGreaterThan(before.spliced.spliced);
+    // Random letters (many distinct byte pairs) take the spliced windows by the chosen way.
+    expect(kernel.stats().spliced).toBeGreaterThan(before.kernel.spliced);
+  });
+});
+
+describe('spliced windows', () => {
+  it('tight windows: cuts fail their check, windows are merged again wider, pieces are refused, and the ids stay those of js-tiktoken', () => {
+    const { splicedTight, oracle } = encoders.get('o200k_base')!;
+    const before = splicedTight.stats();
+    let seed = 11;
+    const pick = (chars: string) => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return chars[seed % chars.length]!;
+    };
+    const texts = [
+      Array.from({ length: 3000 }, () => pick('abcdefghijklmnopqrstuvwxyz')).join(''),
+      Array.from({ length: 2000 }, () => pick('aab')).join(''),
+      'aab'.repeat(300),
+      ' '.repeat(400),
+      '中文字符'.repeat(100),
+    ];
+    for (const t of texts) expect([...splicedTight.encode(t)]).toEqual(oracle.encode(t, [], []));
+    const after = splicedTight.stats();
+    expect(after.spliced).toBeGreaterThan(before.spliced);
+    expect(after.spliceWidenings).toBeGreaterThan(before.spliceWidenings);
+    expect(after.spliceRefused).toBeGreaterThan(before.spliceRefused);
+  });
+
+  // Tokens a^k x of rank k - 1 (k = 1..longest), 'aa' ranked after them all: in a^n x the
+  // token ending in x grows leftwards to a^longest x before any 'aa' merges, so a window that
+  // ends short of the x is wrong about its last tokens however much context it has.
+  const growing = (longest: number): BpeVocabulary =>
+    tiny(
+      [...everyByte, ...Array.from({ length: longest }, (_, k) => `${'a'.repeat(k + 1)}x`), 'aa'],
+      [...everyByte.map((_, b) => 1000 + b), ...Array.from({ length: longest }, (_, k) => k), 500],
+    );
+  /** The ids of a^n x under `growing(longest)`: 'aa' pairs from the left, a lone 'a' if one is left, then a^longest x. */
+  const grown = (n: number, longest: number): number[] => {
+    const rest = n - Math.min(n, longest);
+    return [...Array<number>(rest >> 1).fill(500), ...(rest & 1 ? [1000 + 97] : []), Math.min(n, longest) - 1];
+  };
+
+  it('a cut the next window proves wrong is merged again wider, and the ids are exact', () => {
+    const vocab = growing(40);
+    const encoder = new BytePairEncoder(vocab, { longPieces: 'splice' });
+    for (const n of [201, 202, 300]) {
+      const t = `${'a'.repeat(n)}x`;
+      const before = encoder.stats();
+      expect([...encoder.encode(t)]).toEqual(grown(n, 40));
+      expect([...new BytePairEncoderReference(vocab).encode(t)]).toEqual(grown(n, 40));
+      const after = encoder.stats();
+      expect(after.spliceWidenings).toBeGreaterThan(before.spliceWidenings);
+      expect(after.spliced).toBe(before.spliced + 1);
+      expect(after.spliceRefused).toBe(before.spliceRefused);
+    }
+  });
+
+  it('a piece whose token reaches past a window merged again wider is refused and merged by the heap, with the same ids', () => {
+    const vocab = growing(200);
+    const encoder = new BytePairEncoder(vocab, { longPieces: 'splice', splice: { bytes: 16, context: 4 } });
+    for (const n of [300, 301]) {
+      const t = `${'a'.repeat(n)}x`;
+      const before = encoder.stats();
+      expect([...encoder.encode(t)]).toEqual(grown(n, 200));
+      const after = encoder.stats();
+      expect(after.spliceRefused).toBe(before.spliceRefused + 1);
+      expect(after.spliced).toBe(before.spliced);
+    }
+  });
+
+  it('refuses splice settings out of range', () => {
+    const vocab = growing(4);
+    expect(() => new BytePairEncoder(vocab, { splice: { bytes: 1, context: 0 } })).toThrow(/splice.bytes/);
+    expect(() => new BytePairEncoder(vocab, { splice: { bytes: 129, context: 0 } })).toThrow(/splice.bytes/);
+    expect(() => new BytePairEncoder(vocab, { splice: { bytes: 8, context: 8 } })).toThrow(/splice.context/);
   });
 });
 
@@ -167,7 +271,10 @@ describe('token lookups', () => {
         const vocab: BpeVocabulary = { bytes: Uint8Array.from(bytes), offsets: Uint32Array.from(offsets), ranks: Uint32Array.from(ranks), pattern: '[a-f ]+|[^a-f ]+' };
         // Then every token once as a piece of its own.
         const text = `${t}|${tokens.join('|')}`;
-        expect([...new BytePairEncoder(vocab).encode(text)]).toEqual([...new BytePairEncoderReference(vocab).encode(text)]);
+        const expected = [...new BytePairEncoderReference(vocab).encode(text)];
+        expect([...new BytePairEncoder(vocab).encode(text)]).toEqual(expected);
+        // Windows of 4 bytes and no context: cuts fail their check often, against ranks in any order.
+        expect([...new BytePairEncoder(vocab, { longPieces: 'splice', splice: { bytes: 4, context: 0 } }).encode(text)]).toEqual(expected);
       }),
       { numRuns: 150 },
     );
@@ -175,17 +282,6 @@ describe('token lookups', () => {
 });
 
 describe('vocabulary checks', () => {
-  const tiny = (tokens: string[], ranks?: number[]): BpeVocabulary => {
-    const bytes: number[] = [];
-    const offsets = [0];
-    for (const t of tokens) {
-      for (const c of t) bytes.push(c.charCodeAt(0));
-      offsets.push(bytes.length);
-    }
-    return { bytes: Uint8Array.from(bytes), offsets: Uint32Array.from(offsets), ranks: Uint32Array.from(ranks ?? tokens.map((_, i) => i)), pattern: '\\S+|\\s+' };
-  };
-  const everyByte = Array.from({ length: 256 }, (_, b) => String.fromCharCode(b));
-
   it('a vocabulary over raw bytes merges by rank, leftmost first', () => {
     const vocab = tiny([...everyByte, 'ab', 'bc', 'abc', 'aa'], [...everyByte.map((_, i) => 100 + i), 5, 3, 9, 7]);
     for (const encoder of [new BytePairEncoder(vocab), new BytePairEncoderReference(vocab)]) {

@@ -3,7 +3,9 @@
 // random text of every character class for Qwen3; a hand-written vocabulary
 // where merging by listed merge and by concatenated token differ shows the
 // kernel follows the merge list (and ignore_merges, and several merges making
-// one token); shapes the kernel does not reproduce stay on the library.
+// one token), also when long pieces are merged in tight spliced windows
+// (cuts failing their check, windows merged again wider); shapes the kernel
+// does not reproduce stay on the library.
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
@@ -12,6 +14,7 @@ import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createTokenizer } from '../../router/tokenize/index.js';
 import { chooseCodec, loadHfModel, type HfModel } from '../../router/tokenize/hf.js';
+import { byteLevelEncoder, byteLevelModel, type ByteLevelModel } from '../../router/tokenize/hf-byte-level.js';
 import { onigToJs, UnsupportedPattern } from '../../router/tokenize/onig-pattern.js';
 import { memoryIO } from './tokenize-arbitraries.js';
 
@@ -71,10 +74,30 @@ describe('Qwen3 on the kernel', () => {
     );
   });
 
-  it('gives the same ids on long runs of one class (one piece each, merged on the heap)', () => {
+  it('gives the same ids on long runs of one class (one piece each, merged in spliced windows or, refused there, on the heap)', () => {
     for (const text of [' '.repeat(5000), 'ab'.repeat(3000), 'x'.repeat(4000), '1'.repeat(3000), '中文字符'.repeat(800), '\n'.repeat(3000), '😀'.repeat(1000), ' \t \n'.repeat(1000)]) {
       expect(Array.from(qwen.codec.encodePiece(text))).toEqual(library(oracle, text));
     }
+  });
+
+  it('gives the same ids with long pieces merged in tight spliced windows (cuts fail their check, windows are merged again wider)', async () => {
+    const model = byteLevelModel(JSON.parse(await readFile(`${qwenDir}/tokenizer.json`, 'utf8'))) as ByteLevelModel;
+    const tight = byteLevelEncoder(model, { longPieces: 'splice', splice: { bytes: 6, context: 1 } });
+    let seed = 5;
+    const letters = Array.from({ length: 3000 }, () => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return String.fromCharCode(97 + (seed % 26));
+    }).join('');
+    for (const text of [letters, ' '.repeat(500), 'ab'.repeat(600), '中文字符'.repeat(200), '😀'.repeat(200), 'x'.repeat(700)]) {
+      expect(Array.from(tight(text))).toEqual(library(oracle, text));
+    }
+    const plain = fc.array(fc.oneof(run, ascii, fc.constantFrom('中', '文', 'é', '😀', 'Ж')), { maxLength: 12 }).map((parts) => parts.join(''));
+    fc.assert(
+      fc.property(plain, (text) => {
+        expect(Array.from(tight(text))).toEqual(library(oracle, text));
+      }),
+      { numRuns: 150 },
+    );
   });
 
   it('a prompt tokenizer on the model reports the kernel and gives the library\'s ids', async () => {
@@ -170,9 +193,13 @@ describe('the merge-list rule (a hand-written vocabulary)', () => {
     expect(model.engine).toBe(KERNEL);
     const reference = new Tokenizer(JSON.parse(json), {});
     const letters = fc.array(fc.constantFrom('a', 'b', 'c', ' ', 'ab', 'abc'), { maxLength: 200 }).map((p) => p.join(''));
+    // The same model with long pieces in spliced windows of 4 bytes and no context, where cuts fail their check often.
+    const tight = byteLevelEncoder(byteLevelModel(JSON.parse(json)) as ByteLevelModel, { longPieces: 'splice', splice: { bytes: 4, context: 0 } });
     fc.assert(
       fc.property(letters, (text) => {
-        expect(Array.from(model.codec.encodeWhole(text))).toEqual(library(reference, text));
+        const expected = library(reference, text);
+        expect(Array.from(model.codec.encodeWhole(text))).toEqual(expected);
+        expect(Array.from(tight(text))).toEqual(expected);
       }),
       { numRuns: 300 },
     );

@@ -1,0 +1,204 @@
+// Byte-pair merging of a long piece in short windows, spliced where the
+// result is proven to be the whole piece's.
+//
+// Why it is exact. Call a token sequence a *cover* of the piece when its
+// tokens' bytes, one after another, are the piece's, and call two tokens
+// *joined* when merging the first's bytes followed by the second's gives
+// exactly those two tokens. A cover whose tokens each come out of some merge
+// (merging its bytes alone gives the token) and whose neighbours are all
+// joined is the merge of the whole piece: take the first merge of the whole
+// piece that crosses a boundary of the cover; until then each token's bytes
+// merged as they do alone, so the same merge, ahead of the same competitors
+// or fewer, is also the first to cross in that pair's bytes merged alone, and
+// the pair would not be joined. This uses only that whether two parts merge,
+// and at what rank, depends on the two parts (the leftmost of equal ranks
+// first), so it holds under tiktoken's rule and under a merge list alike.
+//
+// So the piece is merged window by window: a window of 64 bytes from a start
+// s is merged alone (a SIMD scan for the lowest pair over scratch that stays
+// in L1, cheaper per merge than the heap's queue), its tokens are kept up to
+// its last boundary at least 8 bytes (the context) before its end (the cut),
+// and the next window starts at the cut. Neighbours within a window's kept
+// tokens are joined (they are neighbours in that window's merge); the one new
+// pair at each cut is merged alone to check that it is joined. When it is
+// not, the window before the cut is merged again twice as wide (more context
+// for its end), and a window where no boundary leaves the context (a long
+// token) is too, as long as it starts past every window widened before;
+// otherwise the piece is refused and the caller merges it whole
+// (bpe-merge.ts). Widened starts only increase, so a piece costs at most a few
+// passes of windows before any refusal.
+//
+// Scratch (u32 per byte of a span, SPAN_MAX + 4, allocated once):
+//   next    part i runs to next[i]
+//   prev    the part before part i
+//   ranks   the rank of part i merged with its successor; NO_RANK for none,
+//           and for every position that starts no part (so the scan skips it)
+//   tokens  each part's token
+import { alloc } from './alloc';
+import { setU32, u32At } from './bpe-columns';
+import { cachedPairRank } from './bpe-pair-cache';
+import { byteRank, NO_RANK, pairRank2 } from './bpe-vocab';
+
+/** Bytes merged at a time, and bytes of a window past its cut (spliceTune). */
+let windowBytes: u32 = 64;
+let context: u32 = 8;
+/** The widest window spliceTune allows. */
+const WINDOW_MAX: u32 = 128;
+/** A window merged again is twice as wide; the check at a cut merges a token of each window beside it. */
+const SPAN_MAX: u32 = 4 * WINDOW_MAX;
+const COLUMN: usize = <usize>(SPAN_MAX + 4) << 2;
+
+let next: usize = 0;
+let prev: usize = 0;
+let ranks: usize = 0;
+let tokens: usize = 0;
+let spliced: u32 = 0;
+let refused: u32 = 0;
+let widenings: u32 = 0;
+
+/** The lowest rank among the `n` (rounded up to 4; the padding holds NO_RANK) u32 at `at`. */
+@inline
+function lowestRank(at: usize, n: u32): u32 {
+  let low = i32x4.splat(-1);
+  for (let i: u32 = 0; i < n; i += 4) low = i32x4.min_u(low, v128.load(at + (<usize>i << 2)));
+  const a = min(<u32>i32x4.extract_lane(low, 0), <u32>i32x4.extract_lane(low, 1));
+  const b = min(<u32>i32x4.extract_lane(low, 2), <u32>i32x4.extract_lane(low, 3));
+  return min(a, b);
+}
+
+/** The first i with at[i] == rank (there is one). */
+@inline
+function firstWith(at: usize, rank: u32): u32 {
+  const want = i32x4.splat(rank);
+  let i: u32 = 0;
+  while (true) {
+    const hits = i32x4.bitmask(i32x4.eq(v128.load(at + (<usize>i << 2)), want));
+    if (hits != 0) return i + ctz(hits);
+    i += 4;
+  }
+}
+
+/** Merges the `n` (1..SPAN_MAX) bytes at `p` alone; the parts are left in the scratch, the first at 0. */
+function mergeSpan(p: usize, n: u32): void {
+  if (next == 0) {
+    next = alloc(COLUMN);
+    prev = alloc(COLUMN);
+    ranks = alloc(COLUMN);
+    tokens = alloc(COLUMN);
+  }
+  // Locals: the compiled loop would reload the globals at every access.
+  const nx = next;
+  const pv = prev;
+  const rk = ranks;
+  const tk = tokens;
+  for (let i: u32 = 0; i < n; i++) {
+    setU32(nx, i, i + 1);
+    setU32(pv, i, i - 1);
+    setU32(tk, i, byteRank(p + i));
+    setU32(rk, i, i + 1 < n ? pairRank2(p + i) : NO_RANK);
+  }
+  for (let i = n; i < n + 4; i++) setU32(rk, i, NO_RANK);
+  while (true) {
+    const best = lowestRank(rk, n);
+    if (best == NO_RANK) return;
+    const i = firstWith(rk, best);
+    const j = u32At(nx, i);
+    const k = u32At(nx, j);
+    setU32(tk, i, best);
+    setU32(rk, j, NO_RANK);
+    setU32(nx, i, k);
+    if (k < n) {
+      setU32(pv, k, i);
+      setU32(rk, i, cachedPairRank(p, i, k, u32At(nx, k), best, u32At(tk, k)));
+    } else {
+      setU32(rk, i, NO_RANK);
+    }
+    if (i > 0) {
+      const h = u32At(pv, i);
+      setU32(rk, h, cachedPairRank(p, h, i, k, u32At(tk, h), best));
+    }
+  }
+}
+
+/** Whether the token on bytes [x, c) and the one on [c, y) at `p` are joined. */
+function joined(p: usize, x: u32, c: u32, y: u32): bool {
+  mergeSpan(p + x, y - x);
+  return u32At(next, 0) == c - x && u32At(next, c - x) == y - x;
+}
+
+/**
+ * Merges the `n` bytes at `p` window by window, writing ranks at
+ * out[count..]; returns the new count, or NO_RANK when a cut cannot be proven
+ * (what was written then counts for nothing). A window whose cut finds no
+ * boundary, or the window before a cut that fails its check, is merged again
+ * twice as wide, if it starts past every window merged wide before; else the
+ * piece is refused.
+ */
+export function mergeSpliced(p: usize, n: u32, out: usize, count: u32): u32 {
+  // The window starts at s; the token before it spans [lastStart, s).
+  let s: u32 = 0;
+  let lastStart: u32 = 0;
+  // The window before, to merge again from: its start, the token before it, the count before it.
+  let backStart: u32 = 0;
+  let backLast: u32 = 0;
+  let backCount = count;
+  let widened = false;
+  // Each window merged wide starts past the one before, so widening ends.
+  let widest: i64 = -1;
+  while (true) {
+    const m = min(n - s, widened ? 2 * windowBytes : windowBytes);
+    mergeSpan(p + s, m);
+    const firstEnd = s + u32At(next, 0);
+    let cut = m;
+    if (s + m < n) {
+      cut = 0;
+      for (let i = u32At(next, 0); i < m && i + context <= m; i = u32At(next, i)) cut = i;
+      if (cut == 0) {
+        if (<i64>s <= widest) break;
+        widenings++;
+        widest = <i64>s;
+        widened = true;
+        continue;
+      }
+    }
+    const before = count;
+    let last: u32 = 0;
+    for (let i: u32 = 0; i < cut; i = u32At(next, i)) {
+      setU32(out, count++, u32At(tokens, i));
+      last = i;
+    }
+    if (s > 0 && !joined(p, lastStart, s, firstEnd)) {
+      if (<i64>backStart <= widest) break;
+      widenings++;
+      widest = <i64>backStart;
+      widened = true;
+      s = backStart;
+      lastStart = backLast;
+      count = backCount;
+      continue;
+    }
+    backStart = s;
+    backLast = lastStart;
+    backCount = before;
+    widened = false;
+    lastStart = s + last;
+    s += cut;
+    if (s >= n) {
+      spliced++;
+      return count;
+    }
+  }
+  refused++;
+  return NO_RANK;
+}
+
+/** Sets the window (2..WINDOW_MAX bytes) and the context past its cut (below the window). Results do not depend on them. */
+export function spliceTune(window: u32, past: u32): void {
+  windowBytes = min(max(window, 2), WINDOW_MAX);
+  context = min(past, windowBytes - 1);
+}
+
+/** Since the core started: 0 pieces merged here, 1 pieces refused, 2 windows merged again wider. */
+export function spliceStats(which: u32): u32 {
+  return which == 0 ? spliced : which == 1 ? refused : widenings;
+}
