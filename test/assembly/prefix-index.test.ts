@@ -58,6 +58,39 @@ describe('children table (wasm)', () => {
     expect(matches([top[1]!, colliding])).toEqual(['b:2']);
     expect(matches([top[0]!, aKids[0]!])).toEqual(['a:1']);
   });
+  it('finds every child whose key several parents share, as entries with that key come and go in any order', () => {
+    const { index, verify, matches } = setup();
+    // Six root blocks (nodes 1-6: the root goes wide at its fifth child),
+    // each with five children (wide too), one of them under the same table
+    // key in all six: one run of equal keys among the other entries.
+    const roots = [0x100n, 0x200n, 0x300n, 0x400n, 0x500n, 0x600n];
+    for (const [i, r] of roots.entries()) index.applyStored(A, null, [1000n + BigInt(i)], [r]);
+    const key = 0x5eed_5eed_5eed_5eedn;
+    const shared = roots.map((_, i) => key ^ parentMix(i + 1));
+    for (const [i] of roots.entries()) {
+      const kids = [shared[i]!, ...[1n, 2n, 3n, 4n].map((k) => (BigInt(i + 1) << 32n) | k)];
+      for (const [j, h] of kids.entries()) index.applyStored(A, 1000n + BigInt(i), [BigInt(100 * (i + 1) + j)], [h]);
+    }
+    expect(index.stats().nodes).toBe(36);
+    expect(verify()).toBe(0);
+    const held = new Set(roots.keys());
+    const check = () => {
+      for (const [i, r] of roots.entries()) expect(matches([r, shared[i]!])).toEqual([held.has(i) ? 'a:2' : 'a:1']);
+    };
+    check();
+    for (const i of [3, 0, 5, 1, 4, 2]) {
+      index.applyRemoved(A, [BigInt(100 * (i + 1))]);
+      held.delete(i);
+      expect(verify()).toBe(0);
+      check();
+    }
+    for (const i of [4, 1]) {
+      index.applyStored(A, 1000n + BigInt(i), [BigInt(100 * (i + 1))], [shared[i]!]);
+      held.add(i);
+      expect(verify()).toBe(0);
+      check();
+    }
+  });
 });
 
 describe('findMatchesAt (wasm)', () => {
