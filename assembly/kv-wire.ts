@@ -57,12 +57,21 @@
 //   removed  kind u32 (2), n u32, external hashes u64[n]
 //   cleared  kind u32 (3), 0 u32
 //
-// Summary (wireSummaryPtr, 48 bytes):
+// Summary (wireSummaryPtr, 64 bytes):
 //   +0  ts f64            +8  dp_rank i32 (-1: none)
 //   +12 stored events     +16 removed events    +20 cleared events     (scan)
 //   +24 stores applied    +28 stores skipped (unknown parent)
 //   +32 stores of another block size            +36 removals applied
 //   +40 clears applied    +44 hashes of the event that found no memory (apply)
+//   +48 held floor u32    +52 held delta i32                           (scan)
+//   +56 block size of the last store (0: none)
+//   +60 stores whose block size is not the first store's
+// The held pair is what the batch does to a count of device blocks held (its
+// stores add their blocks, its removals take theirs away but never below 0,
+// a clear empties it): h blocks before the batch are max(floor, h + delta)
+// after it, or floor alone when the batch has a clear. Every event the scan
+// accepts is of the device tier, so the host keeps that count and the block
+// sizes it checks without decoding the events.
 //
 // The wire buffer, the parsed batch and the scratch (one block of u32-LE
 // tokens, for XXH3) are the host's, not the index's: from allocIfRoom (the
@@ -105,7 +114,9 @@ const RECORD_CLEARED: u32 = 3;
 const STORED_HEAD: usize = 24;
 const REMOVED_HEAD: usize = 8;
 
-const summary: usize = memory.data(48, 8);
+const SUMMARY_BYTES: i32 = 64;
+
+const summary: usize = memory.data(SUMMARY_BYTES, 8);
 const TAG_STORED: usize = memory.data<u8>([0x42, 0x6c, 0x6f, 0x63, 0x6b, 0x53, 0x74, 0x6f, 0x72, 0x65, 0x64]);
 const TAG_REMOVED: usize = memory.data<u8>([0x42, 0x6c, 0x6f, 0x63, 0x6b, 0x52, 0x65, 0x6d, 0x6f, 0x76, 0x65, 0x64]);
 const TAG_CLEARED: usize = memory.data<u8>([0x41, 0x6c, 0x6c, 0x42, 0x6c, 0x6f, 0x63, 0x6b, 0x73, 0x43, 0x6c, 0x65, 0x61, 0x72, 0x65, 0x64]);
@@ -515,10 +526,35 @@ function tally(at: usize): void {
   store<u32>(summary + at, load<u32>(summary + at) + 1);
 }
 
+// The block size of the batch's first store.
+let firstBlockSize: u32 = 0;
+
+/** A store of n device blocks of blockSize tokens: the held pair and the block sizes (see the header). */
+function heldStored(n: u32, blockSize: u32): void {
+  store<u32>(summary + 48, load<u32>(summary + 48) + n);
+  store<i32>(summary + 52, load<i32>(summary + 52) + <i32>n);
+  if (load<u32>(summary + 56) == 0) firstBlockSize = blockSize;
+  else if (blockSize != firstBlockSize) tally(60);
+  store<u32>(summary + 56, blockSize);
+}
+
+/** A removal of n device blocks. */
+function heldRemoved(n: u32): void {
+  const floor = load<u32>(summary + 48);
+  store<u32>(summary + 48, floor > n ? floor - n : 0);
+  store<i32>(summary + 52, load<i32>(summary + 52) - <i32>n);
+}
+
+/** A clear: nothing held before it counts. */
+function heldCleared(): void {
+  store<u32>(summary + 48, 0);
+  store<i32>(summary + 52, 0);
+}
+
 function walk(len: usize): bool {
   pos = buffer;
   end = buffer + min(len, bufferBytes);
-  memory.fill(summary, 0, 48);
+  memory.fill(summary, 0, <usize>SUMMARY_BYTES);
   store<i32>(summary + 8, -1);
   outAt = 0;
   const head = reserveOut(8);
@@ -628,6 +664,7 @@ function readEvent(): bool {
   if (strIs(TAG_CLEARED, 16)) {
     if (!finishEvent(1)) return false;
     tally(20);
+    heldCleared();
     const record = reserveOut(8);
     if (record == 0) return false;
     store<u32>(record, RECORD_CLEARED);
@@ -687,6 +724,7 @@ function readStored(): bool {
   // lora_name, extra_keys, group_idx, kv_cache_spec_kind, kv_cache_spec_sliding_window
   for (let f: i32 = 7; f < 12; f++) if (field(f, f) && !readNil()) return false;
   if (!finishEvent(12)) return false;
+  heldStored(n, <u32>blockSize);
   store<u32>(record, RECORD_STORED);
   store<u32>(record, n, 4);
   store<u32>(record, hasParent, 8);
@@ -717,6 +755,7 @@ function readRemoved(): bool {
   if (field(2, 6) && !readDeviceMedium()) return false;
   if (field(3, 9) && !readNil()) return false; // group_idx
   if (!finishEvent(4)) return false;
+  heldRemoved(n);
   store<u32>(record, RECORD_REMOVED);
   store<u32>(record, n, 4);
   return true;

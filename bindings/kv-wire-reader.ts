@@ -2,7 +2,8 @@
 // (assembly/kv-wire.ts). scan() checks a payload against the layouts vLLM
 // and SGLang publish and parses it in the same pass (hashes as u64, each
 // stored block's tokens hashed under the default seed), returning what the
-// listener needs before the batch is applied (ts, dp_rank, event counts), or
+// listener needs before the batch is applied (ts, dp_rank, event counts, and
+// the device blocks and block sizes the diagnostics count), or
 // null for anything else: router/kv-wire.ts then decodes it in JS, accepting
 // or rejecting it as it always has. The parsed batch stays in the core, where
 // parsed() finds it: a batch applied before the next scan (the listener's
@@ -29,7 +30,7 @@ export const WIRE_NO_MEMORY_STAGING = 2;
 export const WIRE_NOT_PARSED = 3;
 export const WIRE_OTHER_SEED = 4;
 
-/** What a scan found in a batch of the fast layout. */
+/** What a scan found in a batch of the fast layout (every event of which is of the device tier). */
 export interface WireSummary {
   ts: number;
   dpRank: number | null;
@@ -37,6 +38,23 @@ export interface WireSummary {
   stored: number;
   removed: number;
   cleared: number;
+  /**
+   * What the batch does to a count of device blocks held (stores add, removals
+   * take away but never below 0, a clear empties it): h before the batch is
+   * max(heldFloor, h + heldDelta) after it, or heldFloor when it has a clear
+   * (heldAfter).
+   */
+  heldFloor: number;
+  heldDelta: number;
+  /** The block size of the batch's last store (0: no store). */
+  lastBlockSize: number;
+  /** Stores whose block size is not the first store's (0: every store has lastBlockSize). */
+  mixedBlockSizes: number;
+}
+
+/** The device blocks held after a batch with this summary, `before` held before it. */
+export function heldAfter(summary: WireSummary, before: number): number {
+  return summary.cleared > 0 ? summary.heldFloor : Math.max(summary.heldFloor, before + summary.heldDelta);
 }
 
 /** What applying a parsed batch did, event by event until it stopped. */
@@ -86,7 +104,17 @@ export class WireBuffer {
   summary(): WireSummary {
     const { words, floats } = this.views();
     const rank = words[2]! | 0;
-    return { ts: floats[0]!, dpRank: rank < 0 ? null : rank, stored: words[3]!, removed: words[4]!, cleared: words[5]! };
+    return {
+      ts: floats[0]!,
+      dpRank: rank < 0 ? null : rank,
+      stored: words[3]!,
+      removed: words[4]!,
+      cleared: words[5]!,
+      heldFloor: words[12]!,
+      heldDelta: words[13]! | 0,
+      lastBlockSize: words[14]!,
+      mixedBlockSizes: words[15]!,
+    };
   }
 
   tally(): WireTally {
@@ -99,7 +127,7 @@ export class WireBuffer {
     if (generation !== this.generation) {
       this.generation = generation;
       this.bytes = this.core.u8(0, this.core.memoryBytes);
-      this.words = this.core.u32(this.summaryPtr, 12);
+      this.words = this.core.u32(this.summaryPtr, 16);
       this.floats = this.core.f64(this.summaryPtr, 1);
     }
     return this;

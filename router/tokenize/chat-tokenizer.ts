@@ -68,6 +68,10 @@ export class ChatTokenizer implements PromptTokenizer {
     return this.toPlan(this.ids.raw(text), () => text);
   }
 
+  release(ids: Uint32Array): void {
+    this.ids.encoder?.release(ids);
+  }
+
   stats(): TokenizerStats {
     const cache = this.ids.encoder?.cache;
     let fallbacks = 0;

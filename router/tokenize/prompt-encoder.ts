@@ -96,12 +96,33 @@ function asIds(ids: ArrayLike<number>): Uint32Array {
   return ids instanceof Uint32Array ? ids : Uint32Array.from(ids);
 }
 
-/** A conversation's prompt as last encoded: its parts, their ids back to back, and where each part's ids end. */
+/**
+ * The memory a conversation's ids are kept in. Its next turn repeats all but
+ * the last parts, so it is written there in place, past the ids it shares,
+ * when nothing can still read what it overwrites: the caller of the last turn
+ * released its ids (PromptEncoder.release), and no other plan is reading the
+ * turn kept there. Otherwise the turn gets new memory.
+ */
+interface IdsStore {
+  buffer: Uint32Array;
+  /** The conversation whose ids the buffer holds now. */
+  holder: Conversation | null;
+  /** The prompt last finished here while its caller holds it (null: released). */
+  lent: Uint32Array | null;
+  /** Plans reading the holder's ids that are not finished yet. */
+  readers: number;
+}
+
+/** A conversation's prompt as last encoded: its parts, their ids back to back (in its store), and where each part's ids end. */
 interface Conversation {
   parts: readonly string[];
   ids: Uint32Array;
   ends: Uint32Array;
+  store: IdsStore;
 }
+
+/** New conversation memory has room for a few more turns: an eighth more, and at least this many ids. */
+const STORE_HEADROOM = 1024;
 
 /**
  * Conversations of fewer parts are not kept: looking their parts up one by
@@ -123,9 +144,12 @@ export class PromptEncoder {
    * The last encoding of each long conversation, by its first two parts
    * (the head and the first message): its next turn, which repeats every
    * earlier part, takes their ids in one piece instead of looking each part
-   * up. Bounded by its ids like the piece cache.
+   * up. Bounded like the piece cache, by the ids each conversation's memory
+   * has room for (later turns included).
    */
   private readonly conversations: TextCache<Conversation>;
+  /** The store of each prompt finished in one, for release. */
+  private readonly lentFrom = new WeakMap<Uint32Array, IdsStore>();
   private current: TokenizeMode = 'incremental';
 
   constructor(
@@ -133,7 +157,17 @@ export class PromptEncoder {
     cacheTokens: number,
   ) {
     this.cache = new TextCache<Uint32Array>(cacheTokens, (ids) => ids.length);
-    this.conversations = new TextCache<Conversation>(cacheTokens, (c) => c.ids.length);
+    this.conversations = new TextCache<Conversation>(cacheTokens, (c) => c.store.buffer.length);
+  }
+
+  /**
+   * The caller is done with ids this encoder returned: a later turn of their
+   * conversation may be written into their memory. Ids never released are
+   * never written; releasing any other array does nothing.
+   */
+  release(ids: Uint32Array): void {
+    const store = this.lentFrom.get(ids);
+    if (store !== undefined && store.lent === ids) store.lent = null;
   }
 
   get mode(): TokenizeMode {
@@ -184,7 +218,9 @@ export class PromptEncoder {
    */
   plan(parts: readonly string[]): EncodePlan {
     if (this.current === 'whole' || parts.length === 1) return this.planText(parts.join(''), this.current);
-    const earlier = this.conversations.get(parts[1]!, parts[0]!);
+    let earlier = this.conversations.get(parts[1]!, parts[0]!);
+    // A turn kept where a later one was written since (and not kept) is gone.
+    if (earlier !== undefined && earlier.store.holder !== earlier) earlier = undefined;
     // The parts an earlier turn shares were found separable when it was encoded.
     const shared = earlier === undefined ? 0 : sharedParts(earlier.parts, parts);
     if (!this.separable(parts, Math.max(1, shared))) return this.planText(parts.join(''), this.current);
@@ -192,15 +228,18 @@ export class PromptEncoder {
     // Per part after the shared ones: its cached ids, or its segments to assemble (and cache) once encoded.
     const slots: (Uint32Array | Slot[])[] = [];
     for (let i = shared; i < parts.length; i++) slots.push(this.cache.get(parts[i]!) ?? this.segmentSlots(parts[i]!, pending, false));
+    const reading = earlier !== undefined && shared > 0 ? earlier : undefined;
+    if (reading !== undefined) reading.store.readers++;
     return pending.plan((ids) => {
+      if (reading !== undefined) reading.store.readers--;
       const ends = new Uint32Array(parts.length);
-      const pieces: Uint32Array[] = [];
+      const tail: Uint32Array[] = [];
       let at = 0;
-      if (earlier !== undefined && shared > 0) {
-        at = earlier.ends[shared - 1]!;
-        ends.set(earlier.ends.subarray(0, shared));
-        pieces.push(earlier.ids.subarray(0, at));
+      if (reading !== undefined) {
+        at = reading.ends[shared - 1]!;
+        ends.set(reading.ends.subarray(0, shared));
       }
+      const head = at;
       for (let i = shared; i < parts.length; i++) {
         const slot = slots[i - shared]!;
         let partIds: Uint32Array;
@@ -209,15 +248,37 @@ export class PromptEncoder {
           partIds = joinIds(slot.map((s) => idsOf(s, ids)));
           this.cache.set(parts[i]!, partIds, '', true);
         }
-        pieces.push(partIds);
+        tail.push(partIds);
         at += partIds.length;
         ends[i] = at;
       }
-      const prompt = joinIds(pieces);
-      // The conversation keeps the prompt's own ids (read-only, see EncodePlan.finish): a copy would cost as much as the join.
-      if (parts.length >= CONVERSATION_MIN_PARTS) this.conversations.set(parts[1]!, { parts: parts.slice(), ids: prompt, ends }, parts[0]!, true);
+      if (parts.length < CONVERSATION_MIN_PARTS) return joinIds(reading === undefined ? tail : [reading.ids.subarray(0, head), ...tail]);
+      const store = this.storeFor(reading, head, at);
+      let to = head;
+      for (const partIds of tail) {
+        store.buffer.set(partIds, to);
+        to += partIds.length;
+      }
+      const prompt = store.buffer.subarray(0, at);
+      const conversation: Conversation = { parts: parts.slice(), ids: prompt, ends, store };
+      store.holder = conversation;
+      store.lent = prompt;
+      this.lentFrom.set(prompt, store);
+      this.conversations.set(parts[1]!, conversation, parts[0]!, true);
       return prompt;
     });
+  }
+
+  /**
+   * Where a turn of `length` ids whose first `head` are `earlier`'s goes: in
+   * place, or new memory with those ids copied in (see IdsStore).
+   */
+  private storeFor(earlier: Conversation | undefined, head: number, length: number): IdsStore {
+    const store = earlier?.store;
+    if (store !== undefined && store.lent === null && store.readers === 0 && store.holder === earlier && store.buffer.length >= length) return store;
+    const fresh: IdsStore = { buffer: new Uint32Array(length + Math.max(STORE_HEADROOM, length >>> 3)), holder: null, lent: null, readers: 0 };
+    if (earlier !== undefined) fresh.buffer.set(earlier.ids.subarray(0, head));
+    return fresh;
   }
 
   private planText(text: string, mode: TokenizeMode): EncodePlan {

@@ -74,7 +74,8 @@ export interface TokenizePlan {
   /**
    * The prompt's ids, given the ids of `texts` in order; fills the caches.
    * Call at most once. The caches may keep the ids themselves (a
-   * conversation's next turn starts from them): read them, never write them.
+   * conversation's next turn starts from them): read them, never write them,
+   * and hand them back with PromptTokenizer.release once done with them.
    */
   finish(encoded: readonly ArrayLike<number>[]): Uint32Array;
   /** Encodes `texts` on this thread and finishes. */
@@ -100,6 +101,12 @@ export interface PromptTokenizer {
   planText(text: string): TokenizePlan;
   /** The prompt text encodeChat tokenizes. */
   renderChat(messages: ChatMessage[], options?: ChatOptions): string;
+  /**
+   * The caller no longer reads these ids (from finish, run or encodeChat):
+   * their memory may take a later turn of the conversation. Ids not
+   * released stay as they are, at the cost of new memory for that turn.
+   */
+  release(ids: Uint32Array): void;
   stats(): TokenizerStats;
 }
 

@@ -2,7 +2,9 @@
 // the causes that follow from it (causes.ts). Fed by the event tap and the
 // dispatch tap; time is passed in (ms), so the rules are tested without
 // waiting.
+import { heldAfter, type WireSummary } from '../../bindings/kv-wire-reader.js';
 import type { KvEventBatch } from '../../router/kv-events.js';
+import { WireKvBatch } from '../../router/kv-wire-batch.js';
 import { CachedAgreement } from './cached-agreement.js';
 import { CAUSES, VERDICT_ORDER, type Cause, type Verdict } from './causes.js';
 import { RoutedDigest } from './routed-digest.js';
@@ -66,6 +68,7 @@ export class RankWatch {
     this.waitingSince = null;
     this.lastWasForeign = batch.dpRank !== null && batch.dpRank !== this.rank;
     if (this.lastWasForeign) this.foreign(batch.dpRank!, now);
+    if (batch instanceof WireKvBatch && !this.needsEvents(batch.summary)) return this.summarized(batch.summary);
     for (const event of batch.events) {
       if (event.type === 'cleared') {
         this.events.cleared++;
@@ -87,6 +90,26 @@ export class RankWatch {
       }
       if (this.digest.wantsStores) this.digest.stored(local(event.tokenIds, event.loraName));
     }
+  }
+
+  /**
+   * Whether a batch the core scanned must be decoded: its stores are of
+   * several block sizes (each counts on its own), or the digest still checks
+   * stores of the model's block size. Otherwise its summary says it all.
+   */
+  private needsEvents(s: WireSummary): boolean {
+    return s.mixedBlockSizes > 0 || (s.stored > 0 && s.lastBlockSize === this.settings.blockSize && this.digest.wantsStores);
+  }
+
+  /** A scanned batch, every event of the device tier and its stores of one block size, from its summary. */
+  private summarized(s: WireSummary): void {
+    this.events.stored += s.stored;
+    this.events.removed += s.removed;
+    this.events.cleared += s.cleared;
+    this.blocksHeld = heldAfter(s, this.blocksHeld);
+    if (s.stored === 0) return;
+    this.lastStoredBlockSize = s.lastBlockSize;
+    if (s.lastBlockSize !== this.settings.blockSize) this.blockSizeMismatches += s.stored;
   }
 
   /**

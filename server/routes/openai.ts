@@ -18,6 +18,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, rt: RouterRuntime): v
     const arrivedAt = performance.now();
     reply.hijack();
     let model: ModelRuntime | undefined;
+    let tokens: Uint32Array | undefined;
     try {
       if (rt.shuttingDown) throw new RouterError('KVR_ERR_SHUTTING_DOWN');
       const raw = request.body as Buffer;
@@ -26,7 +27,9 @@ export function registerOpenAiRoutes(app: FastifyInstance, rt: RouterRuntime): v
       model = target.model;
       streamOf(body);
       const fields = withBlockKeys(requestFields(rt.nextRequestId(), request.headers), target, body);
-      const { ids: tokens, media } = await promptIds(model.tokenizer, body, kind, { limit: model.config.tokenizeLimit, multimodal: model.config.multimodal });
+      const prompt = await promptIds(model.tokenizer, body, kind, { limit: model.config.tokenizeLimit, multimodal: model.config.multimodal });
+      tokens = prompt.ids;
+      const media = prompt.media;
       if (media) fields.media = media;
       // A long prompt is tokenized on another thread; the client may have left meanwhile.
       if (reply.raw.destroyed) throw new RouterError('KVR_ERR_ABORTED');
@@ -43,6 +46,9 @@ export function registerOpenAiRoutes(app: FastifyInstance, rt: RouterRuntime): v
       rt.metrics.rejected(label, error.code);
       rt.metrics.ended(label, '', error.status, 'rejected');
       sendError(reply.raw, error);
+    } finally {
+      // The prompt was hashed when the exchange started (or never will be): its ids' memory can take the conversation's next turn.
+      if (tokens) model!.tokenizer.release(tokens);
     }
   };
   app.post('/v1/chat/completions', generate('chat'));

@@ -6,7 +6,7 @@
 // in the middle of a batch.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { WireReader } from '../../bindings/kv-wire-reader.js';
+import { WireReader, heldAfter } from '../../bindings/kv-wire-reader.js';
 import { DEFAULT_SEED, BlockHasher as ReferenceBlockHasher } from '../../bindings/reference/block-hasher.js';
 import { IndexFailure } from '../../bindings/prefix-index-api.js';
 import { PrefixIndex } from '../../bindings/prefix-index.js';
@@ -76,6 +76,37 @@ function expectedParse(events: KvEvent[]): Parsed[] {
   });
 }
 
+/** Device blocks held after the events, `before` held before them, counted event by event. */
+function heldBy(events: KvEvent[], before: number): number {
+  let held = before;
+  for (const e of events) {
+    if (e.type === 'cleared') held = 0;
+    else if (e.type === 'removed') held = Math.max(0, held - e.blockHashes.length);
+    else held += e.blockHashes.length;
+  }
+  return held;
+}
+
+/** The summary's counts of the decoded events (every one of the device tier, as the scan accepts only those). */
+function expectedSummary(events: KvEvent[]) {
+  const counts = { stored: 0, removed: 0, cleared: 0 };
+  for (const event of events) counts[event.type]++;
+  const stores = events.filter((e) => e.type === 'stored');
+  // The delta counts from the last clear on.
+  let delta = 0;
+  for (const e of events) {
+    if (e.type === 'cleared') delta = 0;
+    else delta += e.type === 'stored' ? e.blockHashes.length : -e.blockHashes.length;
+  }
+  return {
+    ...counts,
+    heldFloor: heldBy(events, 0),
+    heldDelta: delta,
+    lastBlockSize: stores.at(-1)?.blockSize ?? 0,
+    mixedBlockSizes: stores.filter((e) => e.blockSize !== stores[0]!.blockSize).length,
+  };
+}
+
 /**
  * readKvBatch reads the payload as decodeKvBatch does, and the scan accepts
  * only what the decoder accepts, with the same summary and a parse of the
@@ -88,10 +119,9 @@ function checkRead(payload: Uint8Array): boolean {
   const scanned = reader.scan(payload);
   if (scanned === null) return false;
   if ('error' in js) throw new Error(`the scan accepted a payload the decoder rejects (${js.error})`);
-  const counts = { stored: 0, removed: 0, cleared: 0 };
-  for (const event of js.batch.events) counts[event.type]++;
   expect(js.unknown).toBe(0);
-  expect(scanned.summary).toEqual({ ts: js.batch.ts, dpRank: js.batch.dpRank, ...counts });
+  expect(scanned.summary).toEqual({ ts: js.batch.ts, dpRank: js.batch.dpRank, ...expectedSummary(js.batch.events) });
+  for (const before of [0, 1, 7, 1000]) expect(heldAfter(scanned.summary, before)).toBe(heldBy(js.batch.events, before));
   expect(readParsed(reader.parsed(payload, scanned.ticket)!)).toEqual({ seed: DEFAULT_SEED, events: expectedParse(js.batch.events) });
   return true;
 }

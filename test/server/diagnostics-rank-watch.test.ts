@@ -1,7 +1,10 @@
 // The rules behind each worker rank's verdict, with time passed in.
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { BlockHasher } from '../../bindings/reference/block-hasher.js';
-import type { BlockStored, KvEventBatch } from '../../router/kv-events.js';
+import type { BlockStored, KvEvent, KvEventBatch } from '../../router/kv-events.js';
+import { decodeKvBatch, encodeKvBatch } from '../../router/kv-wire.js';
+import { WireKvBatch, readKvBatch } from '../../router/kv-wire-batch.js';
 import { CachedAgreement, MIN_SAMPLES, tolerance } from '../../server/diagnostics/cached-agreement.js';
 import { RankWatch, verdictOf } from '../../server/diagnostics/rank-watch.js';
 import { MIN_CHECKED_STORES, MIN_ROUTED, RoutedDigest } from '../../server/diagnostics/routed-digest.js';
@@ -163,5 +166,72 @@ describe('verdictOf', () => {
     expect(verdictOf([])).toBe('ok');
     expect(verdictOf([{ cause: 'stream_lost', detail: '' }, { cause: 'no_events', detail: '' }])).toBe('silent');
     expect(verdictOf([{ cause: 'no_events', detail: '' }, { cause: 'tokenizer', detail: '' }])).toBe('mismatch');
+  });
+});
+
+describe('batches the core scanned', () => {
+  // Batches of 300 runs read from their summary alone: 703-834 over 50 fc.sample seeds.
+  const SUMMARIZED_FLOOR = 200;
+  // Device-tier events only (the layout the core reads), stores of the model's block size (4) or another.
+  const event: fc.Arbitrary<KvEvent> = fc.oneof(
+    { weight: 4, arbitrary: fc.record({ blocks: fc.integer({ min: 1, max: 3 }), size: fc.constantFrom(4, 4, 8), medium: fc.constantFrom(null, 'GPU'), seed: fc.nat(50) }).map(({ blocks, size, medium, seed }) => stored(Array.from({ length: blocks * size }, (_, i) => seed + i), { blockSize: size, medium })) },
+    { weight: 3, arbitrary: fc.record({ n: fc.nat(4), medium: fc.constantFrom(null, 'GPU') }).map(({ n, medium }): KvEvent => ({ type: 'removed', blockHashes: Array.from({ length: n }, (_, i) => BigInt(i + 1)), medium })) },
+    { weight: 1, arbitrary: fc.constant<KvEvent>({ type: 'cleared' }) },
+  );
+  const stream = fc.array(fc.record({ events: fc.array(event, { maxLength: 5 }), form: fc.constantFrom<'array' | 'map'>('array', 'map'), routed: fc.boolean() }), { maxLength: 12 });
+  const state = (w: RankWatch) => ({ events: { ...w.events }, batches: w.batches, held: w.blocksHeld, mismatches: w.blockSizeMismatches, digest: w.digest.evidence, confirmed: w.digest.confirmed, findings: w.findings(100) });
+
+  it('counts blocks, block sizes and tokenizer evidence from the summary as from the decoded events', () => {
+    let summarized = 0;
+    fc.assert(
+      fc.property(stream, (batches) => {
+        const decoded = new RankWatch('w', 0, 1, true, settings);
+        const scanned = new RankWatch('w', 0, 1, true, settings);
+        for (const { events, form, routed } of batches) {
+          // A routed prompt of tokens some stores hold: the digest wants stores until one matches.
+          if (routed) for (const w of [decoded, scanned]) w.digest.routed(local(Array.from({ length: 8 }, (_, i) => 3 + i)));
+          const payload = encodeKvBatch({ ts: 1, dpRank: 0, events }, form);
+          const wire = readKvBatch(payload);
+          expect(wire).toBeInstanceOf(WireKvBatch);
+          let read = false;
+          Object.defineProperty(wire, 'events', { get: () => ((read = true), decodeKvBatch(payload).events) });
+          decoded.batch(decodeKvBatch(payload), 0, local);
+          scanned.batch(wire, 0, local);
+          if (!read) summarized++;
+          expect(state(scanned)).toEqual(state(decoded));
+        }
+      }),
+      { numRuns: 300 },
+    );
+    // Both paths were compared, not only the decoding one.
+    expect(summarized).toBeGreaterThan(SUMMARIZED_FLOOR);
+  });
+
+  it('decodes a scanned batch only for the digest or for stores of several block sizes', () => {
+    const decodes = (w: RankWatch, events: KvEvent[]) => {
+      const payload = encodeKvBatch({ ts: 1, dpRank: 0, events }, 'array');
+      const wire = readKvBatch(payload);
+      let read = false;
+      Object.defineProperty(wire, 'events', { get: () => ((read = true), decodeKvBatch(payload).events) });
+      w.batch(wire, 0, local);
+      return read;
+    };
+    const w = new RankWatch('w', 0, 1, true, settings);
+    // Nothing routed yet: the digest wants no stores, and the summary has every count.
+    expect(decodes(w, [stored([1, 2, 3, 4, 5, 6, 7, 8]), { type: 'removed', blockHashes: [9n], medium: 'GPU' }])).toBe(false);
+    expect(decodes(w, [stored([1, 2, 3, 4, 5, 6, 7, 8], { blockSize: 8 }), { type: 'cleared' }, stored([1, 2, 3, 4, 5, 6, 7, 8], { blockSize: 8 })])).toBe(false);
+    expect({ events: w.events, held: w.blocksHeld, mismatches: w.blockSizeMismatches }).toEqual({ events: { stored: 3, removed: 1, cleared: 1 }, held: 1, mismatches: 2 });
+    expect(causes(w, 0)).toEqual(['block_size']);
+    // Stores of two sizes count one by one.
+    expect(decodes(w, [stored([1, 2, 3, 4]), stored([1, 2, 3, 4, 5, 6, 7, 8], { blockSize: 8 })])).toBe(true);
+    // Once a prompt was routed, stores of the model's block size are checked against it; other sizes are not.
+    w.digest.routed(local([1, 2, 3, 4]));
+    expect(decodes(w, [stored([1, 2, 3, 4, 5, 6, 7, 8], { blockSize: 8 })])).toBe(false);
+    expect(decodes(w, [stored([5, 6, 7, 8])])).toBe(true);
+    expect(decodes(w, [stored([1, 2, 3, 4])])).toBe(true);
+    expect(w.digest.confirmed).toBe(true);
+    // Confirmed: nothing more to check.
+    expect(decodes(w, [stored([9, 9, 9, 9])])).toBe(false);
+    expect(w.blockSizeMismatches).toBe(4);
   });
 });
