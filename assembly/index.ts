@@ -35,7 +35,7 @@ export {
   ledgerSetSpeed,
   ledgerRemoveWorker,
 } from './ledger/fleet';
-export { ledgerAdd, ledgerPrefillComplete, ledgerFree, ledgerSweep, ledgerDroppedPtr, ledgerLiveRequests, ledgerActiveHashes } from './ledger/requests';
+export { ledgerAdd, ledgerPrefillComplete, ledgerPrefillProgress, ledgerFree, ledgerSweep, ledgerDroppedPtr, ledgerLiveRequests, ledgerActiveHashes } from './ledger/requests';
 export { ledgerProject, ledgerProjectColumns } from './ledger/projection';
 export { ledgerConfigureCost, ledgerOpenView, ledgerCloseView, ledgerViewMembers, ledgerViewHolds } from './ledger/views';
 export { ledgerReserveInput, ledgerInputSeqPtr, ledgerInputSlotsPtr, ledgerInputDepthsPtr } from './ledger/staging';

@@ -41,6 +41,7 @@ export interface LedgerExports {
   ledgerRemoveWorker(slot: number): number;
   ledgerAdd(worker: number, seqPtr: number, seqCount: number, prefillTokens: number, now: number): number;
   ledgerPrefillComplete(handle: number): number;
+  ledgerPrefillProgress(handle: number, tokens: number, keep: number): number;
   ledgerFree(handle: number): number;
   ledgerSweep(now: number, maxAgeMs: number): number;
   ledgerDroppedPtr(): number;
@@ -237,6 +238,17 @@ export class LoadTable implements LoadLedger {
     this.ex.ledgerPrefillComplete(handle);
     this.loadChanged();
     return true;
+  }
+
+  prefillProgress(requestId: string, tokens: number, keep = 0): number {
+    checkRequestId(requestId);
+    checkCount('tokens', tokens);
+    checkCount('keep', keep);
+    const handle = this.handles.get(requestId);
+    if (handle === undefined) return 0;
+    const taken = this.ex.ledgerPrefillProgress(handle, tokens, keep) >>> 0;
+    if (taken > 0) this.loadChanged();
+    return taken;
   }
 
   free(requestId: string): boolean {

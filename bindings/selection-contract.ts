@@ -100,6 +100,14 @@ export interface LoadLedger {
   has(requestId: string): boolean;
   add(requestId: string, slot: number, seqHashes: SeqHashes, uncachedTokens: number, now: number): void;
   prefillComplete(requestId: string): boolean;
+  /**
+   * Takes up to `tokens` (an integer >= 0) off the prefill a request still in
+   * prefill counts, leaving it at least `keep` (default 0; or what it has,
+   * when less): tokens its worker has computed ahead of its first token.
+   * Returns the tokens taken (0 for an unknown request, one past its first
+   * token, or one with no more than `keep` left).
+   */
+  prefillProgress(requestId: string, tokens: number, keep?: number): number;
   free(requestId: string): boolean;
   /** Frees requests added more than maxAgeMs before now; returns their ids (order unspecified). */
   sweep(now: number, maxAgeMs?: number): string[];

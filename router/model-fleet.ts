@@ -18,6 +18,7 @@ import { Decisions } from './model-fleet/decisions.js';
 import { explainDecision } from './model-fleet/explain.js';
 import { createKernels, type Kernels } from './model-fleet/kernels.js';
 import { Pipeline } from './model-fleet/pipeline.js';
+import { computedTokens } from './model-fleet/prefill-progress.js';
 import { Prompts } from './model-fleet/prompts.js';
 import { tierWeights } from './model-fleet/tiers.js';
 import { DEFAULT_SPEED_PRIOR, Speeds, type FleetSpeed, type LearnedSpeed } from './model-fleet/speeds.js';
@@ -134,7 +135,10 @@ export class ModelFleet implements Placement<RoutedRequest> {
     const meta = this.set.get(id);
     if (!meta) return [];
     this.cache.removeWorker(id);
-    for (const slot of meta.slots) this.speeds.remove(slot);
+    for (const slot of meta.slots) {
+      this.speeds.remove(slot);
+      this.decisions.progress?.removeSlot(slot);
+    }
     const dropped = this.set.remove(id, this.kernels.ledger);
     for (const requestId of dropped) {
       this.decisions.bookedAt.delete(requestId);
@@ -262,11 +266,13 @@ export class ModelFleet implements Placement<RoutedRequest> {
 
   firstToken(requestId: string): void {
     this.kernels.ledger.prefillComplete(requestId);
+    this.decisions.progress?.settled(requestId);
     this.speeds.firstToken(requestId, this.clock.now());
   }
 
   release(requestId: string): void {
     this.kernels.ledger.free(requestId);
+    this.decisions.progress?.settled(requestId);
     this.decisions.bookedAt.delete(requestId);
     this.speeds.forgetRequest(requestId);
   }
@@ -332,6 +338,9 @@ export class ModelFleet implements Placement<RoutedRequest> {
    * were cleared): the worker's stream is stale from there.
    */
   applyEvents(worker: WorkerKey, batch: KvEventBatch): IndexFailure | null {
+    const progress = this.decisions.progress;
+    const slot = progress && this.workers.slotOf(worker.id, worker.rank);
+    if (slot !== null && slot !== undefined) progress!.computed(slot, computedTokens(batch));
     return this.cache.applyEvents(worker, batch);
   }
 

@@ -99,6 +99,28 @@ export function ledgerPrefillComplete(handle: u32): bool {
   return true;
 }
 
+/**
+ * Takes up to `tokens` off the prefill a request in prefill still counts,
+ * leaving it at least `keep` (or what it has, when less): prompt tokens its
+ * worker has computed (its KV events showed their blocks), ahead of its
+ * first token. Returns the tokens taken: 0 when the handle is unknown, past
+ * its first token, or has no more than `keep` left.
+ */
+export function ledgerPrefillProgress(handle: u32, tokens: u32, keep: u32): u32 {
+  if (!isLive(handle)) return 0;
+  const r = record(handle);
+  if (load<u32>(r, 24) != PREFILLING) return 0;
+  const left = load<u32>(r, 4);
+  const room = left > keep ? left - keep : 0;
+  const taken = tokens < room ? tokens : room;
+  if (taken == 0) return 0;
+  store<u32>(r, left - taken, 4);
+  const worker = load<u32>(r, 0);
+  addPrefill(worker, -<f64>taken);
+  rowChanged(worker);
+  return taken;
+}
+
 function releasePrefill(handle: u32): void {
   const r = record(handle);
   const tokens = load<u32>(r, 4);

@@ -214,6 +214,20 @@ export class ReferenceLoadTable implements LoadLedger {
     return true;
   }
 
+  prefillProgress(requestId: string, tokens: number, keep = 0): number {
+    checkRequestId(requestId);
+    checkCount('tokens', tokens);
+    checkCount('keep', keep);
+    const booking = this.bookings.get(requestId);
+    if (!booking || booking.decoding) return 0;
+    const taken = Math.min(tokens, Math.max(0, booking.prefill - keep));
+    if (taken === 0) return 0;
+    booking.prefill -= taken;
+    this.cols.activePrefillTokens[booking.slot] = this.cols.activePrefillTokens[booking.slot]! - taken;
+    this.loadChanged();
+    return taken;
+  }
+
   free(requestId: string): boolean {
     checkRequestId(requestId);
     const booking = this.bookings.get(requestId);

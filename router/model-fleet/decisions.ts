@@ -16,6 +16,7 @@ import type { CacheIndex } from './cache-index.js';
 import type { Constraints } from './constraints.js';
 import type { Kernels } from './kernels.js';
 import type { Pipeline } from './pipeline.js';
+import { PrefillProgress } from './prefill-progress.js';
 import { predictTtftMs, type Speeds } from './speeds.js';
 import type { RoutedRequest } from './types.js';
 import type { WorkerSet } from './worker-set.js';
@@ -68,6 +69,8 @@ export class Decisions {
   private readonly queueWeights: { readonly decode: number; readonly kv: number };
   /** When each live booking was made, in booking order (which is time order): what the ledger sweep reads ages from. */
   readonly bookedAt = new Map<string, number>();
+  /** Under the ttft cost: each worker's prefill done, from its KV events, off the ledger's queued prefill (prefill-progress.ts). */
+  readonly progress: PrefillProgress | null;
   /** The core cost, when the policy is the core's and has no JS filters. */
   private readonly coreCost: DecisionCost | null;
   /** The cost passed to the pipeline's core pick (policies with filters). */
@@ -89,6 +92,7 @@ export class Decisions {
     const cost: DecisionCost = core ? decisionCost(core) : { kind: CostKind.kv, overlapCredit: 1, prefillLoadScale: 1, activeRequestWeight: 0, temperature: 0 };
     this.coreCost = core && options.policy.filters.length === 0 ? cost : null;
     this.queueWeights = core?.kind === 'ttft' ? { decode: core.decodeWeight, kv: core.kvWeight } : { decode: 0, kv: 0 };
+    this.progress = core?.kind === 'ttft' && core.prefillProgress ? new PrefillProgress(this.ledger) : null;
     this.pipelineCost = cost;
   }
 
@@ -185,6 +189,7 @@ export class Decisions {
     const now = this.clock.now();
     this.ledger.add(request.id, slot, request.seqHashes, Math.max(0, request.promptTokens - cachedTokens), now);
     this.bookedAt.set(request.id, now);
+    this.progress?.booked(slot, request.id);
     if (this.workers.isApproximate(slot)) this.cache.insertRouted(this.workers.slots.keyOf(slot), request.localHashes, now);
   }
 
@@ -198,6 +203,7 @@ export class Decisions {
         // prompt when the index lives outside the decision's core (sharded).
         const now = this.clock.now();
         this.bookedAt.set(request.id, now);
+        this.progress?.booked(decision.slot, request.id);
         if (!decision.routed && this.workers.isApproximate(decision.slot)) this.cache.insertRouted(this.workers.slots.keyOf(decision.slot), request.localHashes, now);
         this.expectFirstToken(request, decision.slot);
       }

@@ -60,6 +60,14 @@ export interface TtftCoreCost {
   decodeWeight: number;
   /** Tokens of queued prefill one token of KV held by the worker's active requests counts as. */
   kvWeight: number;
+  /**
+   * Whether a worker's queued prefill counts only what is left of it: the
+   * blocks its KV events showed computed come off its oldest booking in
+   * prefill, down to one engine step of it until its first token
+   * (router/model-fleet/prefill-progress.ts). False: a booking counts its
+   * whole uncached prompt until its first token, as the kv cost does.
+   */
+  prefillProgress: boolean;
   temperature: number;
 }
 

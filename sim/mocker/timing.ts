@@ -13,10 +13,15 @@ export interface StepWork {
   kvUtilization: number;
 }
 
+/** The prefill polynomial's terms, ms before speedup: per step, per token, per token squared. */
+export const PREFILL_FIXED_MS = 16.50142;
+export const PREFILL_LINEAR_MS = 1.518344e-2;
+export const PREFILL_QUADRATIC_MS = 4.209989e-7;
+
 /** Prefill time in ms, before speedup, for `n` new tokens; 0 when nothing is prefilled. */
 export function prefillMs(n: number): number {
   if (n <= 0) return 0;
-  return 4.209989e-7 * n * n + 1.518344e-2 * n + 16.50142;
+  return PREFILL_QUADRATIC_MS * n * n + PREFILL_LINEAR_MS * n + PREFILL_FIXED_MS;
 }
 
 /** Time of one decode step in ms, before speedup, at KV utilisation `u` (0..1); never under 1 ms. */

@@ -14,7 +14,7 @@ import type { Admission } from '../../router/scheduler/contracts.js';
 import type { SelectionPolicy } from '../../router/selection/contracts.js';
 import type { HashBlocks } from '../mocker/block-hash.js';
 import { MockEngine, type EngineStats } from '../mocker/engine.js';
-import { resolveEngineShape, type EngineShape } from '../mocker/engine-options.js';
+import { resolveEngineShape, type EngineShape, type StepReport } from '../mocker/engine-options.js';
 import type { RequestResult } from '../mocker/sequence.js';
 import { wasmChainedHashes } from './engine-hasher.js';
 import { DisaggReplay, type ReplayDisaggregation } from './disagg-replay.js';
@@ -47,10 +47,17 @@ export interface SimulateOptions {
   hashBlocks?: HashBlocks;
   /** Called each time a request finishes (completed, rejected or failed). */
   onProgress?(finished: number, total: number): void;
+  /** An audit's view: each request as it arrives, before the router sees it, and each engine step as it starts. */
+  audit?: ReplayAudit;
   /** Engines slowed during the run: from `atMs` (virtual), worker `worker`'s steps take `factor` times as long. */
   slowdowns?: readonly { worker: number; atMs: number; factor: number }[];
   /** A disaggregated fleet: the workers' roles, the decider's threshold and the KV transfer (default: every worker runs whole requests). */
   disaggregation?: ReplayDisaggregation;
+}
+
+export interface ReplayAudit {
+  arrival(index: number, route: ModelRouter, fields: Parameters<ModelRouter['explain']>[0], tokens: Uint32Array): void;
+  step(worker: number, step: StepReport): void;
 }
 
 export type RequestOutcome = 'completed' | 'rejected' | 'failed';
@@ -169,6 +176,7 @@ export function simulate(workload: Workload, options: SimulateOptions): Simulati
         ...shape,
         clock,
         hashBlocks,
+        onStep: options.audit && ((step) => options.audit!.step(w, step)),
         onEvents: options.eventDelayMs > 0 ? (batch) => void clock.at(clock.now() + options.eventDelayMs, () => deliver(batch)) : deliver,
       }),
     );
@@ -268,6 +276,7 @@ export function simulate(workload: Workload, options: SimulateOptions): Simulati
       pin: null,
       allowedWorkers: null,
     };
+    options.audit?.arrival(i, route, fields, tokens);
     const handlers = {
       dispatch: (admission: Admission) => dispatch(i, tokens, admission),
       reject: (error: RouterError) => end(i, 'rejected', `${error.code}: ${error.message}`),

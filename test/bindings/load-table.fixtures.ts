@@ -60,6 +60,7 @@ export type LedgerOp =
   | { kind: 'removeWorker'; worker: number }
   | { kind: 'add'; request: number; worker: number; hashes: bigint[]; tokens: number; dt: number }
   | { kind: 'prefillComplete'; request: number }
+  | { kind: 'prefillProgress'; request: number; tokens: number; keep: number }
   | { kind: 'free'; request: number }
   | { kind: 'sweep'; dt: number; maxAgeMs: number }
   | { kind: 'project'; request: ProjectionRequest };
@@ -110,6 +111,7 @@ export function lifecycle(scale: LifecycleScale) {
       }),
     },
     { weight: 2, arbitrary: fc.record({ kind: fc.constant('prefillComplete' as const), request: fc.nat({ max: requests }) }) },
+    { weight: 2, arbitrary: fc.record({ kind: fc.constant('prefillProgress' as const), request: fc.nat({ max: requests }), tokens: fc.nat({ max: 250 }), keep: fc.nat({ max: 150 }) }) },
     { weight: 3, arbitrary: fc.record({ kind: fc.constant('free' as const), request: fc.nat({ max: requests }) }) },
     { weight: 1, arbitrary: fc.record({ kind: fc.constant('sweep' as const), dt: fc.nat({ max: 200_000 }), maxAgeMs: fc.nat({ max: 300_000 }) }) },
     { weight: 2, arbitrary: fc.record({ kind: fc.constant('project' as const), request: projectionArb }) },
@@ -151,6 +153,8 @@ export function applyOp(ledger: LoadLedger, op: LedgerOp, clock: { now: number }
         return ledger.add(`r${op.request}`, slotOf(op.worker), op.hashes, op.tokens, clock.now);
       case 'prefillComplete':
         return ledger.prefillComplete(`r${op.request}`);
+      case 'prefillProgress':
+        return ledger.prefillProgress(`r${op.request}`, op.tokens, op.keep);
       case 'free':
         return ledger.free(`r${op.request}`);
       case 'sweep':

@@ -31,6 +31,47 @@ describe.each(IMPLS)('LoadTable rules (%s)', (impl) => {
     expect(ledger.columns.activeRequests[a!]).toBe(2);
   });
 
+  it('prefillProgress takes computed tokens off a request in prefill, never more than it has left', () => {
+    const ledger = makeLedger(impl);
+    const [a, b] = addFleet(ledger, 2);
+    ledger.add('r1', a!, chain(1, 2), 100, 0);
+    ledger.add('r2', a!, chain(2, 2), 30, 0);
+    ledger.add('r3', b!, chain(3, 2), 40, 0);
+    expect(ledger.prefillProgress('r1', 64)).toBe(64);
+    expect(ledger.columns.activePrefillTokens[a!]).toBe(66);
+    expect(ledger.prefillProgress('r1', 64)).toBe(36);
+    expect(ledger.columns.activePrefillTokens[a!]).toBe(30);
+    expect(ledger.prefillProgress('r1', 64)).toBe(0);
+    expect(ledger.columns.activePrefillTokens[b!]).toBe(40);
+    // its first token releases only what was left; past it nothing is taken
+    ledger.prefillProgress('r2', 10);
+    expect(ledger.prefillComplete('r2')).toBe(true);
+    expect(ledger.columns.activePrefillTokens[a!]).toBe(0);
+    expect(ledger.prefillProgress('r2', 5)).toBe(0);
+    expect(ledger.prefillProgress('nope', 5)).toBe(0);
+    // freeing a request part-way through releases the rest
+    ledger.prefillProgress('r3', 15);
+    expect(ledger.columns.activePrefillTokens[b!]).toBe(25);
+    ledger.free('r3');
+    expect(ledger.columns.activePrefillTokens[b!]).toBe(0);
+    expect(ledger.columns.activeRequests[a!]).toBe(2);
+    expect(() => ledger.prefillProgress('r1', -1)).toThrow(/tokens must be an integer/);
+    expect(() => ledger.prefillProgress('r1', 1, 0.5)).toThrow(/keep must be an integer/);
+  });
+
+  it('prefillProgress leaves a request at least `keep` tokens, or what it has when less', () => {
+    const ledger = makeLedger(impl);
+    const [a] = addFleet(ledger, 1);
+    ledger.add('r1', a!, chain(1, 2), 100, 0);
+    ledger.add('r2', a!, chain(2, 2), 30, 0);
+    expect(ledger.prefillProgress('r1', 64, 50)).toBe(50);
+    expect(ledger.prefillProgress('r1', 64, 50)).toBe(0);
+    expect(ledger.prefillProgress('r2', 64, 50)).toBe(0);
+    expect(ledger.columns.activePrefillTokens[a!]).toBe(80);
+    expect(ledger.prefillProgress('r1', 10, 20)).toBe(10);
+    expect(ledger.columns.activePrefillTokens[a!]).toBe(70);
+  });
+
   it('free releases everything the request holds and is idempotent', () => {
     const ledger = makeLedger(impl);
     const [a] = addFleet(ledger, 1);

@@ -13,6 +13,9 @@ beforeAll(async () => {
   stack = await startMockCommandStack({ workers: 3, adapters: ['sql-lora', 'chat-lora'] }, ({ urls, eventPort, replayPort }) => {
     const events = (w: number) => ({ endpoint: `tcp://127.0.0.1:${eventPort + w}`, replay_endpoint: `tcp://127.0.0.1:${replayPort + w}`, topic: 'kv-events' });
     return {
+      // Overlap against load, with no speeds learned from wall-clock first tokens: on a busy machine the
+      // learned speeds of three workers that served a handful of requests each can outweigh a few blocks.
+      selection: { policy: 'kv' },
       models: [{ name: 'mock-model', tokenizer: 'bytes', block_size: 16, adapters: ['sql-lora', 'chat-lora'] }],
       workers: [
         // sql-lora loaded; nothing else.
