@@ -13,10 +13,14 @@ import { give, take } from './prefix-memory';
 //                   EXTRA_REFS (bit 30: stored more than once, count in the
 //                   refs table), ROUTED (bit 31: an approximate-mode block)
 //
-// Robin Hood open addressing: an entry sits at most as far from its home
-// (multiply-shift of the mixed id onto the capacity) as the entries it passed
-// sit from theirs, so a lookup of an absent id stops after a couple of probes.
-// Deletion shifts the following entries back (no tombstones). The table grows
+// Robin Hood open addressing, ordered: an id's home is its 32-bit mix scaled
+// onto the capacity, and every run holds its entries in the order of their
+// mixes (so of their homes), which makes an entry sit at most as far from its
+// home as the entries it passed sit from theirs, and a lookup of an absent id
+// stop where it would be, after a couple of probes. An insert moves the rest
+// of its run up one entry; deletion shifts the following entries back (no
+// tombstones). Since scaling keeps the order, a resize places the entries in
+// one pass, in order, each at its new home or just past the one before. The table grows
 // past 4/5 full, a step of 5/4 (load 0.65 to 0.8: at 7/8 the runs an
 // insert or delete moves cost ingest a fifth more) and may shrink under 7/20;
 // an emptied table frees its entries. Any insert, delete or resize may move
@@ -29,9 +33,20 @@ export const ROUTED: u32 = 0x80000000;
 const ID_ENTRY: usize = 12;
 const MIN_CAPACITY: u32 = 8;
 
+/** The id's 32-bit mix: the order entries keep within a run. */
+@inline
+function mix(id: u64): u32 {
+  return <u32>((id * 0x9e3779b97f4a7c15) >> 32);
+}
+
+@inline
+function scaled(m: u32, capacity: u32): u32 {
+  return <u32>((<u64>m * <u64>capacity) >> 32);
+}
+
 @inline
 function home(id: u64, capacity: u32): u32 {
-  return <u32>((((id * 0x9e3779b97f4a7c15) >> 32) * <u64>capacity) >> 32);
+  return scaled(mix(id), capacity);
 }
 
 @inline
@@ -62,30 +77,33 @@ export function idsTouch(h: usize, id: u64): u64 {
   return capacity == 0 ? 0 : load<u64>(<usize>load<u32>(h) + <usize>home(id, capacity) * ID_ENTRY);
 }
 
-// Where the last idsFind that missed stopped, and how far from its id's home:
-// the place idsInsertMissed puts the id, without probing again.
+// Where the last idsFind that missed stopped: the place idsInsertMissed puts
+// the id, without probing again.
 let stopSlot: u32 = 0;
-let stopDistance: u32 = 0;
 
 /** The entry of `id`, or 0. */
 export function idsFind(h: usize, id: u64): usize {
   const capacity = load<u32>(h, 4);
   if (capacity == 0) return 0;
-  const entries = <usize>load<u32>(h);
-  let slot = home(id, capacity);
+  stopSlot = seek(<usize>load<u32>(h), capacity, id);
+  const e = <usize>load<u32>(h) + <usize>stopSlot * ID_ENTRY;
+  return load<u32>(e, 8) != ID_EMPTY && load<u64>(e) == id ? e : 0;
+}
+
+// The position of `id` in its run: its entry, or the first entry past where
+// it would be (a free one, or one that comes after it in the run's order).
+function seek(entries: usize, capacity: u32, id: u64): u32 {
+  const m = mix(id);
+  let slot = scaled(m, capacity);
   for (let d: u32 = 0; ; d++) {
     const e = entries + <usize>slot * ID_ENTRY;
-    if (load<u32>(e, 8) != ID_EMPTY) {
-      const key = load<u64>(e);
-      if (key == id) return e;
-      if (distance(slot, home(key, capacity), capacity) >= d) {
-        slot = slot + 1 == capacity ? 0 : slot + 1;
-        continue;
-      }
-    }
-    stopSlot = slot;
-    stopDistance = d;
-    return 0;
+    if (load<u32>(e, 8) == ID_EMPTY) return slot;
+    const key = load<u64>(e);
+    if (key == id) return slot;
+    const residentMix = mix(key);
+    const residentDistance = distance(slot, scaled(residentMix, capacity), capacity);
+    if (residentDistance < d || (residentDistance == d && residentMix > m)) return slot;
+    slot = slot + 1 == capacity ? 0 : slot + 1;
   }
   return 0;
 }
@@ -124,50 +142,34 @@ export function idsShrink(h: usize): void {
   }
 }
 
-/** Adds `id` (absent, room reserved) and returns its entry. */
-function idsInsert(h: usize, id: u64, word: u32): usize {
-  return place(h, id, word, home(id, load<u32>(h, 4)), 0);
-}
-
 /**
  * Adds the id the last idsFind on this table missed, where that search
  * stopped; room was reserved before it, and nothing changed the table since.
  */
-export function idsInsertMissed(h: usize, id: u64, word: u32): usize {
-  return place(h, id, word, stopSlot, stopDistance);
+export function idsInsertMissed(h: usize, id: u64, word: u32): void {
+  insertAt(h, id, word, stopSlot);
 }
 
-function place(h: usize, id: u64, word: u32, from: u32, fromDistance: u32): usize {
+// Puts the id at `at`, its place in its run (seek), and moves the entries
+// from there to the next free one up one entry: every run stays in order.
+// Runs are a few entries long, so they move entry by entry, from the free end.
+function insertAt(h: usize, id: u64, word: u32, at: u32): void {
   const entries = <usize>load<u32>(h);
   const capacity = load<u32>(h, 4);
   store<u32>(h, load<u32>(h, 8) + 1, 8);
-  let slot = from;
-  let key = id;
-  let value = word;
-  let d = fromDistance;
-  let placed: usize = 0;
-  while (true) {
-    const e = entries + <usize>slot * ID_ENTRY;
-    const resident = load<u32>(e, 8);
-    if (resident == ID_EMPTY) {
-      store<u64>(e, key);
-      store<u32>(e, value, 8);
-      return placed != 0 ? placed : e;
-    }
-    const residentKey = load<u64>(e);
-    const residentDistance = distance(slot, home(residentKey, capacity), capacity);
-    if (residentDistance < d) {
-      // Take the richer entry's place and carry it on.
-      store<u64>(e, key);
-      store<u32>(e, value, 8);
-      if (placed == 0) placed = e;
-      key = residentKey;
-      value = resident;
-      d = residentDistance;
-    }
-    slot = slot + 1 == capacity ? 0 : slot + 1;
-    d++;
+  let free = at;
+  while (load<u32>(entries + <usize>free * ID_ENTRY, 8) != ID_EMPTY) free = free + 1 == capacity ? 0 : free + 1;
+  while (free != at) {
+    const below = free == 0 ? capacity - 1 : free - 1;
+    const to = entries + <usize>free * ID_ENTRY;
+    const from = entries + <usize>below * ID_ENTRY;
+    store<u64>(to, load<u64>(from));
+    store<u32>(to, load<u32>(from, 8), 8);
+    free = below;
   }
+  const e = entries + <usize>at * ID_ENTRY;
+  store<u64>(e, id);
+  store<u32>(e, word, 8);
 }
 
 /** Deletes an entry (from idsFind or iteration); the following entries shift back. */
@@ -204,17 +206,61 @@ function rehash(h: usize, capacity: u32): bool {
   const bytes = <usize>capacity * ID_ENTRY;
   const entries = take(bytes);
   if (entries == 0) return false;
-  for (let i: u32 = 0; i < capacity; i++) store<u32>(entries + <usize>i * ID_ENTRY, ID_EMPTY, 8);
+  // Every byte 0xff: every word ID_EMPTY.
+  memory.fill(entries, 0xff, bytes);
   const old = <usize>load<u32>(h);
   const oldCapacity = load<u32>(h, 4);
   store<u32>(h, <u32>entries);
   store<u32>(h, capacity, 4);
   store<u32>(h, 0, 8);
-  for (let i: u32 = 0; i < oldCapacity; i++) {
-    const e = old + <usize>i * ID_ENTRY;
-    const word = load<u32>(e, 8);
-    if (word != ID_EMPTY) idsInsert(h, load<u64>(e), word);
-  }
+  if (oldCapacity != 0) place(h, old, oldCapacity);
   if (oldCapacity != 0) give(old, <usize>oldCapacity * ID_ENTRY);
   return true;
+}
+
+// Moves the entries of the old table into the empty new one. From just past
+// a free entry the old entries come in the order of their mixes, wrapping
+// once (runs are in order and never cross a free entry), and the new homes
+// keep that order: each entry goes at its new home or just past the one
+// before (positions counted on past the end once the order wraps). Should
+// the last ones reach the first one placed, they are inserted as usual.
+function place(h: usize, old: usize, oldCapacity: u32): void {
+  const entries = <usize>load<u32>(h);
+  const capacity = load<u32>(h, 4);
+  let start: u32 = 0;
+  while (load<u32>(old + <usize>start * ID_ENTRY, 8) != ID_EMPTY) start++;
+  let first: u64 = 0;
+  let next: u64 = 0; // the first position the next entry may take, counted on past the end
+  let lastMix: u32 = 0;
+  let wrapped: u64 = 0;
+  let placed: u32 = 0;
+  let spilled = false;
+  for (let k: u32 = 0, i = start; k < oldCapacity; k++) {
+    i = i + 1 >= oldCapacity ? 0 : i + 1;
+    const from = old + <usize>i * ID_ENTRY;
+    const word = load<u32>(from, 8);
+    if (word == ID_EMPTY) continue;
+    const id = load<u64>(from);
+    if (spilled) {
+      insertAt(h, id, word, seek(entries, capacity, id));
+      continue;
+    }
+    const m = mix(id);
+    if (placed != 0 && m < lastMix) wrapped = <u64>capacity;
+    lastMix = m;
+    let pos = <u64>scaled(m, capacity) + wrapped;
+    if (placed == 0) first = pos;
+    if (pos < next) pos = next;
+    if (pos >= first + <u64>capacity) {
+      spilled = true;
+      insertAt(h, id, word, seek(entries, capacity, id));
+      continue;
+    }
+    const e = entries + <usize>(pos >= <u64>capacity ? pos - <u64>capacity : pos) * ID_ENTRY;
+    store<u64>(e, id);
+    store<u32>(e, word, 8);
+    store<u32>(h, load<u32>(h, 8) + 1, 8);
+    next = pos + 1;
+    placed++;
+  }
 }

@@ -58,6 +58,70 @@ describe('children table (wasm)', () => {
     expect(matches([top[1]!, colliding])).toEqual(['b:2']);
     expect(matches([top[0]!, aKids[0]!])).toEqual(['a:1']);
   });
+  it('finds every child whose key several parents share, as entries with that key come and go in any order', () => {
+    const { index, verify, matches } = setup();
+    // Six root blocks (nodes 1-6: the root goes wide at its fifth child),
+    // each with five children (wide too), one of them under the same table
+    // key in all six: one run of equal keys among the other entries.
+    const roots = [0x100n, 0x200n, 0x300n, 0x400n, 0x500n, 0x600n];
+    for (const [i, r] of roots.entries()) index.applyStored(A, null, [1000n + BigInt(i)], [r]);
+    const key = 0x5eed_5eed_5eed_5eedn;
+    const shared = roots.map((_, i) => key ^ parentMix(i + 1));
+    for (const [i] of roots.entries()) {
+      const kids = [shared[i]!, ...[1n, 2n, 3n, 4n].map((k) => (BigInt(i + 1) << 32n) | k)];
+      for (const [j, h] of kids.entries()) index.applyStored(A, 1000n + BigInt(i), [BigInt(100 * (i + 1) + j)], [h]);
+    }
+    expect(index.stats().nodes).toBe(36);
+    expect(verify()).toBe(0);
+    const held = new Set(roots.keys());
+    const check = () => {
+      for (const [i, r] of roots.entries()) expect(matches([r, shared[i]!])).toEqual([held.has(i) ? 'a:2' : 'a:1']);
+    };
+    check();
+    for (const i of [3, 0, 5, 1, 4, 2]) {
+      index.applyRemoved(A, [BigInt(100 * (i + 1))]);
+      held.delete(i);
+      expect(verify()).toBe(0);
+      check();
+    }
+    for (const i of [4, 1]) {
+      index.applyStored(A, 1000n + BigInt(i), [BigInt(100 * (i + 1))], [shared[i]!]);
+      held.add(i);
+      expect(verify()).toBe(0);
+      check();
+    }
+  });
+});
+
+describe('worker id tables (wasm)', () => {
+  // An id's place in its worker's table follows its 32-bit mix, the top half
+  // of id * G (assembly/prefix-ids.ts): ids made from chosen mixes lay a
+  // table out by hand. Its home at capacity c is floor(mix * c).
+  const G = 0x9e3779b97f4a7c15n;
+  let inverse = G;
+  for (let i = 0; i < 6; i++) inverse = (inverse * (2n - ((G * inverse) & M64))) & M64;
+  const idOf = (fraction: number) => ((((BigInt(Math.floor(fraction * 2 ** 32)) << 32n) | 0x1234n) * inverse) & M64);
+
+  it('keeps every id when a shrink places the entries after the order wraps onto the first one placed', () => {
+    const { core, index, verify } = setup();
+    // At 13 entries: d (home 0), b1 (1), b2 (2), a (4), slot 3 free; three
+    // more ids (homes 7, 9, 11) go in one event, leaving 4 ids: the table
+    // shrinks to 8, where a's home is 2 and b1, b2 and d come after it in
+    // order, b1 and b2 both at home 1: b2 reaches a's place.
+    const kept = { d: idOf(0.03), b1: idOf(0.14), b2: idOf(0.2), a: idOf(0.33) };
+    const extra = [idOf(0.56), idOf(0.72), idOf(0.87)];
+    const ids = [...Object.values(kept), ...extra];
+    for (const [i, id] of ids.entries()) index.applyStored(A, null, [id], [0x1000n + BigInt(i)]);
+    expect(verify()).toBe(0);
+    index.applyRemoved(A, extra);
+    expect(verify()).toBe(0);
+    const dumpSlot = core.kernel<{ indexDumpSlot(slot: number): number }>().indexDumpSlot;
+    expect(dumpSlot(0)).toBe(4);
+    index.applyRemoved(A, Object.values(kept));
+    expect(index.stats().unknownRemovals).toBe(0);
+    expect(index.stats().blocks).toBe(0);
+    expect(verify()).toBe(0);
+  });
 });
 
 describe('findMatchesAt (wasm)', () => {
