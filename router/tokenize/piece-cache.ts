@@ -44,6 +44,11 @@ export function fingerprint(text: string): number {
   return h ^ (h >>> 13);
 }
 
+/** The bucket of a text under a tag; the empty tag (most lookups) costs nothing to hash. */
+function keyOf(text: string, tag: string): number {
+  return tag.length === 0 ? fingerprint(text) : fingerprint(text) ^ fingerprint(tag);
+}
+
 /**
  * A copy of `text` that does not keep its parent alive: substrings of a
  * rendered prompt are slices that would otherwise pin the whole prompt in
@@ -84,7 +89,7 @@ export class TextCache<V> {
   }
 
   get(text: string, tag = ''): V | undefined {
-    const bucket = this.buckets.get(fingerprint(text) ^ fingerprint(tag));
+    const bucket = this.buckets.get(keyOf(text, tag));
     if (bucket !== undefined) {
       for (const entry of bucket) {
         if (entry.text === text && entry.tag === tag) {
@@ -107,14 +112,20 @@ export class TextCache<V> {
   set(text: string, value: V, tag = '', owned = false): void {
     const weight = this.weigh(value);
     if (weight > this.capacity) return;
-    const fp = fingerprint(text) ^ fingerprint(tag);
+    const fp = keyOf(text, tag);
     let bucket = this.buckets.get(fp);
     if (bucket === undefined) {
       bucket = [];
       this.buckets.set(fp, bucket);
     }
-    const same = bucket.findIndex((e) => e.text === text && e.tag === tag);
-    if (same >= 0) this.total -= bucket.splice(same, 1)[0]!.weight;
+    for (let i = 0; i < bucket.length; i++) {
+      const e = bucket[i]!;
+      if (e.text === text && e.tag === tag) {
+        this.total -= e.weight;
+        bucket.splice(i, 1);
+        break;
+      }
+    }
     bucket.unshift({ text: owned ? text : detached(text), tag, value, weight, used: false });
     while (bucket.length > BUCKET_LIMIT) this.total -= bucket.pop()!.weight;
     this.total += weight;

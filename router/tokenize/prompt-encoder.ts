@@ -218,7 +218,8 @@ export class PromptEncoder {
    */
   plan(parts: readonly string[]): EncodePlan {
     if (this.current === 'whole' || parts.length === 1) return this.planText(parts.join(''), this.current);
-    let earlier = this.conversations.get(parts[1]!, parts[0]!);
+    // Only conversations of CONVERSATION_MIN_PARTS are kept; a shorter prompt looks its few parts up one by one.
+    let earlier = parts.length < CONVERSATION_MIN_PARTS ? undefined : this.conversations.get(parts[1]!, parts[0]!);
     // A turn kept where a later one was written since (and not kept) is gone.
     if (earlier !== undefined && earlier.store.holder !== earlier) earlier = undefined;
     // The parts an earlier turn shares were found separable when it was encoded.
