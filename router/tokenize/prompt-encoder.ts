@@ -48,20 +48,26 @@ export function encodeTexts(codec: TextCodec, texts: readonly string[], whole: b
 /** A piece of a prompt being assembled: known ids, a special token, or texts[i] (as a negative -1 - i). */
 type Slot = Uint32Array | number;
 
+/** Pending texts found by a linear scan, up to this many. */
+const PENDING_SCAN = 8;
+
 /** Gathers the texts of a plan, each distinct text once. */
 class Pending {
   readonly texts: string[] = [];
   chars = 0;
-  private readonly index = new Map<string, number>();
+  /** Built once there are more texts than a scan finds quickly (a short prompt has a handful). */
+  private index: Map<string, number> | null = null;
 
   /** The slot standing for `text`'s ids. */
   slot(text: string): number {
-    let i = this.index.get(text);
-    if (i === undefined) {
-      i = this.texts.length;
-      this.texts.push(text);
-      this.index.set(text, i);
+    const texts = this.texts;
+    let i = this.index === null ? texts.indexOf(text) : (this.index.get(text) ?? -1);
+    if (i < 0) {
+      i = texts.length;
+      texts.push(text);
       this.chars += text.length;
+      if (this.index !== null) this.index.set(text, i);
+      else if (i >= PENDING_SCAN) this.index = new Map(texts.map((t, j) => [t, j]));
     }
     return -1 - i;
   }
