@@ -23,7 +23,19 @@ interface Entry<V> {
   weight: number;
   /** Hit since the eviction hand last passed it. */
   used: boolean;
+  /** Still in the cache (an entry dropped stays in `recent` until written over). */
+  live: boolean;
 }
+
+/**
+ * Entries last hit, checked by comparing texts before any fingerprint: a
+ * prompt's recurring parts (a system prompt, the generation prompt) come back
+ * as equal or identical strings request after request, and comparing them
+ * costs less than hashing them.
+ */
+const RECENT = 4;
+/** Only texts this short are kept in `recent`: comparing two long texts of one length may read all of them. */
+const RECENT_CHARS = 2048;
 
 /** Texts kept per fingerprint; more only happens with crafted input. */
 const BUCKET_LIMIT = 4;
@@ -75,6 +87,8 @@ export class TextCache<V> {
   private readonly buckets = new Map<number, Entry<V>[]>();
   /** The eviction hand: a live iterator over the buckets, oldest first. */
   private hand: Iterator<[number, Entry<V>[]]> | null = null;
+  private readonly recent: (Entry<V> | undefined)[] = new Array<Entry<V> | undefined>(RECENT).fill(undefined);
+  private recentAt = 0;
   private total = 0;
   hits = 0;
   misses = 0;
@@ -95,18 +109,27 @@ export class TextCache<V> {
   clear(): void {
     this.buckets.clear();
     this.hand = null;
+    this.recent.fill(undefined);
     this.total = 0;
     this.hits = 0;
     this.misses = 0;
   }
 
   get(text: string, tag = ''): V | undefined {
+    for (const entry of this.recent) {
+      if (entry !== undefined && entry.live && entry.text === text && entry.tag === tag) {
+        entry.used = true;
+        this.hits++;
+        return entry.value;
+      }
+    }
     const bucket = this.buckets.get(keyOf(text, tag));
     if (bucket !== undefined) {
       for (const entry of bucket) {
         if (entry.text === text && entry.tag === tag) {
           entry.used = true;
           this.hits++;
+          if (text.length <= RECENT_CHARS) this.recent[this.recentAt++ % RECENT] = entry;
           return entry.value;
         }
       }
@@ -133,13 +156,18 @@ export class TextCache<V> {
     for (let i = 0; i < bucket.length; i++) {
       const e = bucket[i]!;
       if (e.text === text && e.tag === tag) {
+        e.live = false;
         this.total -= e.weight;
         bucket.splice(i, 1);
         break;
       }
     }
-    bucket.unshift({ text: owned ? text : detached(text), tag, value, weight, used: false });
-    while (bucket.length > BUCKET_LIMIT) this.total -= bucket.pop()!.weight;
+    bucket.unshift({ text: owned ? text : detached(text), tag, value, weight, used: false, live: true });
+    while (bucket.length > BUCKET_LIMIT) {
+      const dropped = bucket.pop()!;
+      dropped.live = false;
+      this.total -= dropped.weight;
+    }
     this.total += weight;
     this.evict();
   }
@@ -162,6 +190,7 @@ export class TextCache<V> {
         const e = bucket[i]!;
         if (e.used) e.used = false;
         else {
+          e.live = false;
           bucket.splice(i, 1);
           this.total -= e.weight;
         }
