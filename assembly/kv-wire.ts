@@ -57,7 +57,7 @@
 //   removed  kind u32 (2), n u32, external hashes u64[n]
 //   cleared  kind u32 (3), 0 u32
 //
-// Summary (wireSummaryPtr, 64 bytes):
+// Summary (wireSummaryPtr, 72 bytes):
 //   +0  ts f64            +8  dp_rank i32 (-1: none)
 //   +12 stored events     +16 removed events    +20 cleared events     (scan)
 //   +24 stores applied    +28 stores skipped (unknown parent)
@@ -66,6 +66,7 @@
 //   +48 held floor u32    +52 held delta i32                           (scan)
 //   +56 block size of the last store (0: none)
 //   +60 stores whose block size is not the first store's
+//   +64 blocks stored u32                                              (scan)
 // The held pair is what the batch does to a count of device blocks held (its
 // stores add their blocks, its removals take theirs away but never below 0,
 // a clear empties it): h blocks before the batch are max(floor, h + delta)
@@ -114,7 +115,7 @@ const RECORD_CLEARED: u32 = 3;
 const STORED_HEAD: usize = 24;
 const REMOVED_HEAD: usize = 8;
 
-const SUMMARY_BYTES: i32 = 64;
+const SUMMARY_BYTES: i32 = 72;
 
 const summary: usize = memory.data(SUMMARY_BYTES, 8);
 const TAG_STORED: usize = memory.data<u8>([0x42, 0x6c, 0x6f, 0x63, 0x6b, 0x53, 0x74, 0x6f, 0x72, 0x65, 0x64]);
@@ -536,6 +537,7 @@ function heldStored(n: u32, blockSize: u32): void {
   if (load<u32>(summary + 56) == 0) firstBlockSize = blockSize;
   else if (blockSize != firstBlockSize) tally(60);
   store<u32>(summary + 56, blockSize);
+  store<u32>(summary + 64, load<u32>(summary + 64) + n);
 }
 
 /** A removal of n device blocks. */

@@ -50,6 +50,8 @@ export interface WireSummary {
   lastBlockSize: number;
   /** Stores whose block size is not the first store's (0: every store has lastBlockSize). */
   mixedBlockSizes: number;
+  /** Blocks the batch's stores hold, over all of them. */
+  storedBlocks: number;
 }
 
 /** The device blocks held after a batch with this summary, `before` held before it. */
@@ -114,6 +116,7 @@ export class WireBuffer {
       heldDelta: words[13]! | 0,
       lastBlockSize: words[14]!,
       mixedBlockSizes: words[15]!,
+      storedBlocks: words[16]!,
     };
   }
 
@@ -127,7 +130,7 @@ export class WireBuffer {
     if (generation !== this.generation) {
       this.generation = generation;
       this.bytes = this.core.u8(0, this.core.memoryBytes);
-      this.words = this.core.u32(this.summaryPtr, 16);
+      this.words = this.core.u32(this.summaryPtr, 17);
       this.floats = this.core.f64(this.summaryPtr, 1);
     }
     return this;

@@ -29,6 +29,7 @@
 // done too, a small share next to a prefill step's budget.
 import type { LoadLedger } from '../../bindings/selection-contract.js';
 import type { KvEventBatch } from '../kv-events.js';
+import { WireKvBatch } from '../kv-wire-batch.js';
 
 interface Line {
   ids: string[];
@@ -37,6 +38,8 @@ interface Line {
 
 /** The prompt tokens a batch of a worker's KV events shows it computed on its GPU. */
 export function computedTokens(batch: KvEventBatch): number {
+  // A batch the core scanned is of the device tier throughout; with one block size its summary says it all, and its events are never decoded in JS.
+  if (batch instanceof WireKvBatch && batch.summary.mixedBlockSizes === 0) return batch.summary.storedBlocks * batch.summary.lastBlockSize;
   let tokens = 0;
   for (const event of batch.events) {
     if (event.type !== 'stored' || event.blockSize === 0) continue;

@@ -104,6 +104,7 @@ function expectedSummary(events: KvEvent[]) {
     heldDelta: delta,
     lastBlockSize: stores.at(-1)?.blockSize ?? 0,
     mixedBlockSizes: stores.filter((e) => e.blockSize !== stores[0]!.blockSize).length,
+    storedBlocks: stores.reduce((sum, e) => sum + e.blockHashes.length, 0),
   };
 }
 

@@ -3,10 +3,13 @@
 // still in prefill, down to one engine step of it, until its first token
 // (router/model-fleet/prefill-progress.ts). The kv policy, and ttft with
 // prefill_progress=false, keep every booking whole until its first token.
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { VirtualClock } from '../../router/clock.js';
 import { RouterError } from '../../router/errors.js';
-import type { BlockStored, KvEventBatch } from '../../router/kv-events.js';
+import type { BlockStored, KvEvent, KvEventBatch } from '../../router/kv-events.js';
+import { decodeKvBatch, encodeKvBatch } from '../../router/kv-wire.js';
+import { WireKvBatch, readKvBatch } from '../../router/kv-wire-batch.js';
 import { ModelFleet, plainFields } from '../../router/model-fleet.js';
 import { computedTokens } from '../../router/model-fleet/prefill-progress.js';
 import { createSelectionPolicy } from '../../router/selection/policies/index.js';
@@ -39,6 +42,32 @@ describe('computedTokens', () => {
     expect(computedTokens(batch(store(3, { medium: 'CPU' })))).toBe(0);
     expect(computedTokens(batch(store(3, { blockSize: 0, tokenIds: [] })))).toBe(0);
     expect(computedTokens(batch(store(3, { groupIdx: 1 })))).toBe(0);
+  });
+
+  it('counts a batch the core scanned from its summary, decoding its events only when its stores mix block sizes', () => {
+    // Device-tier events (the layout the core reads): stores of 1-3 blocks of 4 or 8 tokens, removals, clears.
+    const event: fc.Arbitrary<KvEvent> = fc.oneof(
+      { weight: 4, arbitrary: fc.record({ blocks: fc.integer({ min: 1, max: 3 }), size: fc.constantFrom(4, 4, 4, 8), medium: fc.constantFrom(null, 'GPU') }).map(({ blocks, size, medium }) => store(blocks, { blockSize: size, tokenIds: Array.from({ length: blocks * size }, (_, i) => 7000 + i), medium })) },
+      { weight: 2, arbitrary: fc.nat(3).map((n): KvEvent => ({ type: 'removed', blockHashes: Array.from({ length: n }, (_, i) => BigInt(i + 1)), medium: 'GPU' })) },
+      { weight: 1, arbitrary: fc.constant<KvEvent>({ type: 'cleared' }) },
+    );
+    let summarized = 0;
+    fc.assert(
+      fc.property(fc.array(event, { maxLength: 6 }), fc.constantFrom<'array' | 'map'>('array', 'map'), (events, form) => {
+        const payload = encodeKvBatch({ ts: 1, dpRank: 0, events }, form);
+        const wire = readKvBatch(payload);
+        expect(wire).toBeInstanceOf(WireKvBatch);
+        let read = false;
+        Object.defineProperty(wire, 'events', { get: () => ((read = true), decodeKvBatch(payload).events) });
+        const stores = events.filter((e): e is BlockStored => e.type === 'stored');
+        expect(computedTokens(wire)).toBe(stores.reduce((sum, e) => sum + e.blockHashes.length * e.blockSize, 0));
+        expect(read).toBe(stores.some((e) => e.blockSize !== stores[0]!.blockSize));
+        if (!read) summarized++;
+      }),
+      { numRuns: 200 },
+    );
+    // Batches of 200 runs read from their summary alone: 138-171 over 50 fc.sample seeds.
+    expect(summarized).toBeGreaterThan(40);
   });
 });
 
