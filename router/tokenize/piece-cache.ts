@@ -23,7 +23,19 @@ interface Entry<V> {
   weight: number;
   /** Hit since the eviction hand last passed it. */
   used: boolean;
+  /** Still in the cache (an entry dropped stays in `recent` until written over). */
+  live: boolean;
 }
+
+/**
+ * Entries last hit, checked by comparing texts before any fingerprint: a
+ * prompt's recurring parts (a system prompt, the generation prompt) come back
+ * as equal or identical strings request after request, and comparing them
+ * costs less than hashing them.
+ */
+const RECENT = 4;
+/** Only texts this short are kept in `recent`: comparing two long texts of one length may read all of them. */
+const RECENT_CHARS = 2048;
 
 /** Texts kept per fingerprint; more only happens with crafted input. */
 const BUCKET_LIMIT = 4;
@@ -35,13 +47,30 @@ const TAIL = 16;
 
 export function fingerprint(text: string): number {
   const n = text.length;
-  let h = Math.imul(n ^ 0x9e3779b9, 0x85ebca6b);
-  const step = n > WHOLE ? Math.floor(n / SAMPLES) : 1;
-  for (let i = 0; i < n; i += step) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
-  for (let i = Math.max(0, n - TAIL); i < n; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x5bd1e995);
+  let a = Math.imul(n ^ 0x9e3779b9, 0x85ebca6b);
+  let b = a ^ 0x27d4eb2f;
+  if (n <= WHOLE) {
+    // Two lanes (even and odd characters) halve the chain of dependent multiplies.
+    let i = 0;
+    for (; i + 1 < n; i += 2) {
+      a = Math.imul(a ^ text.charCodeAt(i), 0x01000193);
+      b = Math.imul(b ^ text.charCodeAt(i + 1), 0x01000193);
+    }
+    if (i < n) a = Math.imul(a ^ text.charCodeAt(i), 0x01000193);
+  } else {
+    const step = Math.floor(n / SAMPLES);
+    for (let i = 0; i < n; i += step) a = Math.imul(a ^ text.charCodeAt(i), 0x01000193);
+    for (let i = n - TAIL; i < n; i++) b = Math.imul(b ^ text.charCodeAt(i), 0x5bd1e995);
+  }
+  let h = a ^ Math.imul(b ^ (b >>> 16), 0x5bd1e995);
   h ^= h >>> 15;
   h = Math.imul(h, 0x2c1b3c6d);
   return h ^ (h >>> 13);
+}
+
+/** The bucket of a text under a tag; the empty tag (most lookups) costs nothing to hash. */
+function keyOf(text: string, tag: string): number {
+  return tag.length === 0 ? fingerprint(text) : fingerprint(text) ^ fingerprint(tag);
 }
 
 /**
@@ -58,6 +87,8 @@ export class TextCache<V> {
   private readonly buckets = new Map<number, Entry<V>[]>();
   /** The eviction hand: a live iterator over the buckets, oldest first. */
   private hand: Iterator<[number, Entry<V>[]]> | null = null;
+  private readonly recent: (Entry<V> | undefined)[] = new Array<Entry<V> | undefined>(RECENT).fill(undefined);
+  private recentAt = 0;
   private total = 0;
   hits = 0;
   misses = 0;
@@ -78,18 +109,27 @@ export class TextCache<V> {
   clear(): void {
     this.buckets.clear();
     this.hand = null;
+    this.recent.fill(undefined);
     this.total = 0;
     this.hits = 0;
     this.misses = 0;
   }
 
   get(text: string, tag = ''): V | undefined {
-    const bucket = this.buckets.get(fingerprint(text) ^ fingerprint(tag));
+    for (const entry of this.recent) {
+      if (entry !== undefined && entry.live && entry.text === text && entry.tag === tag) {
+        entry.used = true;
+        this.hits++;
+        return entry.value;
+      }
+    }
+    const bucket = this.buckets.get(keyOf(text, tag));
     if (bucket !== undefined) {
       for (const entry of bucket) {
         if (entry.text === text && entry.tag === tag) {
           entry.used = true;
           this.hits++;
+          if (text.length <= RECENT_CHARS) this.recent[this.recentAt++ % RECENT] = entry;
           return entry.value;
         }
       }
@@ -107,16 +147,27 @@ export class TextCache<V> {
   set(text: string, value: V, tag = '', owned = false): void {
     const weight = this.weigh(value);
     if (weight > this.capacity) return;
-    const fp = fingerprint(text) ^ fingerprint(tag);
+    const fp = keyOf(text, tag);
     let bucket = this.buckets.get(fp);
     if (bucket === undefined) {
       bucket = [];
       this.buckets.set(fp, bucket);
     }
-    const same = bucket.findIndex((e) => e.text === text && e.tag === tag);
-    if (same >= 0) this.total -= bucket.splice(same, 1)[0]!.weight;
-    bucket.unshift({ text: owned ? text : detached(text), tag, value, weight, used: false });
-    while (bucket.length > BUCKET_LIMIT) this.total -= bucket.pop()!.weight;
+    for (let i = 0; i < bucket.length; i++) {
+      const e = bucket[i]!;
+      if (e.text === text && e.tag === tag) {
+        e.live = false;
+        this.total -= e.weight;
+        bucket.splice(i, 1);
+        break;
+      }
+    }
+    bucket.unshift({ text: owned ? text : detached(text), tag, value, weight, used: false, live: true });
+    while (bucket.length > BUCKET_LIMIT) {
+      const dropped = bucket.pop()!;
+      dropped.live = false;
+      this.total -= dropped.weight;
+    }
     this.total += weight;
     this.evict();
   }
@@ -139,6 +190,7 @@ export class TextCache<V> {
         const e = bucket[i]!;
         if (e.used) e.used = false;
         else {
+          e.live = false;
           bucket.splice(i, 1);
           this.total -= e.weight;
         }

@@ -48,20 +48,26 @@ export function encodeTexts(codec: TextCodec, texts: readonly string[], whole: b
 /** A piece of a prompt being assembled: known ids, a special token, or texts[i] (as a negative -1 - i). */
 type Slot = Uint32Array | number;
 
+/** Pending texts found by a linear scan, up to this many. */
+const PENDING_SCAN = 8;
+
 /** Gathers the texts of a plan, each distinct text once. */
 class Pending {
   readonly texts: string[] = [];
   chars = 0;
-  private readonly index = new Map<string, number>();
+  /** Built once there are more texts than a scan finds quickly (a short prompt has a handful). */
+  private index: Map<string, number> | null = null;
 
   /** The slot standing for `text`'s ids. */
   slot(text: string): number {
-    let i = this.index.get(text);
-    if (i === undefined) {
-      i = this.texts.length;
-      this.texts.push(text);
-      this.index.set(text, i);
+    const texts = this.texts;
+    let i = this.index === null ? texts.indexOf(text) : (this.index.get(text) ?? -1);
+    if (i < 0) {
+      i = texts.length;
+      texts.push(text);
       this.chars += text.length;
+      if (this.index !== null) this.index.set(text, i);
+      else if (i >= PENDING_SCAN) this.index = new Map(texts.map((t, j) => [t, j]));
     }
     return -1 - i;
   }
@@ -218,7 +224,8 @@ export class PromptEncoder {
    */
   plan(parts: readonly string[]): EncodePlan {
     if (this.current === 'whole' || parts.length === 1) return this.planText(parts.join(''), this.current);
-    let earlier = this.conversations.get(parts[1]!, parts[0]!);
+    // Only conversations of CONVERSATION_MIN_PARTS are kept; a shorter prompt looks its few parts up one by one.
+    let earlier = parts.length < CONVERSATION_MIN_PARTS ? undefined : this.conversations.get(parts[1]!, parts[0]!);
     // A turn kept where a later one was written since (and not kept) is gone.
     if (earlier !== undefined && earlier.store.holder !== earlier) earlier = undefined;
     // The parts an earlier turn shares were found separable when it was encoded.

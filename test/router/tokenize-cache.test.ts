@@ -20,6 +20,25 @@ describe('TextCache', () => {
     expect(cache.get(`xc${'a'.repeat(1998)}`)).toBeUndefined();
   });
 
+  it('a text hit a moment ago is found again only while it is cached: replaced, cleared or dropped from its bucket, it is gone', () => {
+    const cache = new TextCache<number>(3, () => 1);
+    cache.set('system prompt', 1);
+    expect(cache.get('system prompt')).toBe(1);
+    cache.set('system prompt', 2); // replaced
+    expect(cache.get('system prompt')).toBe(2);
+    expect(cache.get('system prompt', 'tagged')).toBeUndefined();
+    cache.clear();
+    expect(cache.get('system prompt')).toBeUndefined();
+    // A text dropped from a full bucket (texts sharing a fingerprint, see above).
+    const big = new TextCache<number>(100, () => 1);
+    const twin = (c: string) => `x${c}${'a'.repeat(1998)}`;
+    big.set(twin('b'), 1);
+    expect(big.get(twin('b'))).toBe(1);
+    for (const c of 'cdef') big.set(twin(c), 2);
+    expect(big.get(twin('b'))).toBeUndefined();
+    expect(big.get(twin('f'))).toBe(2);
+  });
+
   it('a tag qualifies the text', () => {
     const cache = new TextCache<string>(100, () => 1);
     cache.set('ok', 'as user', 'user');

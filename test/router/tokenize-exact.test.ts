@@ -51,6 +51,22 @@ describe.each(ENCODINGS.map(([name]) => name))('tiktoken:%s', (name) => {
       { numRuns: 150 },
     );
   });
+
+  it('a prompt repeating many new pieces between special tokens encodes each distinct piece once, with js-tiktoken ids', () => {
+    const { tok, oracle, specials } = cases.get(name)!;
+    let run = 0;
+    fc.assert(
+      // Up to 14 distinct pieces: deduplicated both by the short scan and by the index built past it.
+      fc.property(fc.array(fc.integer({ min: 0, max: 13 }), { minLength: 1, maxLength: 40 }), fc.constantFrom(...specials), (picks, special) => {
+        run++; // pieces new to the cache in every run
+        const text = picks.map((k) => `piece ${run}.${k} of the prompt`).join(special);
+        const plan = tok.planText(text);
+        expect(plan.texts.length).toBe(new Set(picks).size);
+        expect([...plan.run()]).toEqual(oracle.encode(text, 'all'));
+      }),
+      { numRuns: 100 },
+    );
+  });
 });
 
 describe('packBytes', () => {

@@ -36,6 +36,19 @@ describe('conversation ids memory', () => {
   // Turns written into released memory over 40 runs: 30-68 over 50 seeds.
   const INPLACE_FLOOR = 8;
 
+  it('a conversation growing past the kept length and cut back below it gives the template\'s ids on every turn', async () => {
+    const tok = await createTokenizer('tiktoken:o200k_base', io);
+    const all = history(14, 3);
+    // 1 to 14 messages (2 to 15 parts: kept from 8 parts on), then back down to short prompts sharing a kept prefix.
+    const lengths = [...Array.from({ length: 14 }, (_, i) => i + 1), 5, 2, 9, 3];
+    for (const n of lengths) {
+      const messages = all.slice(0, n);
+      const ids = tok.encodeChat(messages);
+      expect([...ids]).toEqual(expected(messages));
+      tok.release(ids);
+    }
+  });
+
   it('a released turn is written over by the next; a held one never is', async () => {
     const t = await createTokenizer('tiktoken:o200k_base', io);
     const base = history(11);
