@@ -339,8 +339,10 @@ export class ModelFleet implements Placement<RoutedRequest> {
    */
   applyEvents(worker: WorkerKey, batch: KvEventBatch): IndexFailure | null {
     const progress = this.decisions.progress;
-    const slot = progress && this.workers.slotOf(worker.id, worker.rank);
-    if (slot !== null && slot !== undefined) progress!.computed(slot, computedTokens(batch));
+    if (progress !== null) {
+      const slot = this.workers.slotOf(worker.id, worker.rank);
+      if (slot !== undefined) progress.computed(slot, computedTokens(batch));
+    }
     return this.cache.applyEvents(worker, batch);
   }
 
