@@ -1,14 +1,39 @@
 import { ORPHANS, STAMP, UNTRACKED, INFO, adjacentChild, chainRun, childFind, memberCount, memberHas, nodeAt, rootChild, treeStarted } from './prefix-nodes';
-import { NO_SLOT, isBitmap, memberBlock, memberCopy, memberMark, memberNext, memberRank, writeWord } from './prefix-members';
+import { MEMBERS, NO_SLOT, isBitmap, memberBlock, memberCopy, memberMark, memberNext, memberRank, setDiffCopy, writeWord } from './prefix-members';
 import { blockCap } from './prefix-memory';
 import { currentEpoch } from './prefix-evict';
-import { activeList, globalSlot, nextStamp, outDepthsPtr, outSlotsPtr, slotMark, slotOffset, slotStride } from './prefix-slots';
+import { RUN_BYTES, activeList, globalSlot, nextStamp, outDepthsPtr, outRunsPtr, outSlotsPtr, slotMark, slotOffset, slotStride } from './prefix-slots';
 
 // findMatches: for each worker holding the prompt's first block, how many
 // leading blocks it holds (it holds the nodes of blocks 0..d-1 along the
-// prompt's path and not block d). Output: `count` (slot, depth) pairs in the
-// outSlots/outDepths columns, each slot once, in no particular order; slots
-// are the model's (see prefix-slots.ts).
+// prompt's path and not block d). Slots are the model's (see prefix-slots.ts).
+//
+// The answer is compact: most workers of a shared prompt match to the same
+// depth, so it names them as a set, read in place from the node that holds
+// them, rather than one by one. Every worker holding the first block is in
+// exactly one of
+// - a run: a node's members less its child's, all at one depth (the walk
+//   stepped from the node to the child there, and the workers the child
+//   lacks matched to that depth; the last node walked has no child: all its
+//   members). Records of RUN_BYTES at outRunsPtr(), in walk order:
+//     +0  depth   u32  the run's workers' depth
+//     +4  count   u32  its workers: countA - countB
+//     +8  countA  u32  set A, the node's member set as the node keeps it
+//     +12 wordA   u32  (prefix-members.ts: count, and the one member's shard slot
+//                      or the address of its member block)
+//     +16 countB  u32  set B, the child's member set (a subset of A), the
+//     +20 wordB   u32  workers left out; countB 0: none
+//     +24 map     u32  stride << 16 | offset: shard slot s is model slot
+//                      s x stride + offset
+//     +28         u32  0
+// - a pair (slot, depth) in the outSlots/outDepths columns: the workers the
+//   walk met one by one (a drop-out of a few, or the explicit form below).
+// The record at matchAnswerPtr() says where the answer is:
+//   +0 workers u32, +4 runs u32, +8 pairs u32, +12 runsPtr u32,
+//   +16 slotsPtr u32, +20 depthsPtr u32
+// matchExpand() writes the runs' workers as pairs after the walk's, for a
+// reader that wants one pair per worker. Sets are read in place: the answer
+// holds until the next event changes the index.
 //
 // The walk keeps the set of still-matching workers in one of two forms:
 // - implicit: exactly the current node's members. While the next node has no
@@ -46,8 +71,77 @@ const LOOKUP_RATIO: u32 = 8;
 // that does not track orphans, a child this small is checked member by
 // member for being a subset of the current set.
 const FEW_SURVIVORS: u32 = 32;
+// A drop-out of at least 1/RUN_SHARE of the current members is a run; a
+// smaller one is written as pairs. Each run's set A then holds at most
+// RUN_SHARE times the workers the run reports past the next run's A, so
+// reading every run's A costs a reader a few times the workers at most.
+const RUN_SHARE: u32 = 4;
 
 let out: u32 = 0; // pairs written so far
+let runs: u32 = 0; // runs written so far
+let workers: u32 = 0; // the answer's workers
+let expanded = false;
+const answer: usize = memory.data(24, 4);
+
+/** The record of where the last answer is (see the header). */
+export function matchAnswerPtr(): usize {
+  return answer;
+}
+
+// Writes the record (after a walk or an expansion).
+function recordAnswer(): void {
+  store<u32>(answer, workers);
+  store<u32>(answer, runs, 4);
+  store<u32>(answer, out, 8);
+  store<u32>(answer, <u32>outRunsPtr(), 12);
+  store<u32>(answer, <u32>outSlotsPtr(), 16);
+  store<u32>(answer, <u32>outDepthsPtr(), 20);
+}
+
+@inline
+export function answerRuns(): u32 {
+  return runs;
+}
+
+@inline
+export function answerPairs(): u32 {
+  return out;
+}
+
+/** Records a run: the members of the node at ap less those of the node at bp (0: none), at depth. */
+function emitRun(ap: usize, bp: usize, depth: u32): void {
+  const r = outRunsPtr() + <usize>runs * RUN_BYTES;
+  const countA = memberCount(ap);
+  const countB = bp == 0 ? 0 : memberCount(bp);
+  store<u32>(r, depth);
+  store<u32>(r, countA - countB, 4);
+  store<u32>(r, countA, 8);
+  store<u32>(r, load<u32>(ap, MEMBERS), 12);
+  store<u32>(r, countB, 16);
+  store<u32>(r, bp == 0 ? 0 : load<u32>(bp, MEMBERS), 20);
+  store<u32>(r, (slotStride() << 16) | slotOffset(), 24);
+  store<u32>(r, 0, 28);
+  runs++;
+}
+
+/**
+ * Writes the runs' workers as pairs after the walk's pairs (once per
+ * answer); returns the pairs, one per worker.
+ */
+export function matchExpand(): u32 {
+  if (expanded) return out;
+  expanded = true;
+  const stride = slotStride();
+  const offset = slotOffset();
+  for (let i: u32 = 0; i < runs; i++) {
+    const r = outRunsPtr() + <usize>i * RUN_BYTES;
+    const start = out;
+    out += setDiffCopy(load<u32>(r, 8), load<u32>(r, 12), load<u32>(r, 16), load<u32>(r, 20), outSlotsPtr() + (<usize>out << 2), stride, offset);
+    fillDepths(start, out, load<u32>(r));
+  }
+  recordAnswer();
+  return out;
+}
 
 @inline
 function emit(slot: u32, depth: u32): void {
@@ -137,15 +231,28 @@ function within(cp: usize, pp: usize): bool {
   return true;
 }
 
-/** Walks the hashes at ptr (count u64 local hashes); returns the number of (slot, depth) pairs. */
+/**
+ * Walks the hashes at ptr (count u64 local hashes) and writes the answer
+ * (see the header); returns its workers.
+ */
 export function findMatches(ptr: usize, count: u32, earlyExit: bool): u32 {
+  walk(ptr, count, earlyExit);
+  recordAnswer();
+  return workers;
+}
+
+function walk(ptr: usize, count: u32, earlyExit: bool): void {
   out = 0;
-  if (count == 0 || !treeStarted()) return 0;
+  runs = 0;
+  workers = 0;
+  expanded = false;
+  if (count == 0 || !treeStarted()) return;
   let cur = rootChild(load<u64>(ptr));
-  if (cur == 0) return 0;
+  if (cur == 0) return;
   let curAt = nodeAt(cur);
   let curCount = memberCount(curAt);
-  if (curCount == 0) return 0;
+  if (curCount == 0) return;
+  workers = curCount;
   const epoch = <u16>currentEpoch();
   stampWalked(curAt, epoch);
   let depth: u32 = 1;
@@ -179,7 +286,10 @@ export function findMatches(ptr: usize, count: u32, earlyExit: bool): u32 {
     if (listed == 0) {
       const tracked = (load<u32>(curAt, INFO) & UNTRACKED) == 0;
       if (tracked ? load<u16>(cp, ORPHANS) == 0 : childCount <= FEW_SURVIVORS && within(cp, curAt)) {
-        if (childCount != curCount) emitDropped(curAt, cp, depth);
+        if (childCount != curCount) {
+          if ((curCount - childCount) * RUN_SHARE >= curCount) emitRun(curAt, cp, depth);
+          else emitDropped(curAt, cp, depth);
+        }
         cur = child;
         curAt = cp;
         curCount = childCount;
@@ -205,7 +315,7 @@ export function findMatches(ptr: usize, count: u32, earlyExit: bool): u32 {
         else emit(slot, depth);
       }
     }
-    if (kept == 0) return out;
+    if (kept == 0) return;
     cur = child;
     curAt = cp;
     depth++;
@@ -214,9 +324,8 @@ export function findMatches(ptr: usize, count: u32, earlyExit: bool): u32 {
     curCount = kept;
   }
   if (listed == 0) {
-    emitMembers(curAt, depth);
+    emitRun(curAt, 0, depth);
   } else {
     for (let k: u32 = 0; k < listed; k++) emit(load<u32>(list + (<usize>k << 2)), depth);
   }
-  return out;
 }
