@@ -1,0 +1,94 @@
+import { grownCapacity, regrow } from './grow';
+import { COPY_SLACK, setDiffCopy, setHas } from './prefix-members';
+import { RUN_BYTES } from './prefix-slots';
+import { COL_TOUCH, adoptTouched, freshRecord, isCurrent, ledgerTouchedCount, ledgerTouchedPtr, projectionColumn, recordDepth, withDepth } from './ledger/projection';
+import { rowCount } from './ledger/rows';
+
+// The runs of a match answer (prefix-match.ts), as a decision reads them: a
+// run is the members of one node less those of its child, at one depth, its
+// sets read where they are (in the index's nodes). A decision that need not
+// look at each worker of a run (its cost bound already exceeds the best,
+// select-fast.ts) reads only its depth and count.
+
+// The last run's workers as model slots (runSlots).
+let scratch: usize = 0;
+let scratchCapacity: u32 = 0;
+
+@inline
+export function runAt(runs: usize, i: u32): usize {
+  return runs + <usize>i * RUN_BYTES;
+}
+
+@inline
+export function runDepth(run: usize): u32 {
+  return load<u32>(run);
+}
+
+/** The run's workers. */
+@inline
+export function runWorkers(run: usize): u32 {
+  return load<u32>(run, 4);
+}
+
+/**
+ * The run's workers as model slots, in a list valid until the next call. May
+ * grow memory: the list is sized to the rows (or the run's set, if larger),
+ * so it grows with the fleet, not with each larger run.
+ */
+export function runSlots(run: usize): usize {
+  const countA = load<u32>(run, 8);
+  const need = max(countA, rowCount()) + COPY_SLACK;
+  if (need > scratchCapacity) {
+    const cap = grownCapacity(scratchCapacity, need);
+    scratch = regrow(scratch, scratchCapacity, cap, 4);
+    scratchCapacity = cap;
+  }
+  const map = load<u32>(run, 24);
+  setDiffCopy(countA, load<u32>(run, 12), load<u32>(run, 16), load<u32>(run, 20), scratch, map >> 16, map & 0xffff);
+  return scratch;
+}
+
+/** Whether model slot w is one of the run's workers. */
+export function runHolds(run: usize, w: u32): bool {
+  const map = load<u32>(run, 24);
+  const stride = map >> 16;
+  const offset = map & 0xffff;
+  if (w < offset || (w - offset) % stride != 0) return false;
+  const slot = (w - offset) / stride;
+  const countB = load<u32>(run, 16);
+  return setHas(load<u32>(run, 8), load<u32>(run, 12), slot) && !(countB != 0 && setHas(countB, load<u32>(run, 20), slot));
+}
+
+/**
+ * Adds the runs' workers to the projection ledgerProject started (its TOUCH
+ * records and touched list, ledger/projection.ts), as it adds pairs: each
+ * run's depth, credited as itself (an index's answer has no credits).
+ */
+export function projectRuns(runs: usize, count: u32): void {
+  if (count == 0) return;
+  const records = projectionColumn(COL_TOUCH);
+  const list = ledgerTouchedPtr();
+  let listed = ledgerTouchedCount();
+  const n = rowCount();
+  for (let r: u32 = 0; r < count; r++) {
+    const run = runAt(runs, r);
+    const depth = runDepth(run);
+    if (depth == 0) continue;
+    const members = runSlots(run);
+    const m = runWorkers(run);
+    for (let k: u32 = 0; k < m; k++) {
+      const slot = load<u32>(members + (<usize>k << 2));
+      if (slot >= n) continue;
+      const t = records + (<usize>slot << 3);
+      const record = load<u64>(t);
+      if (!isCurrent(record)) {
+        store<u32>(list + (<usize>listed << 2), slot);
+        listed++;
+        store<u64>(t, freshRecord(depth));
+      } else if (depth > recordDepth(record)) {
+        store<u64>(t, withDepth(record, depth));
+      }
+    }
+  }
+  adoptTouched(listed);
+}
