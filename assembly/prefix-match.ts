@@ -1,6 +1,5 @@
 import { ORPHANS, STAMP, UNTRACKED, INFO, adjacentChild, chainRun, childFind, memberCount, memberHas, nodeAt, rootChild, treeStarted } from './prefix-nodes';
-import { MEMBERS, NO_SLOT, isBitmap, memberBlock, memberCopy, memberMark, memberNext, memberRank, setDiffCopy, writeWord } from './prefix-members';
-import { blockCap } from './prefix-memory';
+import { MEMBERS, NO_SLOT, memberCopy, memberMark, memberNext, setDiffCopy } from './prefix-members';
 import { currentEpoch } from './prefix-evict';
 import { RUN_BYTES, activeList, globalSlot, nextStamp, outDepthsPtr, outRunsPtr, outSlotsPtr, slotMark, slotOffset, slotStride } from './prefix-slots';
 
@@ -66,10 +65,8 @@ import { RUN_BYTES, activeList, globalSlot, nextStamp, outDepthsPtr, outRunsPtr,
 // An explicit list much shorter than the child's members is intersected by
 // looking each slot up rather than by marking all the child's members.
 const LOOKUP_RATIO: u32 = 8;
-// A drop-out leaving at most this many survivors copies every member out and
-// takes the survivors back, instead of checking each member; and under a node
-// that does not track orphans, a child this small is checked member by
-// member for being a subset of the current set.
+// Under a node that does not track orphans, a child this small is checked
+// member by member for being a subset of the current set.
 const FEW_SURVIVORS: u32 = 32;
 // A drop-out of at least 1/RUN_SHARE of the current members is a run; a
 // smaller one is written as pairs. Each run's set A then holds at most
@@ -158,13 +155,6 @@ function fillDepths(from: u32, to: u32, depth: u32): void {
   for (; p < end; p += 4) store<u32>(p, depth);
 }
 
-/** Emits every member of the node at p at depth. */
-function emitMembers(p: usize, depth: u32): void {
-  const start = out;
-  out += memberCopy(p, outSlotsPtr() + (<usize>out << 2), slotStride(), slotOffset());
-  fillDepths(start, out, depth);
-}
-
 @inline
 function stampWalked(p: usize, epoch: u16): void {
   if (load<u16>(p, STAMP) != epoch) store<u16>(p, epoch, STAMP);
@@ -172,56 +162,9 @@ function stampWalked(p: usize, epoch: u16): void {
 
 /** Emits at depth the members of cur that are not members of child (child's members are a subset). */
 function emitDropped(curAt: usize, childAt: usize, depth: u32): void {
-  const curBlock = memberBlock(curAt);
-  const childBlock = memberBlock(childAt);
-  if (curBlock != 0 && childBlock != 0 && isBitmap(curBlock) && isBitmap(childBlock)) {
-    // Word by word: the bits of cur that child lacks, written as slots, the depths after.
-    const words = blockCap(curBlock);
-    const childWords = blockCap(childBlock);
-    const dense = memberCount(curAt) - memberCount(childAt) >= words << 3;
-    const start = out;
-    let at = outSlotsPtr() + (<usize>out << 2);
-    for (let w: u32 = 0; w < words; w++) {
-      let word = load<u32>(curBlock + 4 + (<usize>w << 2));
-      if (w < childWords) word &= ~load<u32>(childBlock + 4 + (<usize>w << 2));
-      at = writeWord(at, word, w << 5, slotStride(), slotOffset(), dense);
-    }
-    out = <u32>((at - outSlotsPtr()) >> 2);
-    fillDepths(start, out, depth);
-    return;
-  }
-  const survivors = memberCount(childAt);
-  if (survivors <= FEW_SURVIVORS) {
-    // Copy all, then swap each survivor out, highest position first, so the
-    // entry pulled in from the end is never a survivor still to be removed.
-    const start = out;
-    emitMembers(curAt, depth);
-    const positions = activeList();
-    for (let s = memberNext(childAt, 0, survivors), i: u32 = 0; s != NO_SLOT; s = memberNext(childAt, s + 1, survivors), i++) {
-      const at = memberRank(curAt, s);
-      let j = i;
-      for (; j > 0 && load<u32>(positions + (<usize>(j - 1) << 2)) < at; j--) {
-        store<u32>(positions + (<usize>j << 2), load<u32>(positions + (<usize>(j - 1) << 2)));
-      }
-      store<u32>(positions + (<usize>j << 2), at);
-    }
-    const slotsOut = outSlotsPtr();
-    for (let i: u32 = 0; i < survivors; i++) {
-      out--;
-      const at = start + load<u32>(positions + (<usize>i << 2));
-      store<u32>(slotsOut + (<usize>at << 2), load<u32>(slotsOut + (<usize>out << 2)));
-    }
-    return;
-  }
-  const stamp = nextStamp();
-  memberMark(childAt, stamp);
-  // Copy cur's members out, then emit the unmarked ones.
-  const list = activeList();
-  const count = memberCopy(curAt, list, 1, 0);
-  for (let k: u32 = 0; k < count; k++) {
-    const slot = load<u32>(list + (<usize>k << 2));
-    if (slotMark(slot) != stamp) emit(slot, depth);
-  }
+  const start = out;
+  out += setDiffCopy(memberCount(curAt), load<u32>(curAt, MEMBERS), memberCount(childAt), load<u32>(childAt, MEMBERS), outSlotsPtr() + (<usize>out << 2), slotStride(), slotOffset());
+  fillDepths(start, out, depth);
 }
 
 /** Whether every member of the node at cp is a member of the node at pp. */
