@@ -1,7 +1,7 @@
 import { grownCapacity, regrow } from './grow';
 import { COPY_SLACK, setDiffCopy, setHas } from './prefix-members';
 import { RUN_BYTES } from './prefix-slots';
-import { COL_TOUCH, adoptTouched, freshRecord, isCurrent, ledgerTouchedCount, ledgerTouchedPtr, projectionColumn, recordDepth, withDepth } from './ledger/projection';
+import { projectOverlaps } from './ledger/projection';
 import { rowCount } from './ledger/rows';
 
 // The runs of a match answer (prefix-match.ts), as a decision reads them: a
@@ -59,36 +59,10 @@ export function runHolds(run: usize, w: u32): bool {
   return setHas(load<u32>(run, 8), load<u32>(run, 12), slot) && !(countB != 0 && setHas(countB, load<u32>(run, 20), slot));
 }
 
-/**
- * Adds the runs' workers to the projection ledgerProject started (its TOUCH
- * records and touched list, ledger/projection.ts), as it adds pairs: each
- * run's depth, credited as itself (an index's answer has no credits).
- */
+/** Adds the runs' workers to the projection ledgerProject started, as it adds pairs (ledger/projection.ts). */
 export function projectRuns(runs: usize, count: u32): void {
-  if (count == 0) return;
-  const records = projectionColumn(COL_TOUCH);
-  const list = ledgerTouchedPtr();
-  let listed = ledgerTouchedCount();
-  const n = rowCount();
   for (let r: u32 = 0; r < count; r++) {
     const run = runAt(runs, r);
-    const depth = runDepth(run);
-    if (depth == 0) continue;
-    const members = runSlots(run);
-    const m = runWorkers(run);
-    for (let k: u32 = 0; k < m; k++) {
-      const slot = load<u32>(members + (<usize>k << 2));
-      if (slot >= n) continue;
-      const t = records + (<usize>slot << 3);
-      const record = load<u64>(t);
-      if (!isCurrent(record)) {
-        store<u32>(list + (<usize>listed << 2), slot);
-        listed++;
-        store<u64>(t, freshRecord(depth));
-      } else if (depth > recordDepth(record)) {
-        store<u64>(t, withDepth(record, depth));
-      }
-    }
+    projectOverlaps(runSlots(run), 0, runWorkers(run), runDepth(run));
   }
-  adoptTouched(listed);
 }
