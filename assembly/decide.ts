@@ -8,7 +8,7 @@ import { groupOf, isRouted, rowCount } from './ledger/rows';
 import { viewFind } from './ledger/views';
 import { STORED, indexFailedUpdate, indexInput, indexInsertRouted } from './prefix-index';
 import { answerPairs, answerRuns, findMatches } from './prefix-match';
-import { outDepthsPtr, outRunsPtr, outSlotsPtr } from './prefix-slots';
+import { RUN_BYTES, outDepthsPtr, outRunsPtr, outSlotsPtr } from './prefix-slots';
 import { projectRuns, runAt, runDepth, runSlots, runWorkers } from './match-runs';
 import { FALLBACK, PATH_FAST, PATH_SCAN, decideFast, fusedDecision, fusedProjectionPartial, projectFused } from './select-fast';
 import { scanDecide, scanEligibility, selectLastCost } from './select';
@@ -62,7 +62,8 @@ import { scanDecide, scanEligibility, selectLastCost } from './select';
 //                                   its credit where the matches had credits
 //   +168 third            f64  in   the cost's third weight (ttft: its KV weight; kv: 0)
 //   +176 runs             u32  in   runs of the index's answer (prefix-match.ts) besides the pairs;
-//                                   written by decideMatch, 0 after decideUseMatches
+//                                   written by decideMatch, 0 after decideUseMatches, the host's
+//                                   by decideUseRuns
 //   +180 runsPtr          u32  in   where they are
 // The counts of the decision are at selectCountsPtr() (select.ts).
 
@@ -78,6 +79,11 @@ const block: usize = memory.data(184, 8);
 // (slot, depth, credit) triples: u32 slots, u32 depths, then f64 credits.
 let hostMatches: usize = 0;
 let matchCapacity: u32 = 0;
+// Runs of answers found outside this core (a sharded index's cores' runs),
+// staged by the host: run records (prefix-match.ts), then the member blocks
+// they name, copied from their cores (the records hold their addresses here).
+let hostRuns: usize = 0;
+let hostRunBytes: usize = 0;
 
 export function decideBlock(): usize {
   return block;
@@ -153,6 +159,26 @@ export function decideUseMatches(count: u32, credited: bool): void {
 }
 
 /**
+ * Room for `runs` run records and `words` u32 of member blocks after them,
+ * at the returned address. May grow memory.
+ */
+export function decideReserveRuns(runs: u32, words: u32): usize {
+  const bytes = <usize>runs * RUN_BYTES + (<usize>words << 2);
+  if (bytes > hostRunBytes) {
+    const cap = <usize>grownCapacity(<u32>hostRunBytes, <u32>bytes, 256);
+    hostRuns = regrow(hostRuns, <u32>hostRunBytes, <u32>cap, 1);
+    hostRunBytes = cap;
+  }
+  return hostRuns;
+}
+
+/** Uses the `runs` run records the host staged at decideReserveRuns' address beside the matches it staged (after decideUseMatches). */
+export function decideUseRuns(runs: u32): void {
+  setU32(176, runs);
+  setU32(180, <u32>hostRuns);
+}
+
+/**
  * The deepest cached prefix among the index's matches on workers the staged
  * allow-list (listCount) and group table (groupCount) allow; writes bestDepth.
  */
@@ -175,12 +201,12 @@ export function decideBestDepth(): u32 {
     if (searched ? !listed(w, <u32>list) : list > 16 && load<u8>(mask + w) == 0) continue;
     best = depth;
   }
-  // Runs come in walk order, shallowest first: from the deepest, until one is no deeper than the best.
+  // Runs no deeper than the best so far are passed over unread.
   const runs = <usize>u32At(180);
   for (let r = u32At(176); r > 0; ) {
     const run = runAt(runs, --r);
     const depth = runDepth(run);
-    if (depth <= best) break;
+    if (depth <= best) continue;
     const members = runSlots(run);
     const m = runWorkers(run);
     for (let i: u32 = 0; i < m; i++) {

@@ -295,8 +295,10 @@ const single: usize = memory.data(4, 4);
 
 /**
  * The index's answer (its pairs, then its runs, prefix-match.ts) in
- * projectFused, deepest first: pairs and runs each come in walk order, so
- * the pairs deeper than a run go before it. A run whose bound at its depth
+ * projectFused, deepest first where it can: one core's pairs and runs each
+ * come in walk order, so the pairs deeper than a run go before it (a host's,
+ * from several cores, come core after core: each entry is still taken once,
+ * and exactly, only bounds bite later). A run whose bound at its depth
  * exceeds the best so far for every allowed group is not expanded: only the
  * holders among its workers can matter (see fusedMatches), and they are
  * looked up in its sets.

@@ -18,6 +18,7 @@
 // Node counts (stats().nodes) add up per shard: a block several shards' workers
 // hold is a node in each.
 import { Core } from './core.js';
+import type { AnswerStage } from './decision-contract.js';
 import { WorkerSlots, type WorkerKey } from './workers.js';
 import {
   checkArrayLike,
@@ -32,7 +33,7 @@ import {
   type PrefixIndexOptions,
   type PrefixIndexStats,
 } from './prefix-index-api.js';
-import { CompactAnswer, PrefixIndex, staleAnswer, type Eviction, type MatchPairs, type RoutedTop, type WireOutcome } from './prefix-index.js';
+import { CompactAnswer, PrefixIndex, RUN_WORDS, staleAnswer, type Eviction, type MatchPairs, type RoutedTop, type WireOutcome } from './prefix-index.js';
 
 /** Most index bytes a shard is given: a wasm32 memory holds 4 GiB, and the heap needs room to move tables. */
 export const SHARD_BOUND_BYTES = 3 * 2 ** 30;
@@ -148,6 +149,38 @@ export class ShardedPrefixIndex implements PrefixIndexApi {
     const answer = new CompactAnswer(count, this, this.matchesEpoch());
     if (earlyExit) cutSingleSurvivor(answer.depths);
     return answer;
+  }
+
+  /**
+   * findMatches, its answer staged in another core as it is (AnswerStage,
+   * bindings/decision-contract.ts): every shard's pairs, run records and the
+   * member blocks they name, so the decision there reads runs, not a pair
+   * per worker. Returns how many pairs and runs it staged.
+   */
+  stageAnswer(local: BigUint64Array, into: AnswerStage): { pairs: number; runs: number } {
+    this.findMatches(local);
+    const sizes = this.shards.map((shard, i) => (this.found[i] === 0 ? null : shard.answerSize()));
+    let pairs = 0;
+    let runs = 0;
+    let words = 0;
+    for (const size of sizes) {
+      if (!size) continue;
+      pairs += size.pairs;
+      runs += size.runs;
+      words += size.words;
+    }
+    const stage = into.reserve(pairs, runs, words);
+    let p = 0;
+    let r = 0;
+    let w = RUN_WORDS * runs;
+    for (let i = 0; i < sizes.length; i++) {
+      const size = sizes[i];
+      if (!size) continue;
+      w = this.shards[i]!.copyAnswer(stage, p, pairs, r, w);
+      p += size.pairs;
+      r += size.runs;
+    }
+    return { pairs, runs };
   }
 
   /** The last findMatches' pairs over every shard, merged (each shard's answer written as pairs first). */

@@ -302,6 +302,57 @@ export class PrefixIndex implements PrefixIndexApi {
     depths.set(words.subarray(depthsFrom, depthsFrom + count), at);
   }
 
+  /**
+   * The last answer's size for staging it in another core (copyAnswer): its
+   * pairs, runs, and the u32 words of the member blocks its runs name.
+   */
+  answerSize(): { pairs: number; runs: number; words: number } {
+    const words = this.wordView();
+    const at = this.answer;
+    const runs = words[at + 1]!;
+    const records = words[at + 3]! >>> 2;
+    let blockWords = 0;
+    for (let r = 0; r < runs; r++) {
+      const rec = records + RUN_WORDS * r;
+      blockWords += setWords(words, words[rec + 2]!, words[rec + 3]!) + setWords(words, words[rec + 4]!, words[rec + 5]!);
+    }
+    return { pairs: words[at + 2]!, runs, words: blockWords };
+  }
+
+  /**
+   * Copies the last answer into a stage in another core (AnswerStage: its
+   * pairs from `pairsAt` of `pairsTotal`, its run records from `runsAt`, the
+   * member blocks they name from word `wordsAt`, the records pointing at
+   * them there); returns the word after the blocks.
+   */
+  copyAnswer(stage: { pairs: Uint32Array; runs: Uint32Array; runsAddress: number }, pairsAt: number, pairsTotal: number, runsAt: number, wordsAt: number): number {
+    const words = this.wordView();
+    const at = this.answer;
+    const runs = words[at + 1]!;
+    const pairs = words[at + 2]!;
+    const records = words[at + 3]! >>> 2;
+    const slots = words[at + 4]! >>> 2;
+    const depths = words[at + 5]! >>> 2;
+    stage.pairs.set(words.subarray(slots, slots + pairs), pairsAt);
+    stage.pairs.set(words.subarray(depths, depths + pairs), pairsTotal + pairsAt);
+    let w = wordsAt;
+    for (let r = 0; r < runs; r++) {
+      const rec = records + RUN_WORDS * r;
+      const out = RUN_WORDS * (runsAt + r);
+      stage.runs.set(words.subarray(rec, rec + RUN_WORDS), out);
+      // Each set of two or more: its block copied, the record pointing at the copy.
+      for (const field of [2, 4]) {
+        const size = setWords(words, words[rec + field]!, words[rec + field + 1]!);
+        if (size === 0) continue;
+        const block = words[rec + field + 1]! >>> 2;
+        stage.runs.set(words.subarray(block, block + size), w);
+        stage.runs[out + field + 1] = stage.runsAddress + 4 * w;
+        w += size;
+      }
+    }
+    return w;
+  }
+
   /** The last answer's pairs, one per worker, as views (the core writes its runs as pairs first). */
   answerPairs(epoch: number, count: number): MatchPairs {
     if (this.core.epoch('matches') !== epoch) throw staleAnswer();
@@ -498,6 +549,17 @@ export class PrefixIndex implements PrefixIndexApi {
     if (count === 0) return EMPTY_MATCH;
     return new CompactAnswer(count, this, this.core.epoch('matches'));
   }
+}
+
+/** u32 words of a run record (assembly/prefix-match.ts). */
+export const RUN_WORDS = 8;
+const BITMAP = 0x80000000;
+
+/** The u32 words of the member block of a set (count, word) in memory `words`: none for a set of at most one. */
+function setWords(words: Uint32Array, count: number, word: number): number {
+  if (count <= 1) return 0;
+  const header = words[word >>> 2]!;
+  return 1 + ((header & BITMAP) !== 0 ? header & ~BITMAP : count);
 }
 
 /** A match result's pairs: one slot and depth per worker. */

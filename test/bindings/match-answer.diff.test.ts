@@ -17,7 +17,26 @@ import type { MatchResult, PrefixIndexApi } from '../../bindings/prefix-index-ap
 import { ShardedPrefixIndex } from '../../bindings/prefix-index-sharded.js';
 import { BlockHasher as ReferenceBlockHasher } from '../../bindings/reference/block-hasher.js';
 import { ReferencePrefixIndex } from '../../bindings/reference/prefix-index.js';
+import { BlockHasher } from '../../bindings/block-hasher.js';
+import { Core as WasmCore } from '../../bindings/core.js';
+import { Decider } from '../../bindings/decider.js';
+import { LoadTable } from '../../bindings/load-table.js';
+import { Selector } from '../../bindings/selector.js';
+import { WorkerSlots } from '../../bindings/workers.js';
 import { BS, BUSY, COSTS, GROUPS, wasmKit } from './decider.fixtures.js';
+
+/** A decision core whose index is sharded over three cores (shard 0 in its own), its answers staged as runs and pairs. */
+function shardedKit(seed: number) {
+  const core = new WasmCore();
+  const workers = new WorkerSlots();
+  const hasher = new BlockHasher({ core });
+  const index = new ShardedPrefixIndex({ core, workers, shards: 3 });
+  const ledger = new LoadTable({ core, workers });
+  const selector = new Selector({ ledger, seed });
+  const matcher: HostMatcher = { find: (local) => index.findMatches(local), epoch: () => index.matchesEpoch(), stage: (local, into) => index.stageAnswer(local, into) };
+  const decider = new Decider({ hasher, ledger, selector, blockSize: BS, matcher });
+  return { workers, index, ledger, decider };
+}
 
 const PREFIXES = 3;
 const PREFIX_BLOCKS = 40;
@@ -170,7 +189,7 @@ describe('compact match answer', () => {
     );
   });
 
-  it('reading the answer in the core decides exactly as the pairs fed from the host', () => {
+  it('reading the answer in the core, or the shards\' answers staged as runs, decides exactly as the pairs fed from the host', () => {
     fc.assert(
       fc.property(fc.integer({ min: 8, max: 140 }), fc.infiniteStream(fc.nat()), (workers, seeds) => {
         const events = fc.sample(fc.array(eventArb(workers), { minLength: 60, maxLength: 260 }), { seed: seeds.next().value, numRuns: 1 })[0]!;
@@ -190,7 +209,7 @@ describe('compact match answer', () => {
           })(),
         };
         fromHost.decider.useMatcher(pairs);
-        const kits = [inCore, fromHost];
+        const kits = [inCore, fromHost, shardedKit(3)];
         for (const kit of kits) {
           for (let w = 0; w < workers; w++) {
             const slot = kit.workers.ensure(`w${w}`);
@@ -214,7 +233,7 @@ describe('compact match answer', () => {
             continue;
           }
           const tokens = tokensOf(askedBlocks(e));
-          const [a, b] = kits.map((kit) => {
+          const [a, b, c] = kits.map((kit) => {
             const prompt = kit.decider.prepare(tokens, DEFAULT_SEED);
             const slotOf = (w: number) => kit.workers.slotOf(`w${w}`)!;
             const constraints: DecisionConstraints = {
@@ -226,7 +245,9 @@ describe('compact match answer', () => {
             return { decision: kit.decider.decide(request), best: kit.decider.bestDepth(prompt, constraints) };
           });
           expect(comparable(a!.decision)).toEqual(comparable(b!.decision));
+          expect(comparable(c!.decision)).toEqual(comparable(b!.decision));
           expect(a!.best).toBe(b!.best);
+          expect(c!.best).toBe(b!.best);
         }
       }),
       { numRuns: 40 },
