@@ -69,9 +69,9 @@ const LOOKUP_RATIO: u32 = 8;
 // member by member for being a subset of the current set.
 const FEW_SURVIVORS: u32 = 32;
 // A drop-out of at least 1/RUN_SHARE of the current members is a run; a
-// smaller one is written as pairs. Each run's set A then holds at most
-// RUN_SHARE times the workers the run reports past the next run's A, so
-// reading every run's A costs a reader a few times the workers at most.
+// smaller one is written as pairs. A run's set A then holds at most
+// RUN_SHARE times the workers the run reports, so a reader going through
+// every run's sets does at most a few times the work of reading pairs.
 const RUN_SHARE: u32 = 4;
 
 let out: u32 = 0; // pairs written so far
