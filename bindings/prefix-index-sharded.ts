@@ -33,7 +33,7 @@ import {
   type PrefixIndexOptions,
   type PrefixIndexStats,
 } from './prefix-index-api.js';
-import { CompactAnswer, PrefixIndex, RUN_WORDS, staleAnswer, type Eviction, type MatchPairs, type RoutedTop, type WireOutcome } from './prefix-index.js';
+import { CompactAnswer, PrefixIndex, RUN_WORDS, staleAnswer, type AnswerSize, type Eviction, type MatchPairs, type RoutedTop, type WireOutcome } from './prefix-index.js';
 
 /** Most index bytes a shard is given: a wasm32 memory holds 4 GiB, and the heap needs room to move tables. */
 export const SHARD_BOUND_BYTES = 3 * 2 ** 30;
@@ -63,6 +63,8 @@ export class ShardedPrefixIndex implements PrefixIndexApi {
   private mergedDepths = new Uint32Array(64);
   // The workers each shard's last answer names.
   private readonly found: Uint32Array;
+  // stageAnswer's counts: the answers' size, and the positions copied to so far.
+  private readonly staged: { size: AnswerSize; at: AnswerSize } = { size: { pairs: 0, runs: 0, words: 0 }, at: { pairs: 0, runs: 0, words: 0 } };
 
   constructor(opts: ShardedIndexOptions = {}) {
     const options = resolveIndexOptions(opts);
@@ -159,28 +161,15 @@ export class ShardedPrefixIndex implements PrefixIndexApi {
    */
   stageAnswer(local: BigUint64Array, into: AnswerStage): { pairs: number; runs: number } {
     this.findMatches(local);
-    const sizes = this.shards.map((shard, i) => (this.found[i] === 0 ? null : shard.answerSize()));
-    let pairs = 0;
-    let runs = 0;
-    let words = 0;
-    for (const size of sizes) {
-      if (!size) continue;
-      pairs += size.pairs;
-      runs += size.runs;
-      words += size.words;
-    }
-    const stage = into.reserve(pairs, runs, words);
-    let p = 0;
-    let r = 0;
-    let w = RUN_WORDS * runs;
-    for (let i = 0; i < sizes.length; i++) {
-      const size = sizes[i];
-      if (!size) continue;
-      w = this.shards[i]!.copyAnswer(stage, p, pairs, r, w);
-      p += size.pairs;
-      r += size.runs;
-    }
-    return { pairs, runs };
+    const size = this.staged.size;
+    size.pairs = size.runs = size.words = 0;
+    for (let i = 0; i < this.shards.length; i++) if (this.found[i] !== 0) this.shards[i]!.answerSize(size);
+    const stage = into.reserve(size.pairs, size.runs, size.words);
+    const at = this.staged.at;
+    at.pairs = at.runs = 0;
+    at.words = RUN_WORDS * size.runs;
+    for (let i = 0; i < this.shards.length; i++) if (this.found[i] !== 0) this.shards[i]!.copyAnswer(stage, at, size.pairs);
+    return { pairs: size.pairs, runs: size.runs };
   }
 
   /** The last findMatches' pairs over every shard, merged (each shard's answer written as pairs first). */

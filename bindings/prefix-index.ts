@@ -303,29 +303,30 @@ export class PrefixIndex implements PrefixIndexApi {
   }
 
   /**
-   * The last answer's size for staging it in another core (copyAnswer): its
-   * pairs, runs, and the u32 words of the member blocks its runs name.
+   * Adds the last answer's size to `size`, for staging it in another core
+   * (copyAnswer): its pairs, runs, and the u32 words of the member blocks
+   * its runs name.
    */
-  answerSize(): { pairs: number; runs: number; words: number } {
+  answerSize(size: AnswerSize): void {
     const words = this.wordView();
     const at = this.answer;
     const runs = words[at + 1]!;
     const records = words[at + 3]! >>> 2;
-    let blockWords = 0;
+    size.pairs += words[at + 2]!;
+    size.runs += runs;
     for (let r = 0; r < runs; r++) {
       const rec = records + RUN_WORDS * r;
-      blockWords += setWords(words, words[rec + 2]!, words[rec + 3]!) + setWords(words, words[rec + 4]!, words[rec + 5]!);
+      size.words += setWords(words, words[rec + 2]!, words[rec + 3]!) + setWords(words, words[rec + 4]!, words[rec + 5]!);
     }
-    return { pairs: words[at + 2]!, runs, words: blockWords };
   }
 
   /**
-   * Copies the last answer into a stage in another core (AnswerStage: its
-   * pairs from `pairsAt` of `pairsTotal`, its run records from `runsAt`, the
-   * member blocks they name from word `wordsAt`, the records pointing at
-   * them there); returns the word after the blocks.
+   * Copies the last answer into a stage in another core (AnswerStage): its
+   * pairs from position `to.pairs` (of `pairsTotal`), its run records from
+   * `to.runs`, the member blocks they name from word `to.words`, the records
+   * pointing at them there; advances `to` past them.
    */
-  copyAnswer(stage: { pairs: Uint32Array; runs: Uint32Array; runsAddress: number }, pairsAt: number, pairsTotal: number, runsAt: number, wordsAt: number): number {
+  copyAnswer(stage: AnswerCopy, to: AnswerSize, pairsTotal: number): void {
     const words = this.wordView();
     const at = this.answer;
     const runs = words[at + 1]!;
@@ -333,15 +334,15 @@ export class PrefixIndex implements PrefixIndexApi {
     const records = words[at + 3]! >>> 2;
     const slots = words[at + 4]! >>> 2;
     const depths = words[at + 5]! >>> 2;
-    stage.pairs.set(words.subarray(slots, slots + pairs), pairsAt);
-    stage.pairs.set(words.subarray(depths, depths + pairs), pairsTotal + pairsAt);
-    let w = wordsAt;
+    stage.pairs.set(words.subarray(slots, slots + pairs), to.pairs);
+    stage.pairs.set(words.subarray(depths, depths + pairs), pairsTotal + to.pairs);
+    let w = to.words;
     for (let r = 0; r < runs; r++) {
       const rec = records + RUN_WORDS * r;
-      const out = RUN_WORDS * (runsAt + r);
+      const out = RUN_WORDS * (to.runs + r);
       stage.runs.set(words.subarray(rec, rec + RUN_WORDS), out);
-      // Each set of two or more: its block copied, the record pointing at the copy.
-      for (const field of [2, 4]) {
+      // Each set of two or more (A at word 2, B at word 4): its block copied, the record pointing at the copy.
+      for (let field = 2; field <= 4; field += 2) {
         const size = setWords(words, words[rec + field]!, words[rec + field + 1]!);
         if (size === 0) continue;
         const block = words[rec + field + 1]! >>> 2;
@@ -350,7 +351,9 @@ export class PrefixIndex implements PrefixIndexApi {
         w += size;
       }
     }
-    return w;
+    to.pairs += pairs;
+    to.runs += runs;
+    to.words = w;
   }
 
   /** The last answer's pairs, one per worker, as views (the core writes its runs as pairs first). */
@@ -549,6 +552,20 @@ export class PrefixIndex implements PrefixIndexApi {
     if (count === 0) return EMPTY_MATCH;
     return new CompactAnswer(count, this, this.core.epoch('matches'));
   }
+}
+
+/** Counts of a compact answer (or positions in a stage of one): pairs, run records, u32 words of member blocks. */
+export interface AnswerSize {
+  pairs: number;
+  runs: number;
+  words: number;
+}
+
+/** Where an answer is staged in another core (AnswerStage.reserve's views). */
+export interface AnswerCopy {
+  pairs: Uint32Array;
+  runs: Uint32Array;
+  runsAddress: number;
 }
 
 /** u32 words of a run record (assembly/prefix-match.ts). */
