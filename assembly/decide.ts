@@ -7,9 +7,10 @@ import { ledgerAdd } from './ledger/requests';
 import { groupOf, isRouted, rowCount } from './ledger/rows';
 import { viewFind } from './ledger/views';
 import { STORED, indexFailedUpdate, indexInput, indexInsertRouted } from './prefix-index';
-import { answerPairs, answerRuns, findMatches } from './prefix-match';
-import { RUN_BYTES, outDepthsPtr, outRunsPtr, outSlotsPtr } from './prefix-slots';
-import { projectRuns, runAt, runDepth, runSlots, runWorkers } from './match-runs';
+import { RUN_BYTES, answerPairs, answerRuns, findMatches, outRunsPtr } from './prefix-match';
+import { outDepthsPtr, outSlotsPtr } from './prefix-slots';
+import { projectRuns, runAt, runDepth, runModelSlot, runNext } from './match-runs';
+import { NO_SLOT } from './prefix-members';
 import { FALLBACK, PATH_FAST, PATH_SCAN, decideFast, fusedDecision, fusedProjectionPartial, projectFused } from './select-fast';
 import { scanDecide, scanEligibility, selectLastCost } from './select';
 
@@ -207,10 +208,9 @@ export function decideBestDepth(): u32 {
     const run = runAt(runs, --r);
     const depth = runDepth(run);
     if (depth <= best) continue;
-    const members = runSlots(run);
-    const m = runWorkers(run);
-    for (let i: u32 = 0; i < m; i++) {
-      const w = load<u32>(members + (<usize>i << 2));
+    // Stepped through in place: this call allocates nothing.
+    for (let s = runNext(run, 0); s != NO_SLOT; s = runNext(run, s + 1)) {
+      const w = runModelSlot(run, s);
       if (w >= n || !groupAllowed(groupOf(w))) continue;
       if (searched ? !listed(w, <u32>list) : list > 16 && load<u8>(mask + w) == 0) continue;
       best = depth;

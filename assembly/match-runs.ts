@@ -1,6 +1,6 @@
 import { grownCapacity, regrow } from './grow';
-import { COPY_SLACK, setDiffCopy, setHas } from './prefix-members';
-import { RUN_BYTES } from './prefix-slots';
+import { COPY_SLACK, NO_SLOT, setDiffCopy, setHas, setNext } from './prefix-members';
+import { RUN_BYTES } from './prefix-match';
 import { projectOverlaps } from './ledger/projection';
 import { rowCount } from './ledger/rows';
 
@@ -46,6 +46,23 @@ export function runSlots(run: usize): usize {
   const map = load<u32>(run, 24);
   setDiffCopy(countA, load<u32>(run, 12), load<u32>(run, 16), load<u32>(run, 20), scratch, map >> 16, map & 0xffff);
   return scratch;
+}
+
+/** The run's first worker at or past shard slot `from`, as a shard slot (NO_SLOT: none); allocates nothing. */
+export function runNext(run: usize, from: u32): u32 {
+  const countA = load<u32>(run, 8);
+  const wordA = load<u32>(run, 12);
+  const countB = load<u32>(run, 16);
+  let slot = setNext(countA, wordA, from);
+  while (slot != NO_SLOT && countB != 0 && setHas(countB, load<u32>(run, 20), slot)) slot = setNext(countA, wordA, slot + 1);
+  return slot;
+}
+
+/** The model slot of one of the run's shard slots. */
+@inline
+export function runModelSlot(run: usize, slot: u32): u32 {
+  const map = load<u32>(run, 24);
+  return slot * (map >> 16) + (map & 0xffff);
 }
 
 /** Whether model slot w is one of the run's workers. */

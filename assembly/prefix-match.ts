@@ -1,7 +1,7 @@
 import { ORPHANS, STAMP, UNTRACKED, INFO, adjacentChild, chainRun, childFind, memberCount, memberHas, nodeAt, rootChild, treeStarted } from './prefix-nodes';
 import { MEMBERS, NO_SLOT, memberCopy, memberMark, memberNext, setDiffCopy } from './prefix-members';
 import { currentEpoch } from './prefix-evict';
-import { RUN_BYTES, activeList, globalSlot, nextStamp, outDepthsPtr, outRunsPtr, outSlotsPtr, slotMark, slotOffset, slotStride } from './prefix-slots';
+import { activeList, globalSlot, nextStamp, outDepthsPtr, outSlotsPtr, slotMark, slotOffset, slotStride } from './prefix-slots';
 
 // findMatches: for each worker holding the prompt's first block, how many
 // leading blocks it holds (it holds the nodes of blocks 0..d-1 along the
@@ -14,7 +14,8 @@ import { RUN_BYTES, activeList, globalSlot, nextStamp, outDepthsPtr, outRunsPtr,
 // - a run: a node's members less its child's, all at one depth (the walk
 //   stepped from the node to the child there, and the workers the child
 //   lacks matched to that depth; the last node walked has no child: all its
-//   members). Records of RUN_BYTES at outRunsPtr(), in walk order:
+//   members). Records of RUN_BYTES at outRunsPtr() (static: at most
+//   MAX_RUNS), in walk order:
 //     +0  depth   u32  the run's workers' depth
 //     +4  count   u32  its workers: countA - countB
 //     +8  countA  u32  set A, the node's member set as the node keeps it
@@ -73,6 +74,19 @@ const FEW_SURVIVORS: u32 = 32;
 // RUN_SHARE times the workers the run reports, so a reader going through
 // every run's sets does at most a few times the work of reading pairs.
 const RUN_SHARE: u32 = 4;
+/** Bytes of one run record. */
+export const RUN_BYTES: usize = 32;
+// Each run but the last leaves at most 3/4 of the members still matching,
+// and a node has fewer than 2^24 (prefix-members.ts COUNT_MASK): at most
+// 57 such runs (log base 4/3 of 2^24), and the last.
+const MAX_RUNS: u32 = 64;
+const runRecords: usize = memory.data(<i32>(<usize>MAX_RUNS * RUN_BYTES), 8);
+
+/** Where the last answer's runs are. */
+@inline
+export function outRunsPtr(): usize {
+  return runRecords;
+}
 
 let out: u32 = 0; // pairs written so far
 let runs: u32 = 0; // runs written so far

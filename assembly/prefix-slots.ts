@@ -2,9 +2,6 @@ import { grownCapacity } from './grow';
 import { give, take } from './prefix-memory';
 import { COPY_SLACK } from './prefix-members';
 
-/** Bytes of one run record of a match answer (prefix-match.ts). */
-export const RUN_BYTES: usize = 32;
-
 // Per-worker-slot columns of the prefix index. All grow together, to a power
 // of two above the highest slot an event names, and only in ensureSlot (so
 // findMatches never allocates and its output stays put until the next event):
@@ -23,8 +20,6 @@ export const RUN_BYTES: usize = 32;
 //   active      4 B/slot  findMatches explicit list of still-matching slots
 //   outSlots    4 B/slot  findMatches output: worker slots
 //   outDepths   4 B/slot  findMatches output: matched blocks, same order
-//   runs       32 B/slot  findMatches output: its runs (prefix-match.ts), one
-//                         record more than the slots
 // (active and outSlots have COPY_SLACK entries more, which member copies may
 // write past what they copy)
 // A slot at or past the capacity has never stored anything, so reads treat
@@ -43,7 +38,6 @@ let marks: usize = 0;
 let active: usize = 0;
 let outSlots: usize = 0;
 let outDepths: usize = 0;
-let runs: usize = 0;
 let stamp: u32 = 0;
 let stride: u32 = 1;
 let offset: u32 = 0;
@@ -84,10 +78,7 @@ export function ensureSlot(slot: u32): bool {
   const newActive: usize = newMarks == 0 ? 0 : take(slack);
   const newSlots: usize = newActive == 0 ? 0 : take(slack);
   const newDepths: usize = newSlots == 0 ? 0 : take(narrow);
-  const runBytes = runColumnBytes(next);
-  const newRuns: usize = newDepths == 0 ? 0 : take(runBytes);
-  if (newRuns == 0) {
-    if (newDepths != 0) give(newDepths, narrow);
+  if (newDepths == 0) {
     if (newSlots != 0) give(newSlots, slack);
     if (newActive != 0) give(newActive, slack);
     if (newMarks != 0) give(newMarks, narrow);
@@ -101,18 +92,8 @@ export function ensureSlot(slot: u32): bool {
   active = moveColumn(active, newActive, 4, next, COPY_SLACK);
   outSlots = moveColumn(outSlots, newSlots, 4, next, COPY_SLACK);
   outDepths = moveColumn(outDepths, newDepths, 4, next, 0);
-  if (runs != 0) {
-    memory.copy(newRuns, runs, runColumnBytes(capacity));
-    give(runs, runColumnBytes(capacity));
-  }
-  runs = newRuns;
   capacity = next;
   return true;
-}
-
-/** Bytes of the runs column for `slots` slots: RUN_BYTES per slot, and one record more. */
-function runColumnBytes(slots: u32): usize {
-  return <usize>(slots + 1) * RUN_BYTES;
 }
 
 // Copies a column into its grown replacement, zeroing the new part
@@ -136,14 +117,13 @@ export function releaseSlots(): void {
   give(active, <usize>(capacity + COPY_SLACK) << 2);
   give(outSlots, <usize>(capacity + COPY_SLACK) << 2);
   give(outDepths, <usize>capacity << 2);
-  give(runs, runColumnBytes(capacity));
   forgetSlots();
 }
 
 /** Drops the columns without freeing them (the state is abandoned after a trap). */
 export function forgetSlots(): void {
   capacity = 0;
-  ids = meta = marks = active = outSlots = outDepths = runs = 0;
+  ids = meta = marks = active = outSlots = outDepths = 0;
   stamp = 0;
 }
 
@@ -212,9 +192,4 @@ export function outSlotsPtr(): usize {
 @inline
 export function outDepthsPtr(): usize {
   return outDepths;
-}
-
-@inline
-export function outRunsPtr(): usize {
-  return runs;
 }
