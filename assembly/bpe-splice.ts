@@ -90,6 +90,18 @@ function lowestKey(at: usize, n: u32): u32 {
   return min(min(<u32>i32x4.extract_lane(low, 0), <u32>i32x4.extract_lane(low, 1)), min(<u32>i32x4.extract_lane(low, 2), <u32>i32x4.extract_lane(low, 3)));
 }
 
+/**
+ * Sets keys[i] by rewriting the whole vector holding it: the scan loads
+ * vectors, and a vector load over a narrower store still in flight waits for
+ * that store to reach the cache instead of taking its value.
+ */
+@inline
+function setKey(ky: usize, i: u32, key: u32): void {
+  const at = ky + (<usize>(i & ~3) << 2);
+  const lane = i32x4.eq(i32x4.splat(i & 3), i32x4(0, 1, 2, 3));
+  v128.store(at, v128.bitselect(i32x4.splat(key), v128.load(at), lane));
+}
+
 /** Merges the `n` (1..SPAN_MAX) bytes at `p` alone; the parts are left in the scratch, the first at 0. */
 function mergeSpan(p: usize, n: u32): void {
   if (next == 0) {
@@ -118,17 +130,17 @@ function mergeSpan(p: usize, n: u32): void {
     const j = u32At(nx, i);
     const k = u32At(nx, j);
     setU32(tk, i, best);
-    setU32(ky, j, NO_RANK);
+    setKey(ky, j, NO_RANK);
     setU32(nx, i, k);
     if (k < n) {
       setU32(pv, k, i);
-      setU32(ky, i, keyOf(cachedPairRank(p, i, k, u32At(nx, k), best, u32At(tk, k)), i));
+      setKey(ky, i, keyOf(cachedPairRank(p, i, k, u32At(nx, k), best, u32At(tk, k)), i));
     } else {
-      setU32(ky, i, NO_RANK);
+      setKey(ky, i, NO_RANK);
     }
     if (i > 0) {
       const h = u32At(pv, i);
-      setU32(ky, h, keyOf(cachedPairRank(p, h, i, k, u32At(tk, h), best), h));
+      setKey(ky, h, keyOf(cachedPairRank(p, h, i, k, u32At(tk, h), best), h));
     }
   }
 }
