@@ -221,6 +221,18 @@ export function mergeSpliced(p: usize, n: u32, out: usize, count: u32): u32 {
   return NO_RANK;
 }
 
+/**
+ * Merges the `n` (2..WINDOW_MAX) bytes at `p` as one window, writing ranks at
+ * out[count..]; returns the new count, or NO_RANK when the vocabulary's ranks
+ * do not fit the keys (nothing is written then).
+ */
+export function mergeWindow(p: usize, n: u32, out: usize, count: u32): u32 {
+  if (vocabHighestRank() >= RANK_LIMIT) return NO_RANK;
+  mergeSpan(p, n);
+  for (let i: u32 = 0; i < n; i = u32At(next, i)) setU32(out, count++, u32At(tokens, i));
+  return count;
+}
+
 /** Sets the window (2..WINDOW_MAX bytes) and the context past its cut (below the window). Results do not depend on them. */
 export function spliceTune(window: u32, past: u32): void {
   windowBytes = min(max(window, 2), WINDOW_MAX);
