@@ -26,7 +26,12 @@
 // token) is too, as long as it starts past every window widened before;
 // otherwise the piece is refused and the caller merges it whole
 // (bpe-merge.ts). Widened starts only increase, so a piece costs at most a few
-// passes of windows before any refusal.
+// passes of windows before any refusal. A short piece (up to SHORT_MAX bytes)
+// is one window, merged the same way (mergeWindow).
+//
+// A merge is a chain of dependent steps (the scan reads the keys the merge
+// before it wrote), so the scan keeps four running minimums and the position
+// rides in the key: the minimum names the pair without a second pass.
 //
 // Scratch (u32 per byte of a span, SPAN_MAX + 16, allocated once):
 //   next    part i runs to next[i]
