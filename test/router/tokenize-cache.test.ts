@@ -161,6 +161,15 @@ describe('SpecialSplitter', () => {
     expect(s.startsWithSpecial('<|im_start|>user')).toBe(true);
     expect(s.startsWithSpecial('user<|im_start|>')).toBe(false);
     expect(s.startsWithSpecial('[L]x')).toBe(false);
+    // Without lstrip tokens: any token at the start, and only at the start.
+    const plain = new SpecialSplitter([
+      { content: '<|im_start|>', id: 1 },
+      { content: '<|im_end|>', id: 2 },
+    ]);
+    expect(plain.startsWithSpecial('<|im_end|>\n')).toBe(true);
+    expect(plain.startsWithSpecial('<|im_start|>user')).toBe(true);
+    expect(plain.startsWithSpecial(' <|im_start|>user')).toBe(false);
+    expect(plain.startsWithSpecial('')).toBe(false);
     // "ab" then "b>": a match starting in one part could run into the next
     const overlapping = new SpecialSplitter([
       { content: '<ab', id: 1 },
