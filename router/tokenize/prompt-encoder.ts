@@ -7,7 +7,7 @@
 // their ids (computed here, or by the same codec on another thread) and
 // assembles the prompt, filling the cache. The work a prompt costs is known
 // before any of it is done.
-import { TextCache } from './piece-cache.js';
+import { detached, TextCache } from './piece-cache.js';
 import type { SpecialSplitter } from './special-split.js';
 import type { TokenizeMode } from './types.js';
 
@@ -320,7 +320,8 @@ export class PromptEncoder {
       const text = texts[i]!;
       if (text.length > SHORT_PIECE) continue;
       if (this.shortPieces.size >= SHORT_PIECES) this.shortPieces.clear();
-      this.shortPieces.set(text, encoded[i]!);
+      // A copy: the text may be a slice that would pin the whole part it was cut from.
+      this.shortPieces.set(detached(text), encoded[i]!);
     }
   }
 
