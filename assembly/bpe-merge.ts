@@ -6,7 +6,8 @@
 // differ in cost.
 //
 // - mergeShort: parts in an array, the lowest pair found by a scan. O(n^2),
-//   the fastest for the short pieces ordinary text is made of.
+//   for short pieces when the spliced merge's keys cannot hold the
+//   vocabulary's ranks (bpe-splice.ts mergeWindow takes them otherwise).
 // - runQueue: parts in a linked list, pair keys (rank << 32 | start) in a
 //   priority queue (bpe-queue.ts), stale keys skipped when they come up.
 //   O(n log n) for any piece.

@@ -26,18 +26,26 @@
 // token) is too, as long as it starts past every window widened before;
 // otherwise the piece is refused and the caller merges it whole
 // (bpe-merge.ts). Widened starts only increase, so a piece costs at most a few
-// passes of windows before any refusal.
+// passes of windows before any refusal. A short piece (up to SHORT_MAX bytes)
+// is one window, merged the same way (mergeWindow).
 //
-// Scratch (u32 per byte of a span, SPAN_MAX + 4, allocated once):
+// A merge is a chain of dependent steps (the scan reads the keys the merge
+// before it wrote), so the scan keeps four running minimums and the position
+// rides in the key: the minimum names the pair without a second pass.
+//
+// Scratch (u32 per byte of a span, SPAN_MAX + 16, allocated once):
 //   next    part i runs to next[i]
 //   prev    the part before part i
-//   ranks   the rank of part i merged with its successor; NO_RANK for none,
-//           and for every position that starts no part (so the scan skips it)
+//   keys    rank << 9 | i for part i merged with its successor (keyOf), so
+//           the lowest key is the lowest rank and, of equal ranks, the
+//           leftmost: the scan's minimum names the pair to merge. NO_RANK for
+//           none, and for every position that starts no part (so the scan
+//           skips it). A vocabulary whose ranks do not fit 23 bits is refused.
 //   tokens  each part's token
 import { alloc } from './alloc';
 import { setU32, u32At } from './bpe-columns';
 import { cachedPairRank } from './bpe-pair-cache';
-import { byteRank, NO_RANK, pairRank2 } from './bpe-vocab';
+import { byteRank, NO_RANK, pairRank2, vocabHighestRank } from './bpe-vocab';
 
 /** Bytes merged at a time, and bytes of a window past its cut (spliceTune). */
 let windowBytes: u32 = 64;
@@ -46,36 +54,57 @@ let context: u32 = 8;
 const WINDOW_MAX: u32 = 128;
 /** A window merged again is twice as wide; the check at a cut merges a token of each window beside it. */
 const SPAN_MAX: u32 = 4 * WINDOW_MAX;
-const COLUMN: usize = <usize>(SPAN_MAX + 4) << 2;
+const COLUMN: usize = <usize>(SPAN_MAX + 16) << 2;
+/** Bits of a key that hold the position; ranks must leave the key below NO_RANK. */
+const POSITION_BITS: u32 = 9;
+const RANK_LIMIT: u32 = (1 << (32 - POSITION_BITS)) - 1;
 
 let next: usize = 0;
 let prev: usize = 0;
-let ranks: usize = 0;
+let keys: usize = 0;
 let tokens: usize = 0;
 let spliced: u32 = 0;
 let refused: u32 = 0;
 let widenings: u32 = 0;
 
-/** The lowest rank among the `n` (rounded up to 4; the padding holds NO_RANK) u32 at `at`. */
+/** The key of the pair at `i` merging at `rank` (NO_RANK: none). */
 @inline
-function lowestRank(at: usize, n: u32): u32 {
-  let low = i32x4.splat(-1);
-  for (let i: u32 = 0; i < n; i += 4) low = i32x4.min_u(low, v128.load(at + (<usize>i << 2)));
-  const a = min(<u32>i32x4.extract_lane(low, 0), <u32>i32x4.extract_lane(low, 1));
-  const b = min(<u32>i32x4.extract_lane(low, 2), <u32>i32x4.extract_lane(low, 3));
-  return min(a, b);
+function keyOf(rank: u32, i: u32): u32 {
+  return rank == NO_RANK ? NO_RANK : (rank << POSITION_BITS) | i;
 }
 
-/** The first i with at[i] == rank (there is one). */
+/**
+ * The lowest of the `n` (rounded up to 16; the padding holds NO_RANK) u32 at
+ * `at`. Four running minimums: each merge waits on this scan, and one chain
+ * of minimums would take a step per vector.
+ */
 @inline
-function firstWith(at: usize, rank: u32): u32 {
-  const want = i32x4.splat(rank);
-  let i: u32 = 0;
-  while (true) {
-    const hits = i32x4.bitmask(i32x4.eq(v128.load(at + (<usize>i << 2)), want));
-    if (hits != 0) return i + ctz(hits);
-    i += 4;
+function lowestKey(at: usize, n: u32): u32 {
+  let a = i32x4.splat(-1);
+  let b = a;
+  let c = a;
+  let d = a;
+  for (let i: u32 = 0; i < n; i += 16) {
+    const v = at + (<usize>i << 2);
+    a = i32x4.min_u(a, v128.load(v));
+    b = i32x4.min_u(b, v128.load(v, 16));
+    c = i32x4.min_u(c, v128.load(v, 32));
+    d = i32x4.min_u(d, v128.load(v, 48));
   }
+  const low = i32x4.min_u(i32x4.min_u(a, b), i32x4.min_u(c, d));
+  return min(min(<u32>i32x4.extract_lane(low, 0), <u32>i32x4.extract_lane(low, 1)), min(<u32>i32x4.extract_lane(low, 2), <u32>i32x4.extract_lane(low, 3)));
+}
+
+/**
+ * Sets keys[i] by rewriting the whole vector holding it: the scan loads
+ * vectors, and a vector load over a narrower store still in flight waits for
+ * that store to reach the cache instead of taking its value.
+ */
+@inline
+function setKey(ky: usize, i: u32, key: u32): void {
+  const at = ky + (<usize>(i & ~3) << 2);
+  const lane = i32x4.eq(i32x4.splat(i & 3), i32x4(0, 1, 2, 3));
+  v128.store(at, v128.bitselect(i32x4.splat(key), v128.load(at), lane));
 }
 
 /** Merges the `n` (1..SPAN_MAX) bytes at `p` alone; the parts are left in the scratch, the first at 0. */
@@ -83,39 +112,40 @@ function mergeSpan(p: usize, n: u32): void {
   if (next == 0) {
     next = alloc(COLUMN);
     prev = alloc(COLUMN);
-    ranks = alloc(COLUMN);
+    keys = alloc(COLUMN);
     tokens = alloc(COLUMN);
   }
   // Locals: the compiled loop would reload the globals at every access.
   const nx = next;
   const pv = prev;
-  const rk = ranks;
+  const ky = keys;
   const tk = tokens;
   for (let i: u32 = 0; i < n; i++) {
     setU32(nx, i, i + 1);
     setU32(pv, i, i - 1);
     setU32(tk, i, byteRank(p + i));
-    setU32(rk, i, i + 1 < n ? pairRank2(p + i) : NO_RANK);
+    setU32(ky, i, i + 1 < n ? keyOf(pairRank2(p + i), i) : NO_RANK);
   }
-  for (let i = n; i < n + 4; i++) setU32(rk, i, NO_RANK);
+  for (let i = n; i < n + 16; i++) setU32(ky, i, NO_RANK);
   while (true) {
-    const best = lowestRank(rk, n);
-    if (best == NO_RANK) return;
-    const i = firstWith(rk, best);
+    const key = lowestKey(ky, n);
+    if (key == NO_RANK) return;
+    const best = key >> POSITION_BITS;
+    const i = key & ((1 << POSITION_BITS) - 1);
     const j = u32At(nx, i);
     const k = u32At(nx, j);
     setU32(tk, i, best);
-    setU32(rk, j, NO_RANK);
+    setKey(ky, j, NO_RANK);
     setU32(nx, i, k);
     if (k < n) {
       setU32(pv, k, i);
-      setU32(rk, i, cachedPairRank(p, i, k, u32At(nx, k), best, u32At(tk, k)));
+      setKey(ky, i, keyOf(cachedPairRank(p, i, k, u32At(nx, k), best, u32At(tk, k)), i));
     } else {
-      setU32(rk, i, NO_RANK);
+      setKey(ky, i, NO_RANK);
     }
     if (i > 0) {
       const h = u32At(pv, i);
-      setU32(rk, h, cachedPairRank(p, h, i, k, u32At(tk, h), best));
+      setKey(ky, h, keyOf(cachedPairRank(p, h, i, k, u32At(tk, h), best), h));
     }
   }
 }
@@ -135,6 +165,10 @@ function joined(p: usize, x: u32, c: u32, y: u32): bool {
  * piece is refused.
  */
 export function mergeSpliced(p: usize, n: u32, out: usize, count: u32): u32 {
+  if (vocabHighestRank() >= RANK_LIMIT) {
+    refused++;
+    return NO_RANK;
+  }
   // The window starts at s; the token before it spans [lastStart, s).
   let s: u32 = 0;
   let lastStart: u32 = 0;
@@ -190,6 +224,18 @@ export function mergeSpliced(p: usize, n: u32, out: usize, count: u32): u32 {
   }
   refused++;
   return NO_RANK;
+}
+
+/**
+ * Merges the `n` (2..WINDOW_MAX) bytes at `p` as one window, writing ranks at
+ * out[count..]; returns the new count, or NO_RANK when the vocabulary's ranks
+ * do not fit the keys (nothing is written then).
+ */
+export function mergeWindow(p: usize, n: u32, out: usize, count: u32): u32 {
+  if (vocabHighestRank() >= RANK_LIMIT) return NO_RANK;
+  mergeSpan(p, n);
+  for (let i: u32 = 0; i < n; i = u32At(next, i)) setU32(out, count++, u32At(tokens, i));
+  return count;
 }
 
 /** Sets the window (2..WINDOW_MAX bytes) and the context past its cut (below the window). Results do not depend on them. */

@@ -23,7 +23,7 @@ import { backtrackBuild, backtrackEncode, backtrackPieces, backtrackReady, backt
 import { grownCapacity } from './grow';
 import { mergeLong, mergeShort, mergesTo, mergeStats, mergeTune, SHORT_MAX } from './bpe-merge';
 import { pairCacheClear } from './bpe-pair-cache';
-import { mergeSpliced, spliceStats, spliceTune } from './bpe-splice';
+import { mergeSpliced, mergeWindow, spliceStats, spliceTune } from './bpe-splice';
 import { splitBegin, splitNext, splitNextBy, NONE } from './bpe-split';
 import { matchLlama3, matchQwen } from './bpe-split-hf';
 import { NO_RANK, vocabBuild, vocabInput, vocabMarkWhole, vocabMergesBuild, vocabMergesInput, vocabReady, vocabTokenBytes, vocabTokenCount, vocabTokenLength, vocabTokenRank, wholeRank } from './bpe-vocab';
@@ -166,7 +166,10 @@ function encodePiece(p: usize, n: u32, written: u32): u32 {
     store<u32>(out + (<usize>written << 2), whole);
     return written + 1;
   }
-  if (n <= SHORT_MAX) return mergeShort(p, n, out, written);
+  if (n <= SHORT_MAX) {
+    const merged = mergeWindow(p, n, out, written);
+    return merged != NO_RANK ? merged : mergeShort(p, n, out, written);
+  }
   const backtrack = longPieces == LONG_CHOSEN ? backtrackSuits(p, n) : longPieces == LONG_BACKTRACK && backtrackReady();
   if (backtrack) return backtrackEncode(p, n, out, written);
   if (longPieces == LONG_CHOSEN || longPieces == LONG_SPLICE) {

@@ -23,8 +23,16 @@ import type { RenderMode } from './types.js';
 /** Messages up to this long are rendered segment by segment however small the caches. */
 const SEGMENT_LIMIT_MIN = 1 << 20;
 
-/** A template written as code: the same output as its Jinja source, without the interpreter. */
-export type NativeTemplate = (messages: TemplateMessage[], tools: unknown[] | null, addGenerationPrompt: boolean) => string;
+/**
+ * A template written as code: the same output as its Jinja source, without
+ * the interpreter. `segment`, when given, writes seg(i) of a later message
+ * directly (no render of the first message to cut it from); the self-check
+ * holds it to the whole render like any segment.
+ */
+export interface NativeTemplate {
+  (messages: TemplateMessage[], tools: unknown[] | null, addGenerationPrompt: boolean): string;
+  segment?: (message: TemplateMessage, tools: unknown[] | null) => string;
+}
 
 /** A template refused the conversation (raise_exception) or failed on it: a client error. */
 export class ChatTemplateError extends TypeError {
@@ -178,9 +186,8 @@ export class ChatRenderer {
       const tag = headTag + messageTag(m);
       let seg = this.segments.get(m.content, tag);
       if (seg === undefined) {
-        const both = this.tryRun([messages[0]!, m], tools, false);
-        if (both === undefined || !both.startsWith(head.text)) return undefined;
-        seg = detached(both.slice(head.text.length));
+        seg = this.segmentOf(messages[0]!, m, tools, head);
+        if (seg === undefined) return undefined;
         this.segments.set(m.content, seg, tag);
       }
       if (Object.isFrozen(m)) this.settledSegments.set(m, { headId: head.id, text: seg });
@@ -188,6 +195,21 @@ export class ChatRenderer {
     }
     if (input.addGenerationPrompt) parts.push(head.generationPrompt);
     return parts;
+  }
+
+  /** seg(i) of a later message `m`: written by the template's own segment function, or cut from render([first, m]). */
+  private segmentOf(first: TemplateMessage, m: TemplateMessage, tools: unknown[] | null, head: Head): string | undefined {
+    const t = this.template;
+    if (typeof t === 'function' && t.segment !== undefined) {
+      try {
+        return t.segment(m, tools);
+      } catch {
+        return undefined;
+      }
+    }
+    const both = this.tryRun([first, m], tools, false);
+    if (both === undefined || !both.startsWith(head.text)) return undefined;
+    return detached(both.slice(head.text.length));
   }
 
   private headOf(first: TemplateMessage, tools: unknown[] | null): Head | null {

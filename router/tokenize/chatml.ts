@@ -9,6 +9,7 @@
 //   generation      <|im_start|>assistant\n
 // With tools, a leading system message is folded into the tools section.
 
+import type { NativeTemplate } from './chat-renderer.js';
 import type { TemplateMessage } from './messages.js';
 
 export const IM_START = '<|im_start|>';
@@ -60,13 +61,27 @@ export function renderChatml(messages: readonly TemplateMessage[], tools: readon
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i]!;
     if (withTools && i === 0 && m.role === 'system') continue;
-    out += `${IM_START}${m.role}\n${m.content}`;
-    for (const call of m.tool_calls ?? []) {
-      const fn = (call as { function?: unknown }).function;
-      out += `\n<tool_call>\n${toJson(fn !== undefined ? fn : call)}\n</tool_call>`;
-    }
-    out += `${IM_END}\n`;
+    out += renderChatmlMessage(m);
   }
   if (addGenerationPrompt) out += `${IM_START}assistant\n`;
   return out;
 }
+
+/**
+ * The text one message adds to a ChatML prompt. Every message but a leading
+ * system message folded into the tools section writes exactly this, whatever
+ * comes before it, so a later message's segment needs no render of the first.
+ */
+export function renderChatmlMessage(m: TemplateMessage): string {
+  let out = `${IM_START}${m.role}\n${m.content}`;
+  for (const call of m.tool_calls ?? []) {
+    const fn = (call as { function?: unknown }).function;
+    out += `\n<tool_call>\n${toJson(fn !== undefined ? fn : call)}\n</tool_call>`;
+  }
+  return `${out}${IM_END}\n`;
+}
+
+/** ChatML as a native template: the whole render, and each later message's segment on its own. */
+export const CHATML_NATIVE: NativeTemplate = Object.assign((messages: TemplateMessage[], tools: unknown[] | null, addGenerationPrompt: boolean) => renderChatml(messages, tools, addGenerationPrompt), {
+  segment: renderChatmlMessage,
+});

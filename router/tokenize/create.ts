@@ -7,7 +7,7 @@
 import { packBytes } from './bytes.js';
 import { ChatRenderer, type NativeTemplate } from './chat-renderer.js';
 import { ChatTokenizer, settledPlan, type TextToIds } from './chat-tokenizer.js';
-import { renderChatml } from './chatml.js';
+import { CHATML_NATIVE } from './chatml.js';
 import { loadHfModel } from './hf.js';
 import { probeConversations, probeTexts } from './probes.js';
 import { joinIds, PromptEncoder, type EncodePlan, type TextCodec } from './prompt-encoder.js';
@@ -77,7 +77,7 @@ export async function createTokenizer(spec: string, io: TokenizerIO, options?: T
   if (typeof spec !== 'string') throw new TypeError('tokenizer spec must be a string');
   const { cacheTokens, renderCacheChars } = bounds(options);
   // The shipped ChatML template runs as code (renderChatml equals CHATML_TEMPLATE under Jinja).
-  const chatml = () => new Map<string, NativeTemplate>([['default', renderChatml]]);
+  const chatml = () => new Map<string, NativeTemplate>([['default', CHATML_NATIVE]]);
 
   if (spec === 'bytes') {
     const renderers = renderersFor(chatml(), {}, renderCacheChars, spec);

@@ -90,6 +90,14 @@ export class TextCache<V> {
   private readonly recent: (Entry<V> | undefined)[] = new Array<Entry<V> | undefined>(RECENT).fill(undefined);
   private recentAt = 0;
   private total = 0;
+  /**
+   * The bucket key of the last short text missed: a miss is usually followed
+   * by a set of the same text, which then needs no second fingerprint.
+   * Texts of at most WHOLE characters only, so a long text is never pinned.
+   */
+  private missText: string | null = null;
+  private missTag = '';
+  private missKey = 0;
   hits = 0;
   misses = 0;
 
@@ -109,6 +117,7 @@ export class TextCache<V> {
   clear(): void {
     this.buckets.clear();
     this.hand = null;
+    this.missText = null;
     this.recent.fill(undefined);
     this.total = 0;
     this.hits = 0;
@@ -123,7 +132,8 @@ export class TextCache<V> {
         return entry.value;
       }
     }
-    const bucket = this.buckets.get(keyOf(text, tag));
+    const key = keyOf(text, tag);
+    const bucket = this.buckets.get(key);
     if (bucket !== undefined) {
       for (const entry of bucket) {
         if (entry.text === text && entry.tag === tag) {
@@ -135,6 +145,11 @@ export class TextCache<V> {
       }
     }
     this.misses++;
+    if (text.length <= WHOLE) {
+      this.missText = text;
+      this.missTag = tag;
+      this.missKey = key;
+    }
     return undefined;
   }
 
@@ -147,7 +162,8 @@ export class TextCache<V> {
   set(text: string, value: V, tag = '', owned = false): void {
     const weight = this.weigh(value);
     if (weight > this.capacity) return;
-    const fp = keyOf(text, tag);
+    const fp = this.missText === text && this.missTag === tag ? this.missKey : keyOf(text, tag);
+    this.missText = null;
     let bucket = this.buckets.get(fp);
     if (bucket === undefined) {
       bucket = [];

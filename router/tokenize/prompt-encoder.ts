@@ -7,7 +7,7 @@
 // their ids (computed here, or by the same codec on another thread) and
 // assembles the prompt, filling the cache. The work a prompt costs is known
 // before any of it is done.
-import { TextCache } from './piece-cache.js';
+import { detached, TextCache } from './piece-cache.js';
 import type { SpecialSplitter } from './special-split.js';
 import type { TokenizeMode } from './types.js';
 
@@ -82,6 +82,23 @@ function idsOf(slot: Slot, encoded: readonly Uint32Array[]): Uint32Array | numbe
   return typeof slot === 'number' && slot < 0 ? encoded[-1 - slot]! : slot;
 }
 
+/** The ids of a part's slots, back to back (joinIds without the intermediate list). */
+function joinSlots(slots: readonly Slot[], encoded: readonly Uint32Array[]): Uint32Array {
+  let total = 0;
+  for (const s of slots) total += typeof s === 'number' ? (s < 0 ? encoded[-1 - s]!.length : 1) : s.length;
+  const out = new Uint32Array(total);
+  let at = 0;
+  for (const s of slots) {
+    const ids = idsOf(s, encoded);
+    if (typeof ids === 'number') out[at++] = ids;
+    else {
+      out.set(ids, at);
+      at += ids.length;
+    }
+  }
+  return out;
+}
+
 /** Ids and single special ids, back to back. */
 export function joinIds(parts: readonly (Uint32Array | number)[]): Uint32Array {
   let total = 0;
@@ -136,6 +153,10 @@ const STORE_HEADROOM = 1024;
  */
 const CONVERSATION_MIN_PARTS = 8;
 
+/** Texts this short are kept in PromptEncoder.shortPieces (a few ids each), up to SHORT_PIECES of them. */
+const SHORT_PIECE = 16;
+const SHORT_PIECES = 4096;
+
 /** How many leading parts two part lists share. */
 function sharedParts(earlier: readonly string[], parts: readonly string[]): number {
   const n = Math.min(earlier.length, parts.length);
@@ -157,6 +178,14 @@ export class PromptEncoder {
   /** The store of each prompt finished in one, for release. */
   private readonly lentFrom = new WeakMap<Uint32Array, IdsStore>();
   private current: TokenizeMode = 'incremental';
+  /**
+   * Ids of short texts seen between special tokens, by text: the text between
+   * two markers of a template ("\n", a role) recurs in every new message, and
+   * is not worth a call into the tokenizer each time. Kept apart from the
+   * piece cache (whose parts are cached whole, and whose counts tell how
+   * parts are found); emptied when full.
+   */
+  private readonly shortPieces = new Map<string, Uint32Array>();
 
   constructor(
     readonly codec: TextCodec,
@@ -239,27 +268,21 @@ export class PromptEncoder {
     if (reading !== undefined) reading.store.readers++;
     return pending.plan((ids) => {
       if (reading !== undefined) reading.store.readers--;
+      this.keepShortPieces(pending.texts, ids);
+      // A short prompt is never kept as a conversation (so reads none): its parts' ids, back to back.
+      if (parts.length < CONVERSATION_MIN_PARTS) return joinIds(this.partIds(parts, 0, slots, ids));
       const ends = new Uint32Array(parts.length);
-      const tail: Uint32Array[] = [];
       let at = 0;
       if (reading !== undefined) {
         at = reading.ends[shared - 1]!;
         ends.set(reading.ends.subarray(0, shared));
       }
       const head = at;
+      const tail = this.partIds(parts, shared, slots, ids);
       for (let i = shared; i < parts.length; i++) {
-        const slot = slots[i - shared]!;
-        let partIds: Uint32Array;
-        if (slot instanceof Uint32Array) partIds = slot;
-        else {
-          partIds = joinIds(slot.map((s) => idsOf(s, ids)));
-          this.cache.set(parts[i]!, partIds, '', true);
-        }
-        tail.push(partIds);
-        at += partIds.length;
+        at += tail[i - shared]!.length;
         ends[i] = at;
       }
-      if (parts.length < CONVERSATION_MIN_PARTS) return joinIds(reading === undefined ? tail : [reading.ids.subarray(0, head), ...tail]);
       const store = this.storeFor(reading, head, at);
       let to = head;
       for (const partIds of tail) {
@@ -274,6 +297,32 @@ export class PromptEncoder {
       this.conversations.set(parts[1]!, conversation, parts[0]!, true);
       return prompt;
     });
+  }
+
+  /** The ids of parts[from..] from their slots (cached ids, or segments now encoded, which are cached as the part). */
+  private partIds(parts: readonly string[], from: number, slots: readonly (Uint32Array | Slot[])[], encoded: readonly Uint32Array[]): Uint32Array[] {
+    const out: Uint32Array[] = [];
+    for (let i = from; i < parts.length; i++) {
+      const slot = slots[i - from]!;
+      if (slot instanceof Uint32Array) out.push(slot);
+      else {
+        const ids = joinSlots(slot, encoded);
+        this.cache.set(parts[i]!, ids, '', true);
+        out.push(ids);
+      }
+    }
+    return out;
+  }
+
+  /** Keeps the ids of a plan's short texts (see shortPieces). */
+  private keepShortPieces(texts: readonly string[], encoded: readonly Uint32Array[]): void {
+    for (let i = 0; i < texts.length; i++) {
+      const text = texts[i]!;
+      if (text.length > SHORT_PIECE) continue;
+      if (this.shortPieces.size >= SHORT_PIECES) this.shortPieces.clear();
+      // A copy: the text may be a slice that would pin the whole part it was cut from.
+      this.shortPieces.set(detached(text), encoded[i]!);
+    }
   }
 
   /**
@@ -301,12 +350,20 @@ export class PromptEncoder {
     });
   }
 
-  /** Splits text at special tokens; each text piece is a cached id list or a pending text. */
+  /**
+   * Splits text at special tokens; each text piece is a cached id list or a
+   * pending text. In a part that is cached whole, short pieces are still
+   * found on their own (shortPieces).
+   */
   private segmentSlots(text: string, pending: Pending, cachePieces: boolean): Slot[] {
-    return this.codec.splitter.split(text).map((s) => {
-      if (typeof s === 'number') return s;
-      return (cachePieces ? this.cache.get(s) : undefined) ?? pending.slot(s);
-    });
+    // The split's own list, its texts replaced by their slots.
+    const slots: (Slot | string)[] = this.codec.splitter.split(text);
+    for (let i = 0; i < slots.length; i++) {
+      const s = slots[i]!;
+      if (typeof s !== 'string') continue;
+      slots[i] = (cachePieces ? this.cache.get(s) : s.length <= SHORT_PIECE ? this.shortPieces.get(s) : undefined) ?? pending.slot(s);
+    }
+    return slots as Slot[];
   }
 
   /** Whether every part from `from` on starts with a special token (see plan). */

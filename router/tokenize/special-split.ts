@@ -40,6 +40,7 @@ export class SpecialSplitter {
   private readonly byContent = new Map<string, SpecialToken>();
   /** See `overlapping`; when true no text can be cut before a special token. */
   readonly overlaps: boolean;
+  private readonly anyLstrip: boolean;
 
   constructor(tokens: readonly SpecialToken[]) {
     for (const t of tokens) {
@@ -52,6 +53,7 @@ export class SpecialSplitter {
     this.pattern = alternatives.length > 0 ? new RegExp(alternatives.join('|'), 'g') : null;
     this.leading = alternatives.length > 0 ? new RegExp(alternatives.join('|'), 'y') : null;
     this.overlaps = overlapping([...this.byContent.keys()]);
+    this.anyLstrip = [...this.byContent.values()].some((t) => t.lstrip === true);
   }
 
   /**
@@ -63,6 +65,8 @@ export class SpecialSplitter {
     const re = this.leading;
     if (re === null || this.overlaps) return false;
     re.lastIndex = 0;
+    // Without lstrip tokens any match will do: test() builds no match.
+    if (!this.anyLstrip) return re.test(text);
     const m = re.exec(text);
     return m !== null && this.byContent.get(m[0])!.lstrip !== true;
   }

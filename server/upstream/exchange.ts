@@ -211,7 +211,9 @@ export class Exchange implements DispatchHandlers {
   protected upstreamHeaders(handle: WorkerHandle, worker: WorkerKey, extra: readonly string[]): string[] {
     // A worker with one rank leaves the header out: the engine has nothing to choose.
     const rank = handle.config.dataParallelSize > 1 ? worker.rank : null;
-    return [...upstreamRequestHeaders(this.req.rawHeaders, handle.config.apiKey, rank), ...extra];
+    const headers = upstreamRequestHeaders(this.req.rawHeaders, handle.config.apiKey, rank);
+    for (const h of extra) headers.push(h);
+    return headers;
   }
 
   onHeaders(attempt: Attempt, status: number, headers: Record<string, string | string[] | undefined>): void {

@@ -205,6 +205,32 @@ describe('spliced windows', () => {
     }
   });
 
+  it('ranks too high for the window keys: pieces take the scan and the heap, with the ids of the same vocabulary ranked low', () => {
+    // Windows key a pair by rank << 9 | position; a rank of 2^23 - 1 or more would overflow that.
+    const tokens = [...everyByte, 'ab', 'ba', 'aa', 'bb', 'aab', 'abb', 'abab', 'baba', 'aaaa', 'abba'];
+    const order = tokens.map((_, i) => (i * 7919) % tokens.length);
+    const low = tiny(tokens, order);
+    const high = tiny(tokens, order.map((r) => r + 2 ** 30));
+    const lowEncoder = new BytePairEncoder(low, { longPieces: 'splice' });
+    const highEncoder = new BytePairEncoder(high, { longPieces: 'splice' });
+    const before = { low: lowEncoder.stats(), high: highEncoder.stats() };
+    const piece = fc.string({ unit: fc.constantFrom('a', 'b'), minLength: 1, maxLength: 120, size: 'max' });
+    fc.assert(
+      fc.property(fc.array(piece, { minLength: 1, maxLength: 6 }), (pieces) => {
+        const t = pieces.join(' ');
+        const expected = [...new BytePairEncoderReference(low).encode(t)];
+        expect([...lowEncoder.encode(t)]).toEqual(expected);
+        expect([...highEncoder.encode(t)]).toEqual(expected.map((r) => r + 2 ** 30));
+      }),
+      { numRuns: 200 },
+    );
+    // Over 200 runs of up to 6 pieces of up to 120 letters, long pieces come up every time.
+    expect(lowEncoder.stats().spliced).toBeGreaterThan(before.low.spliced);
+    expect(lowEncoder.stats().spliceRefused).toBe(before.low.spliceRefused);
+    expect(highEncoder.stats().spliceRefused).toBeGreaterThan(before.high.spliceRefused);
+    expect(highEncoder.stats().spliced).toBe(before.high.spliced);
+  });
+
   it('refuses splice settings out of range', () => {
     const vocab = growing(4);
     expect(() => new BytePairEncoder(vocab, { splice: { bytes: 1, context: 0 } })).toThrow(/splice.bytes/);

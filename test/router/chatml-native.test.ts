@@ -4,7 +4,8 @@
 import { Template } from '@huggingface/jinja';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { CHATML_TEMPLATE, renderChatml } from '../../router/tokenize/chatml.js';
+import { ChatRenderer } from '../../router/tokenize/chat-renderer.js';
+import { CHATML_NATIVE, CHATML_TEMPLATE, renderChatml } from '../../router/tokenize/chatml.js';
 import { normalizeChat } from '../../router/tokenize/messages.js';
 import { chatOptions, conversation } from './tokenize-arbitraries.js';
 
@@ -45,6 +46,21 @@ describe('renderChatml', () => {
           { role: 'assistant', content: '', tool_calls: [call] },
         ];
         expect(renderChatml(messages, tools, true)).toBe(render(messages, tools, true));
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('rendered segment by segment (each later message written on its own), a conversation and its next turn equal the Jinja template whole', () => {
+    fc.assert(
+      fc.property(conversation, conversation, chatOptions, (messages, more, options) => {
+        const renderer = new ChatRenderer(CHATML_NATIVE, {}, 1 << 16, 'chatml');
+        for (const turn of [messages, [...messages, ...more]]) {
+          const input = normalizeChat(turn, options);
+          expect(renderer.render(input)).toBe(render(input.messages, input.tools, input.addGenerationPrompt));
+        }
+        expect(renderer.mode).toBe('segmented');
+        expect(renderer.fallbacks).toBe(0);
       }),
       { numRuns: 200 },
     );

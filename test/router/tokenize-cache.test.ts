@@ -107,6 +107,24 @@ describe('TextCache', () => {
     );
   });
 
+  it('a set right after a miss files the text under its own key, whatever was missed (texts and tags drawn from a few, so they recur)', () => {
+    const texts = ['a', 'b', 'x'.repeat(600), 'x'.repeat(599) + 'y', 'ab'];
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.nat(texts.length - 1), fc.constantFrom('', 't', 'u'), fc.boolean()), { maxLength: 80 }), (ops) => {
+        const cache = new TextCache<string>(1e6, () => 1);
+        const stored = new Map<string, string>();
+        for (const [i, tag, write] of ops) {
+          const text = texts[i]!;
+          if (write) {
+            cache.set(text, `${tag}:${text}`, tag);
+            stored.set(`${tag}\u0000${text}`, `${tag}:${text}`);
+          } else expect(cache.get(text, tag)).toBe(stored.get(`${tag}\u0000${text}`));
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it('rejects a negative capacity', () => {
     expect(() => new TextCache<number>(-1, () => 1)).toThrow(RangeError);
   });
@@ -143,6 +161,15 @@ describe('SpecialSplitter', () => {
     expect(s.startsWithSpecial('<|im_start|>user')).toBe(true);
     expect(s.startsWithSpecial('user<|im_start|>')).toBe(false);
     expect(s.startsWithSpecial('[L]x')).toBe(false);
+    // Without lstrip tokens: any token at the start, and only at the start.
+    const plain = new SpecialSplitter([
+      { content: '<|im_start|>', id: 1 },
+      { content: '<|im_end|>', id: 2 },
+    ]);
+    expect(plain.startsWithSpecial('<|im_end|>\n')).toBe(true);
+    expect(plain.startsWithSpecial('<|im_start|>user')).toBe(true);
+    expect(plain.startsWithSpecial(' <|im_start|>user')).toBe(false);
+    expect(plain.startsWithSpecial('')).toBe(false);
     // "ab" then "b>": a match starting in one part could run into the next
     const overlapping = new SpecialSplitter([
       { content: '<ab', id: 1 },

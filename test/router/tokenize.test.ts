@@ -73,6 +73,16 @@ describe('tiktoken:o200k_base with the ChatML template', () => {
     expect(after.segmentHits - before.segmentHits).toBe(7);
   });
 
+  it('a new message sends only its own text to the tokenizer: the short texts between template markers are known from earlier ones', async () => {
+    const t = await createTokenizer('tiktoken:o200k_base', io);
+    const system = { role: 'system', content: 'be brief' };
+    t.encodeChat([system, { role: 'user', content: 'first question' }]);
+    const messages = [system, { role: 'user', content: 'second question' }];
+    const plan = t.planChat(messages);
+    expect(plan.texts).toEqual(['user\nsecond question']);
+    expect([...plan.run()]).toEqual(oracle.encode(t.renderChat(messages), 'all'));
+  });
+
   it('the piece cache stays within its token bound and keeps the most recent pieces', async () => {
     const t = await createTokenizer('tiktoken:o200k_base', io, { cacheTokens: 300 });
     const messages = chat(12, 10); // ~45 tokens per message
