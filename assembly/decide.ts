@@ -7,8 +7,10 @@ import { ledgerAdd } from './ledger/requests';
 import { groupOf, isRouted, rowCount } from './ledger/rows';
 import { viewFind } from './ledger/views';
 import { STORED, indexFailedUpdate, indexInput, indexInsertRouted } from './prefix-index';
-import { findMatches } from './prefix-match';
+import { RUN_BYTES, answerPairs, answerRuns, findMatches, outRunsPtr } from './prefix-match';
 import { outDepthsPtr, outSlotsPtr } from './prefix-slots';
+import { projectRuns, runAt, runDepth, runModelSlot, runNext } from './match-runs';
+import { NO_SLOT } from './prefix-members';
 import { FALLBACK, PATH_FAST, PATH_SCAN, decideFast, fusedDecision, fusedProjectionPartial, projectFused } from './select-fast';
 import { scanDecide, scanEligibility, selectLastCost } from './select';
 
@@ -20,7 +22,7 @@ import { scanDecide, scanEligibility, selectLastCost } from './select';
 // request arrival: hash the tokens (both lists, block-hash.ts) and find their
 // matches, so the matches are in the index's output for the decision.
 //
-// The decision block, at decideBlock() (176 bytes):
+// The decision block, at decideBlock() (184 bytes):
 //   +0   promptTokens     f64  in
 //   +8   overlapCredit    f64  in
 //   +16  temperature      f64  in   0: the cheapest (fast path); > 0: softmax (scan)
@@ -41,6 +43,7 @@ import { scanDecide, scanEligibility, selectLastCost } from './select';
 //   +108 excludedCount    u32  in   staged exclusions
 //   +112 groupCount       i32  in   staged group-table entries; -1: none (every group, multiplier 1)
 //   +116 matches          u32  in   (slot, depth) pairs at matchSlots/matchDepths; written by FLAG_FIND
+//                                   (with the runs at +176: the pairs of the index's compact answer)
 //   +120 slot             i32  out  the picked worker, -1 when none is eligible
 //   +124 overlap          u32  out  its cached prefix depth, in blocks
 //   +128 handle           u32  out  the booked request's ledger handle (FLAG_BOOK), NIL when none
@@ -59,6 +62,10 @@ import { scanDecide, scanEligibility, selectLastCost } from './select';
 //                                   blocks (cost/kind.ts costBookedOverlap): what a booking books;
 //                                   its credit where the matches had credits
 //   +168 third            f64  in   the cost's third weight (ttft: its KV weight; kv: 0)
+//   +176 runs             u32  in   runs of the index's answer (prefix-match.ts) besides the pairs;
+//                                   written by decideMatch, 0 after decideUseMatches, the host's
+//                                   by decideUseRuns
+//   +180 runsPtr          u32  in   where they are
 // The counts of the decision are at selectCountsPtr() (select.ts).
 
 export const FLAG_FIND: u32 = 1;
@@ -66,13 +73,18 @@ export const FLAG_BOOK: u32 = 2;
 export const FLAG_SCAN: u32 = 4;
 export const FLAG_ELIGIBILITY: u32 = 8;
 
-const block: usize = memory.data(176, 8);
+const block: usize = memory.data(184, 8);
 
 // Matches found outside this core (a model's index sharded over several
 // cores, or over storage tiers), staged by the host: room for `matchCapacity`
 // (slot, depth, credit) triples: u32 slots, u32 depths, then f64 credits.
 let hostMatches: usize = 0;
 let matchCapacity: u32 = 0;
+// Runs of answers found outside this core (a sharded index's cores' runs),
+// staged by the host: run records (prefix-match.ts), then the member blocks
+// they name, copied from their cores (the records hold their addresses here).
+let hostRuns: usize = 0;
+let hostRunBytes: usize = 0;
 
 export function decideBlock(): usize {
   return block;
@@ -108,13 +120,20 @@ export function decidePrepare(tokenCount: u32, blockSize: u32, seed: u64): u32 {
   return blocks;
 }
 
-/** Finds the matches of the block's local hashes (localPtr, blocks); writes matches. */
+/**
+ * Finds the matches of the block's local hashes (localPtr, blocks): the
+ * index's answer, read where it is (its pairs and its runs); writes matches
+ * and runs. Returns the pairs.
+ */
 export function decideMatch(): u32 {
-  const count = findMatches(<usize>u32At(92), u32At(100), false);
+  findMatches(<usize>u32At(92), u32At(100), false);
+  const count = answerPairs();
   setU32(116, count);
   setU32(148, <u32>outSlotsPtr());
   setU32(152, <u32>outDepthsPtr());
   setU32(156, 0);
+  setU32(176, answerRuns());
+  setU32(180, <u32>outRunsPtr());
   return count;
 }
 
@@ -137,6 +156,27 @@ export function decideUseMatches(count: u32, credited: bool): void {
   setU32(148, <u32>hostMatches);
   setU32(152, <u32>(hostMatches + (<usize>count << 2)));
   setU32(156, credited ? <u32>(hostMatches + (<usize>count << 3)) : 0);
+  setU32(176, 0);
+}
+
+/**
+ * Room for `runs` run records and `words` u32 of member blocks after them,
+ * at the returned address. May grow memory.
+ */
+export function decideReserveRuns(runs: u32, words: u32): usize {
+  const bytes = <usize>runs * RUN_BYTES + (<usize>words << 2);
+  if (bytes > hostRunBytes) {
+    const cap = <usize>grownCapacity(<u32>hostRunBytes, <u32>bytes, 256);
+    hostRuns = regrow(hostRuns, <u32>hostRunBytes, <u32>cap, 1);
+    hostRunBytes = cap;
+  }
+  return hostRuns;
+}
+
+/** Uses the `runs` run records the host staged at decideReserveRuns' address beside the matches it staged (after decideUseMatches). */
+export function decideUseRuns(runs: u32): void {
+  setU32(176, runs);
+  setU32(180, <u32>hostRuns);
 }
 
 /**
@@ -161,6 +201,21 @@ export function decideBestDepth(): u32 {
     if (depth <= best || w >= n || !groupAllowed(groupOf(w))) continue;
     if (searched ? !listed(w, <u32>list) : list > 16 && load<u8>(mask + w) == 0) continue;
     best = depth;
+  }
+  // Runs no deeper than the best so far are passed over unread.
+  const runs = <usize>u32At(180);
+  for (let r = u32At(176); r > 0; ) {
+    const run = runAt(runs, --r);
+    const depth = runDepth(run);
+    if (depth <= best) continue;
+    // Stepped through in place: this call allocates nothing.
+    for (let s = runNext(run, 0); s != NO_SLOT; s = runNext(run, s + 1)) {
+      const w = runModelSlot(run, s);
+      if (w >= n || !groupAllowed(groupOf(w))) continue;
+      if (searched ? !listed(w, <u32>list) : list > 16 && load<u8>(mask + w) == 0) continue;
+      best = depth;
+      break;
+    }
   }
   constraintsEnd();
   setU32(136, best);
@@ -211,8 +266,8 @@ export function decideRun(): i32 {
   }
   const fused = view != NIL && fusedDecision();
   const credits = <usize>u32At(156);
-  if (fused) projectFused(view, seqPtr, blocks, promptTokens, blockSize, <usize>u32At(148), <usize>u32At(152), u32At(116), credits);
-  else ledgerProject(seqPtr, blocks, promptTokens, blockSize, <usize>u32At(148), <usize>u32At(152), u32At(116), credits);
+  if (fused) projectFused(view, seqPtr, blocks, promptTokens, blockSize, <usize>u32At(148), <usize>u32At(152), u32At(116), credits, <usize>u32At(180), u32At(176));
+  else project(seqPtr, blocks, promptTokens, blockSize, credits);
   if (flags & FLAG_ELIGIBILITY) {
     scanEligibility(prefillTokens, prefillFraction, decodeFraction);
     constraintsEnd();
@@ -223,9 +278,7 @@ export function decideRun(): i32 {
   const slot0 = view != NIL ? decideFast(view, fused) : FALLBACK;
   setU32(132, slot0 == FALLBACK ? PATH_SCAN : PATH_FAST);
   // The scan reads every worker's projection: make it whole again.
-  if (slot0 == FALLBACK && fused && fusedProjectionPartial()) {
-    ledgerProject(seqPtr, blocks, promptTokens, blockSize, <usize>u32At(148), <usize>u32At(152), u32At(116), credits);
-  }
+  if (slot0 == FALLBACK && fused && fusedProjectionPartial()) project(seqPtr, blocks, promptTokens, blockSize, credits);
   const slot = slot0 == FALLBACK ? scanDecide(prefillTokens, prefillFraction, decodeFraction, temperature) : slot0;
   setU32(144, fused && slot0 != FALLBACK && fusedProjectionPartial() ? 1 : 0);
   constraintsEnd();
@@ -241,6 +294,12 @@ export function decideRun(): i32 {
   store<f64>(block + 160, cachedBlocks);
   if (flags & FLAG_BOOK) book(<u32>slot, cachedBlocks, promptTokens, blockSize, seqPtr, blocks);
   return slot;
+}
+
+/** The whole projection of the block's request: its pairs (ledger/projection.ts), then its runs. */
+function project(seqPtr: usize, blocks: u32, promptTokens: u32, blockSize: u32, credits: usize): void {
+  ledgerProject(seqPtr, blocks, promptTokens, blockSize, <usize>u32At(148), <usize>u32At(152), u32At(116), credits);
+  projectRuns(<usize>u32At(180), u32At(176));
 }
 
 // A prefix credited less than its depth (offloaded blocks) books the tokens

@@ -59,7 +59,7 @@ export {
   selectPick,
 } from './select';
 export { selectDecide, selectLastPath } from './select-fast';
-export { decideBlock, decidePrepare, decideMatch, decideReserveMatches, decideUseMatches, decideBestDepth, decideRun } from './decide';
+export { decideBlock, decidePrepare, decideMatch, decideReserveMatches, decideUseMatches, decideReserveRuns, decideUseRuns, decideBestDepth, decideRun } from './decide';
 export { selectSeed, selectNextRandom } from './random';
 export { hrwReserve, hrwOutPtr, hrwTopK } from './rendezvous';
 export {
@@ -74,7 +74,8 @@ export {
   indexFind,
   indexOutSlots,
   indexOutDepths,
-  indexOutRecord,
+  indexAnswer,
+  indexExpand,
   indexInsertRouted,
   indexExpire,
   indexRoutedTop,

@@ -87,10 +87,12 @@
 // indexInsertRouted returns STORED or NO_MEMORY likewise. indexInput returns
 // 0 when it cannot reserve the buffer.
 // indexFind(ptr, n, earlyExit) reads n local hashes at any address (the block
-// hasher's output, or the I/O buffer) and writes (slot, depth) pairs to the
-// columns at indexOutSlots()/indexOutDepths() (also kept as two u32 at
-// indexOutRecord()); it never allocates, so those stay valid until the next
-// stored/routed event or indexInput.
+// hasher's output, or the I/O buffer) and writes its answer, compact (runs of
+// workers read from the nodes, and pairs; prefix-match.ts), described by the
+// record at indexAnswer(); indexExpand() adds the runs' workers as (slot,
+// depth) pairs to the columns at indexOutSlots()/indexOutDepths(). Neither
+// allocates, so the answer stays valid until the next stored/routed event or
+// indexInput.
 // Slots past any stored one (0xffffffff included) are treated as empty
 // workers by removals and clears. Calls that may grow memory: indexInput,
 // indexStored, indexInsertRouted, indexDumpNodes, indexDumpSlot,
@@ -129,7 +131,7 @@ import {
 import { bindRouted, bindStored, boundNode, chainMix, clearSlot, expireUntil, pruneTo, refsFind, refsTable, extrasTable, settleIds, unbind, wordNode } from './prefix-bind';
 import { tableRelease } from './prefix-table';
 import { dropStaleTop, forgetRouted, heapEmpty, heapPop, releaseRouted, routedCount, routedReserve, topDepth, topExpiry, topExt, topSlot } from './prefix-routed';
-import { META_EVICTED, ensureSlot, forgetSlots, globalSlot, outDepthsPtr, outRecordPtr, outSlotsPtr, releaseSlots, setSlotMapping, slotCapacity, slotIds, slotMeta } from './prefix-slots';
+import { META_EVICTED, ensureSlot, forgetSlots, globalSlot, outDepthsPtr, outSlotsPtr, releaseSlots, setSlotMapping, slotCapacity, slotIds, slotMeta } from './prefix-slots';
 import {
   clearEvictionLog,
   evictedCount,
@@ -144,7 +146,7 @@ import {
   tickBlocks,
   touchUp,
 } from './prefix-evict';
-import { findMatches } from './prefix-match';
+import { findMatches, matchAnswerPtr, matchExpand } from './prefix-match';
 import { verifyIndex } from './prefix-verify';
 
 export const STORED: u32 = 1;
@@ -332,9 +334,14 @@ export function indexOutDepths(): usize {
   return outDepthsPtr();
 }
 
-/** Where indexOutSlots() and indexOutDepths() are kept: two u32, for a host reading them with the pairs. */
-export function indexOutRecord(): usize {
-  return outRecordPtr();
+/** Where the last indexFind's answer is (prefix-match.ts): workers, runs, pairs, and the addresses of the runs, slots and depths. */
+export function indexAnswer(): usize {
+  return matchAnswerPtr();
+}
+
+/** Adds the last answer's runs as pairs (once); returns the pairs, one per worker. */
+export function indexExpand(): u32 {
+  return matchExpand();
 }
 
 /** Approximate mode: worker `slot` was sent these blocks at nowMs. Returns STORED or NO_MEMORY. */

@@ -58,12 +58,21 @@ function lowerBound(b: usize, count: u32, slot: u32): u32 {
 }
 
 export function memberHas(p: usize, slot: u32): bool {
-  const count = memberCount(p);
-  if (count <= 1) return count == 1 && load<u32>(p, MEMBERS) == slot;
-  const b = block(p);
+  return setHas(memberCount(p), load<u32>(p, MEMBERS), slot);
+}
+
+/**
+ * Whether a member set, given as a node keeps it (count, and the MEMBERS
+ * word: the one slot, or the member block), holds slot. The set-level
+ * functions (set*) read a set where it is, in a node or copied from one
+ * into another core (a match answer's runs, prefix-match.ts).
+ */
+export function setHas(count: u32, word: u32, slot: u32): bool {
+  if (count <= 1) return count == 1 && word == slot;
+  const b = <usize>word;
   if (isBitmap(b)) {
-    const word = slot >> 5;
-    return word < blockCap(b) && ((load<u32>(b + 4 + (<usize>word << 2)) >> (slot & 31)) & 1) != 0;
+    const w = slot >> 5;
+    return w < blockCap(b) && ((load<u32>(b + 4 + (<usize>w << 2)) >> (slot & 31)) & 1) != 0;
   }
   const at = lowerBound(b, count, slot);
   return at < count && load<u32>(b + 4 + (<usize>at << 2)) == slot;
@@ -212,36 +221,37 @@ function toArray(p: usize, bits: usize, count: u32): void {
  * an array step is a binary search.
  */
 export function memberNext(p: usize, from: u32, count: u32): u32 {
-  if (count <= 1) {
-    const only = load<u32>(p, MEMBERS);
-    return count == 1 && only >= from ? only : NO_SLOT;
-  }
-  const b = block(p);
+  return setNext(count, load<u32>(p, MEMBERS), from);
+}
+
+/** memberNext of a set given as (count, MEMBERS word). */
+export function setNext(count: u32, word: u32, from: u32): u32 {
+  if (count <= 1) return count == 1 && word >= from ? word : NO_SLOT;
+  const b = <usize>word;
   if (isBitmap(b)) {
     const words = blockCap(b);
     let w = from >> 5;
     if (w >= words) return NO_SLOT;
-    let word = load<u32>(b + 4 + (<usize>w << 2)) & (0xffffffff << (from & 31));
-    while (word == 0) {
+    let bits = load<u32>(b + 4 + (<usize>w << 2)) & (0xffffffff << (from & 31));
+    while (bits == 0) {
       if (++w >= words) return NO_SLOT;
-      word = load<u32>(b + 4 + (<usize>w << 2));
+      bits = load<u32>(b + 4 + (<usize>w << 2));
     }
-    return (w << 5) | ctz(word);
+    return (w << 5) | ctz(bits);
   }
   const at = lowerBound(b, count, from);
   return at < count ? load<u32>(b + 4 + (<usize>at << 2)) : NO_SLOT;
 }
 
-/** The position of a member slot among the node's members in ascending order (memberCopy's order). */
-export function memberRank(p: usize, slot: u32): u32 {
-  const count = memberCount(p);
+/** The position of a member slot among a set's members in ascending order (setCopy's order); the set given as (count, MEMBERS word). */
+function setRank(count: u32, word: u32, slot: u32): u32 {
   if (count <= 1) return 0;
-  const b = block(p);
+  const b = <usize>word;
   if (!isBitmap(b)) return lowerBound(b, count, slot);
   let rank: u32 = 0;
-  const word = slot >> 5;
-  for (let w: u32 = 0; w < word; w++) rank += popcnt(load<u32>(b + 4 + (<usize>w << 2)));
-  return rank + popcnt(load<u32>(b + 4 + (<usize>word << 2)) & ((1 << (slot & 31)) - 1));
+  const last = slot >> 5;
+  for (let w: u32 = 0; w < last; w++) rank += popcnt(load<u32>(b + 4 + (<usize>w << 2)));
+  return rank + popcnt(load<u32>(b + 4 + (<usize>last << 2)) & ((1 << (slot & 31)) - 1));
 }
 
 /**
@@ -250,12 +260,16 @@ export function memberRank(p: usize, slot: u32): u32 {
  * returns how many.
  */
 export function memberCopy(p: usize, out: usize, stride: u32, offset: u32): u32 {
-  const count = memberCount(p);
+  return setCopy(memberCount(p), load<u32>(p, MEMBERS), out, stride, offset);
+}
+
+/** memberCopy of a set given as (count, MEMBERS word). */
+export function setCopy(count: u32, word: u32, out: usize, stride: u32, offset: u32): u32 {
   if (count <= 1) {
-    if (count == 1) store<u32>(out, load<u32>(p, MEMBERS) * stride + offset);
+    if (count == 1) store<u32>(out, word * stride + offset);
     return count;
   }
-  const b = block(p);
+  const b = <usize>word;
   if (isBitmap(b)) {
     const words = blockCap(b);
     const dense = count >= words << 3;
@@ -269,6 +283,73 @@ export function memberCopy(p: usize, out: usize, stride: u32, offset: u32): u32 
     for (let i: u32 = 0; i < count; i++) store<u32>(out + (<usize>i << 2), load<u32>(b + 4 + (<usize>i << 2)) * stride + offset);
   }
   return count;
+}
+
+// At most this many left out of a difference are taken out of a copy of the
+// whole set by position (their ranks kept here), not by a lookup per member.
+const FEW_LEFT_OUT: u32 = 32;
+const leftOut: usize = memory.data(<i32>FEW_LEFT_OUT * 4, 4);
+
+/**
+ * Writes the members of set a that are not members of set b (b a subset of
+ * a; each given as (count, MEMBERS word)) to `out` as `slot * stride +
+ * offset`, up to COPY_SLACK entries past them; returns how many.
+ */
+export function setDiffCopy(countA: u32, wordA: u32, countB: u32, wordB: u32, out: usize, stride: u32, offset: u32): u32 {
+  if (countB == 0) return setCopy(countA, wordA, out, stride, offset);
+  const left = countA - countB;
+  if (left == 0) return 0;
+  if (countB >= 2 && isBitmap(<usize>wordA) && isBitmap(<usize>wordB)) {
+    // Word by word: the bits of a that b lacks.
+    const a = <usize>wordA;
+    const b = <usize>wordB;
+    const words = blockCap(a);
+    const bWords = blockCap(b);
+    const dense = left >= words << 3;
+    let at = out;
+    for (let w: u32 = 0; w < words; w++) {
+      let bits = load<u32>(a + 4 + (<usize>w << 2));
+      if (w < bWords) bits &= ~load<u32>(b + 4 + (<usize>w << 2));
+      at = writeWord(at, bits, w << 5, stride, offset, dense);
+    }
+    return left;
+  }
+  if (countB <= FEW_LEFT_OUT) {
+    // Copy a, then swap each of b's slots out, highest position first, so the
+    // entry pulled in from the end is never one still to be removed.
+    setCopy(countA, wordA, out, stride, offset);
+    let end = countA;
+    let slot = setNext(countB, wordB, 0);
+    for (let i: u32 = 0; i < countB; i++) {
+      store<u32>(leftOut + (<usize>i << 2), setRank(countA, wordA, slot));
+      slot = setNext(countB, wordB, slot + 1);
+    }
+    for (let i = countB; i > 0; ) {
+      const at = load<u32>(leftOut + (<usize>(--i) << 2));
+      store<u32>(out + (<usize>at << 2), load<u32>(out + (<usize>(--end) << 2)));
+    }
+    return left;
+  }
+  // Copy a's slots (ascending), then keep those b lacks: b an array is
+  // walked beside them, a bitmap looked up.
+  setCopy(countA, wordA, out, 1, 0);
+  let kept: u32 = 0;
+  const b = <usize>wordB;
+  if (!isBitmap(b)) {
+    let j: u32 = 0;
+    for (let i: u32 = 0; i < countA; i++) {
+      const slot = load<u32>(out + (<usize>i << 2));
+      while (j < countB && load<u32>(b + 4 + (<usize>j << 2)) < slot) j++;
+      if (j < countB && load<u32>(b + 4 + (<usize>j << 2)) == slot) j++;
+      else store<u32>(out + (<usize>(kept++) << 2), slot * stride + offset);
+    }
+    return left;
+  }
+  for (let i: u32 = 0; i < countA; i++) {
+    const slot = load<u32>(out + (<usize>i << 2));
+    if (!setHas(countB, wordB, slot)) store<u32>(out + (<usize>(kept++) << 2), slot * stride + offset);
+  }
+  return left;
 }
 
 /**

@@ -40,10 +40,6 @@ let outSlots: usize = 0;
 let outDepths: usize = 0;
 let stamp: u32 = 0;
 let stride: u32 = 1;
-// Where the two findMatches outputs are now (outSlots u32, outDepths u32), in
-// static data: a host merging several cores' matches reads them with the
-// pairs, without a call per column.
-const outRecord: usize = memory.data(8, 4);
 let offset: u32 = 0;
 
 export function slotCapacity(): u32 {
@@ -97,7 +93,6 @@ export function ensureSlot(slot: u32): bool {
   outSlots = moveColumn(outSlots, newSlots, 4, next, COPY_SLACK);
   outDepths = moveColumn(outDepths, newDepths, 4, next, 0);
   capacity = next;
-  recordOut();
   return true;
 }
 
@@ -130,17 +125,6 @@ export function forgetSlots(): void {
   capacity = 0;
   ids = meta = marks = active = outSlots = outDepths = 0;
   stamp = 0;
-  recordOut();
-}
-
-function recordOut(): void {
-  store<u32>(outRecord, <u32>outSlots);
-  store<u32>(outRecord, <u32>outDepths, 4);
-}
-
-/** The address of the outputs' record: outSlots u32, then outDepths u32. */
-export function outRecordPtr(): usize {
-  return outRecord;
 }
 
 /** The header of a worker's external-id table (the slot must be below the capacity). */

@@ -49,6 +49,7 @@ import {
 } from './ledger/projection';
 import { availableTotal, groupOf, isAvailable, isPresent, keyOf, presentTotal, rowCount } from './ledger/rows';
 import { viewFind, viewGroupMembers, viewMember, viewMemberKeys, viewTree } from './ledger/views';
+import { runAt, runWorkers, runDepth, runHolds, runSlots } from './match-runs';
 import { below } from './random';
 import { beginStepCost, scanDecide, selectCountsPtr, setLastCost, storeCounts } from './select';
 import { treeCount, treeCountBefore, treeIsMember, treeMin, treeNext, treeNthAtMin, treeSet } from './tie-tree';
@@ -240,7 +241,19 @@ export function fusedDecision(): bool {
  * after it. One pass over the matches, each touched worker's records read
  * once; workers that cannot matter are skipped (fusedMatches).
  */
-export function projectFused(v: u32, seqPtr: usize, seqCount: u32, promptTokens: u32, blockSize: u32, slotsPtr: usize, depthsPtr: usize, count: u32, creditsPtr: usize): void {
+export function projectFused(
+  v: u32,
+  seqPtr: usize,
+  seqCount: u32,
+  promptTokens: u32,
+  blockSize: u32,
+  slotsPtr: usize,
+  depthsPtr: usize,
+  count: u32,
+  creditsPtr: usize,
+  runsPtr: usize,
+  runCount: u32,
+): void {
   projectionCredits(creditsPtr);
   projectionStart(promptTokens, blockSize, seqCount);
   projectHeld(seqPtr, seqCount);
@@ -252,8 +265,7 @@ export function projectFused(v: u32, seqPtr: usize, seqCount: u32, promptTokens:
   // One group, all of it allowed at multiplier 1, nothing excluded: the
   // explicit workers are the touched members, listed only if needed.
   const plain = groupCount() == 1 && !groupTableUsed() && exclusionCount() == 0;
-  if (plain) fusedMatchesPlain(v, slotsPtr, depthsPtr, count);
-  else fusedMatchesGrouped(v, slotsPtr, depthsPtr, count);
+  fusedAnswer(v, slotsPtr, depthsPtr, count, runsPtr, runCount, holders, plain);
   // The workers that hold prompt hashes without a cached prefix.
   for (let i: u32 = 0; i < holders; i++) {
     const w = load<u32>(list + (<usize>i << 2));
@@ -273,14 +285,77 @@ export function projectFused(v: u32, seqPtr: usize, seqCount: u32, promptTokens:
 
 let projectionPartial = false;
 
-// Two functions of their own, each a copy of the loop with its branches on
-// `plain` folded away (and few enough live values to stay in registers).
-function fusedMatchesPlain(v: u32, slots: usize, depths: usize, count: u32): void {
-  fusedMatches(v, slots, depths, count, true);
+/**
+ * A run with fewer than HOLDER_SHARE workers per holder, whose bound exceeds
+ * the best, is expanded anyway: looking each holder up costs more.
+ */
+const HOLDER_SHARE: u32 = 4;
+// One holder, as a list of one match.
+const single: usize = memory.data(4, 4);
+
+/**
+ * The index's answer (its pairs, then its runs, prefix-match.ts) in
+ * projectFused, deepest first where it can: one core's pairs and runs each
+ * come in walk order, so the pairs deeper than a run go before it (a host's,
+ * from several cores, come core after core: each entry is still taken once,
+ * and exactly, only bounds bite later). A run whose bound at its depth
+ * exceeds the best so far for every allowed group is not expanded: only the
+ * holders among its workers can matter (see fusedMatches), and they are
+ * looked up in its sets.
+ */
+function fusedAnswer(v: u32, slots: usize, depths: usize, count: u32, runs: usize, runCount: u32, holders: u32, plain: bool): void {
+  let p = count;
+  for (let r = runCount; r > 0; ) {
+    const run = runAt(runs, --r);
+    const depth = runDepth(run);
+    let q = p;
+    while (q > 0 && load<u32>(depths + (<usize>(q - 1) << 2)) > depth) q--;
+    if (q < p) fusedSegment(v, slots, depths, q, p, 0, plain);
+    p = q;
+    const m = runWorkers(run);
+    if (m == 0 || depth == 0) continue;
+    if (holders * HOLDER_SHARE < m && boundsExceedBest(<f64>depth, plain)) {
+      const list = ledgerTouchedPtr();
+      let found: u32 = 0;
+      for (let i: u32 = 0; i < holders; i++) {
+        const h = load<u32>(list + (<usize>i << 2));
+        if (!runHolds(run, h)) continue;
+        found++;
+        store<u32>(single, h);
+        fusedSegment(v, single, 0, 0, 1, depth, plain);
+      }
+      if (found < m) projectionPartial = true;
+      continue;
+    }
+    fusedSegment(v, runSlots(run), 0, 0, m, depth, plain);
+  }
+  if (p > 0) fusedSegment(v, slots, depths, 0, p, 0, plain);
 }
 
-function fusedMatchesGrouped(v: u32, slots: usize, depths: usize, count: u32): void {
-  fusedMatches(v, slots, depths, count, false);
+/** Whether a worker holding no prompt hash, at this credited overlap, costs more than the best in every allowed group (fusedMatches' skip). */
+function boundsExceedBest(overlap: f64, plain: bool): bool {
+  if (plain) return costBound(load<f64>(floors), overlap) > tieCost;
+  const groups = groupCount();
+  for (let g: u32 = 0; g < groups; g++) {
+    if (groupAllowed(g) && !(costBound(load<f64>(floors + (<usize>g << 3)), overlap) * groupMultiplier(g) > tieCost)) return false;
+  }
+  return true;
+}
+
+@inline
+function fusedSegment(v: u32, slots: usize, depths: usize, from: u32, to: u32, depth: u32, plain: bool): void {
+  if (plain) fusedMatchesPlain(v, slots, depths, from, to, depth);
+  else fusedMatchesGrouped(v, slots, depths, from, to, depth);
+}
+
+// Two functions of their own, each a copy of the loop with its branches on
+// `plain` folded away (and few enough live values to stay in registers).
+function fusedMatchesPlain(v: u32, slots: usize, depths: usize, from: u32, to: u32, depth: u32): void {
+  fusedMatches(v, slots, depths, from, to, depth, true);
+}
+
+function fusedMatchesGrouped(v: u32, slots: usize, depths: usize, from: u32, to: u32, depth: u32): void {
+  fusedMatches(v, slots, depths, from, to, depth, false);
 }
 
 /**
@@ -304,9 +379,9 @@ function setHolder(slot: u32, on: bool): void {
 }
 
 /**
- * projectFused over `count` matches at (slots, depths), last first: the index
- * reports the workers that match deepest last, and their costs bound the
- * rest early. A worker holding none of the prompt's hashes whose bound
+ * projectFused over matches [from, to) at (slots, depths), last first (or,
+ * with `fixed` nonzero, all at that depth: a run's): the index reports the
+ * workers that match deepest last, and their costs bound the rest early. A worker holding none of the prompt's hashes whose bound
  * (costBound at its credited overlap and its group's minimum key, times its group's
  * multiplier) exceeds the cheapest so far costs more than the pick and no
  * less than its key's untouched floor, so no later step of a fast decision
@@ -316,7 +391,7 @@ function setHolder(slot: u32, on: bool): void {
  * record and, for a member, costed. Running values are locals.
  */
 @inline
-function fusedMatches(v: u32, slots: usize, depths: usize, count: u32, plain: bool): void {
+function fusedMatches(v: u32, slots: usize, depths: usize, from: u32, to: u32, fixed: u32, plain: bool): void {
   const n = rowCount();
   const records = projectionColumn(COL_TOUCH);
   const list = ledgerTouchedPtr();
@@ -331,10 +406,10 @@ function fusedMatches(v: u32, slots: usize, depths: usize, count: u32, plain: bo
   let boundOverlap: f64 = -1;
   let bound: f64 = -Infinity;
   const groups = groupCount();
-  for (let i = count; i > 0; ) {
+  for (let i = to; i > from; ) {
     i--;
     const slot = load<u32>(slots + (<usize>i << 2));
-    const depth = load<u32>(depths + (<usize>i << 2));
+    const depth = fixed != 0 ? fixed : load<u32>(depths + (<usize>i << 2));
     if (slot >= n || depth == 0) continue;
     const g = plain ? 0 : groupOf(slot);
     if (!plain && !groupAllowed(g)) {

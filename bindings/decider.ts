@@ -15,6 +15,7 @@ import type { BlockHasher } from './block-hasher.js';
 import type { Core, CoreExports } from './core.js';
 import {
   NO_CONSTRAINTS,
+  type AnswerStage,
   type HostMatcher,
   coreWeights,
   type Decision,
@@ -35,6 +36,8 @@ interface DecideExports {
   decideMatch(): number;
   decideReserveMatches(count: number): number;
   decideUseMatches(count: number, credited: number): void;
+  decideReserveRuns(runs: number, words: number): number;
+  decideUseRuns(runs: number): void;
   decideBestDepth(): number;
   decideRun(): number;
   selectReserveAllowed(count: number): void;
@@ -150,6 +153,14 @@ export class Decider implements DecisionKernel {
   // index in this core finds them).
   private readonly indexMatcher: HostMatcher | null;
   private matcher: HostMatcher | null;
+  // Where a matcher stages a compact answer: the core's host matches and host runs.
+  private readonly answerStage: AnswerStage = {
+    reserve: (pairs, runs, words) => {
+      const pairsPtr = this.ex.decideReserveMatches(pairs) >>> 0;
+      const runsPtr = this.ex.decideReserveRuns(runs, words) >>> 0;
+      return { pairs: this.core.u32(pairsPtr, 2 * pairs), runs: this.core.u32(runsPtr, 8 * runs + words), runsAddress: runsPtr };
+    },
+  };
 
   /**
    * The hasher, ledger and selector of one Core. Its PrefixIndex lives there
@@ -377,6 +388,15 @@ export class Decider implements DecisionKernel {
 
   /** The matcher's matches for the prompt, staged in the core for the decisions that follow. */
   private stageHostMatches(prompt: PromptHashes): void {
+    if (this.matcher!.stage) {
+      const { pairs, runs } = this.matcher!.stage(prompt.local, this.answerStage);
+      this.ex.decideUseMatches(pairs, 0);
+      this.ex.decideUseRuns(runs);
+      this.matches.local = prompt.local;
+      this.matches.epoch = this.matcher!.epoch();
+      this.matches.count = pairs;
+      return;
+    }
     const found = this.matcher!.find(prompt.local);
     const ptr = this.ex.decideReserveMatches(found.count) >>> 0;
     const credits = found.credits;

@@ -11,6 +11,23 @@ import { checkFinite, costWeights, type BusyThresholds, type EligibilityCounts, 
 export interface HostMatcher {
   find(local: BigUint64Array): MatchResult;
   epoch(): number;
+  /**
+   * Finds the matches and stages them in the decision's core compactly (the
+   * index answers' runs and pairs, assembly/prefix-match.ts) rather than a
+   * pair per worker; returns how many pairs and runs it staged.
+   */
+  stage?(local: BigUint64Array, into: AnswerStage): { pairs: number; runs: number };
+}
+
+/** Room in the decision's core for a compact answer (bindings/decider.ts). */
+export interface AnswerStage {
+  /**
+   * Room for `pairs` pairs and `runs` run records with `words` u32 of member
+   * blocks after them: `pairs` holds the u32 slots, then the u32 depths;
+   * `runs` the records, then the blocks, whose core address is `runsAddress`.
+   * Views valid until the next call on the core.
+   */
+  reserve(pairs: number, runs: number, words: number): { pairs: Uint32Array; runs: Uint32Array; runsAddress: number };
 }
 
 /** A prompt's local and chained sequence hashes. */

@@ -5,7 +5,12 @@ import type { WorkerKey, WorkerSlots } from './workers.js';
 /** Workers that hold a prompt's leading blocks: the first `count` entries, slot and matched blocks. */
 export interface MatchResult {
   count: number;
-  /** Worker slots (see `PrefixIndex.workers`); from the wasm index, a view valid until the next index call. */
+  /**
+   * Worker slots (see `PrefixIndex.workers`). From the wasm index the pairs
+   * are derived from its compact answer when first read, and must be read
+   * before the next call that changes the index or its answer (a later read
+   * throws); the arrays are views valid until then.
+   */
   slots: Uint32Array;
   /** Leading blocks each worker holds, same order as slots. */
   depths: Uint32Array;

@@ -18,6 +18,7 @@
 // Node counts (stats().nodes) add up per shard: a block several shards' workers
 // hold is a node in each.
 import { Core } from './core.js';
+import type { AnswerStage } from './decision-contract.js';
 import { WorkerSlots, type WorkerKey } from './workers.js';
 import {
   checkArrayLike,
@@ -32,7 +33,7 @@ import {
   type PrefixIndexOptions,
   type PrefixIndexStats,
 } from './prefix-index-api.js';
-import { PrefixIndex, type Eviction, type RoutedTop, type WireOutcome } from './prefix-index.js';
+import { CompactAnswer, PrefixIndex, RUN_WORDS, staleAnswer, type AnswerSize, type Eviction, type MatchPairs, type RoutedTop, type WireOutcome } from './prefix-index.js';
 
 /** Most index bytes a shard is given: a wasm32 memory holds 4 GiB, and the heap needs room to move tables. */
 export const SHARD_BOUND_BYTES = 3 * 2 ** 30;
@@ -60,6 +61,10 @@ export class ShardedPrefixIndex implements PrefixIndexApi {
   private readonly pruneTarget: number;
   private mergedSlots = new Uint32Array(64);
   private mergedDepths = new Uint32Array(64);
+  // The workers each shard's last answer names.
+  private readonly found: Uint32Array;
+  // stageAnswer's counts: the answers' size, and the positions copied to so far.
+  private readonly staged: { size: AnswerSize; at: AnswerSize } = { size: { pairs: 0, runs: 0, words: 0 }, at: { pairs: 0, runs: 0, words: 0 } };
 
   constructor(opts: ShardedIndexOptions = {}) {
     const options = resolveIndexOptions(opts);
@@ -70,6 +75,7 @@ export class ShardedPrefixIndex implements PrefixIndexApi {
     this.maxRouted = options.maxRoutedBlocks;
     this.pruneTarget = options.pruneTarget;
     const perShard = Math.floor(options.memoryBoundBytes / count);
+    this.found = new Uint32Array(count);
     this.shards = Array.from(
       { length: count },
       (_, index) =>
@@ -136,18 +142,48 @@ export class ShardedPrefixIndex implements PrefixIndexApi {
     checkHashes(local, 'local');
     // Checked once: the shards take the hashes as a typed array, copied without checks.
     const hashes = local instanceof BigUint64Array ? local : BigUint64Array.from(local as ArrayLike<bigint>);
+    const found = this.found;
     let count = 0;
-    for (const shard of this.shards) {
-      const found = shard.findChecked(hashes);
-      if (found === 0) continue;
-      this.reserveMerged(count + found);
-      shard.copyMatches(this.mergedSlots, this.mergedDepths, count, found);
-      count += found;
+    for (const [i, shard] of this.shards.entries()) {
+      found[i] = shard.findChecked(hashes);
+      count += found[i]!;
     }
-    const slots = this.mergedSlots.subarray(0, count);
-    const depths = this.mergedDepths.subarray(0, count);
-    if (earlyExit) cutSingleSurvivor(depths);
-    return { count, slots, depths };
+    const answer = new CompactAnswer(count, this, this.matchesEpoch());
+    if (earlyExit) cutSingleSurvivor(answer.depths);
+    return answer;
+  }
+
+  /**
+   * findMatches, its answer staged in another core as it is (AnswerStage,
+   * bindings/decision-contract.ts): every shard's pairs, run records and the
+   * member blocks they name, so the decision there reads runs, not a pair
+   * per worker. Returns how many pairs and runs it staged.
+   */
+  stageAnswer(local: BigUint64Array, into: AnswerStage): { pairs: number; runs: number } {
+    this.findMatches(local);
+    const size = this.staged.size;
+    size.pairs = size.runs = size.words = 0;
+    for (let i = 0; i < this.shards.length; i++) if (this.found[i] !== 0) this.shards[i]!.answerSize(size);
+    const stage = into.reserve(size.pairs, size.runs, size.words);
+    const at = this.staged.at;
+    at.pairs = at.runs = 0;
+    at.words = RUN_WORDS * size.runs;
+    for (let i = 0; i < this.shards.length; i++) if (this.found[i] !== 0) this.shards[i]!.copyAnswer(stage, at, size.pairs);
+    return { pairs: size.pairs, runs: size.runs };
+  }
+
+  /** The last findMatches' pairs over every shard, merged (each shard's answer written as pairs first). */
+  answerPairs(epoch: number, count: number): MatchPairs {
+    if (this.matchesEpoch() !== epoch) throw staleAnswer();
+    this.reserveMerged(count);
+    let at = 0;
+    for (const [i, shard] of this.shards.entries()) {
+      const n = this.found[i]!;
+      if (n === 0) continue;
+      shard.copyMatches(this.mergedSlots, this.mergedDepths, at, n);
+      at += n;
+    }
+    return { slots: this.mergedSlots.subarray(0, count), depths: this.mergedDepths.subarray(0, count) };
   }
 
   insertRouted(worker: WorkerKey, local: ArrayLike<bigint>, nowMs: number): void {

@@ -50,7 +50,8 @@ interface IndexExports {
   indexFind(ptr: number, count: number, earlyExit: number): number;
   indexOutSlots(): number;
   indexOutDepths(): number;
-  indexOutRecord(): number;
+  indexAnswer(): number;
+  indexExpand(): number;
   indexInsertRouted(slot: number, count: number, nowMs: number): number;
   indexExpire(nowMs: number): number;
   indexRoutedTop(): number;
@@ -132,8 +133,8 @@ export class PrefixIndex implements PrefixIndexApi {
   // The whole memory as u32 words, for copyMatches, and the generation it was made under.
   private words: Uint32Array = new Uint32Array(0);
   private wordsGeneration = -1;
-  // The word index of the core's record of where its match outputs are.
-  private readonly outRecord: number;
+  // The word index of the core's record of where its answer is (assembly/prefix-match.ts).
+  private readonly answer: number;
   private wire: WireBuffer | null = null;
 
   constructor(opts: PrefixIndexCoreOptions = {}) {
@@ -155,7 +156,7 @@ export class PrefixIndex implements PrefixIndexApi {
     this.evictionLog = opts.evictionLog ?? 0;
     if (this.evictionLog > 0) this.k.indexEvictionLog(this.evictionLog);
     if (!this.reserveInput(INITIAL_INPUT)) throw new CoreAbort('the core has no memory for the index I/O buffer');
-    this.outRecord = this.k.indexOutRecord() >>> 2;
+    this.answer = this.k.indexAnswer() >>> 2;
   }
 
   applyStored(worker: WorkerKey, parent: bigint | null, external: ArrayLike<bigint>, local: ArrayLike<bigint>): boolean {
@@ -277,8 +278,8 @@ export class PrefixIndex implements PrefixIndexApi {
 
   /**
    * findMatches for a merge over shards (bindings/prefix-index-sharded.ts):
-   * the hashes were checked by the caller, the pairs stay in the core for
-   * copyMatches, and no views are made. Returns how many pairs there are.
+   * the hashes were checked by the caller, the answer stays in the core for
+   * copyMatches, and no views are made. Returns how many workers it names.
    */
   findChecked(local: BigUint64Array): number {
     const view = this.input(local.length);
@@ -288,18 +289,88 @@ export class PrefixIndex implements PrefixIndexApi {
     return this.k.indexFind(this.inputPtr, local.length, 0) >>> 0;
   }
 
-  /** Copies the `count` pairs the last findChecked found to slots and depths from `at`. */
+  /**
+   * Copies the pairs of the `count` workers the last findChecked found to
+   * slots and depths from `at` (the core writes its runs as pairs first).
+   */
   copyMatches(slots: Uint32Array, depths: Uint32Array, at: number, count: number): void {
-    // findChecked just checked the memory's generation: the word view made under it still holds.
-    if (this.wordsGeneration !== this.inputGeneration) {
-      this.words = this.core.u32(0, this.core.memoryBytes >>> 2);
-      this.wordsGeneration = this.inputGeneration;
-    }
-    const words = this.words;
-    const from = words[this.outRecord]! >>> 2;
-    const depthsFrom = words[this.outRecord + 1]! >>> 2;
+    this.k.indexExpand();
+    const words = this.wordView();
+    const from = words[this.answer + 4]! >>> 2;
+    const depthsFrom = words[this.answer + 5]! >>> 2;
     slots.set(words.subarray(from, from + count), at);
     depths.set(words.subarray(depthsFrom, depthsFrom + count), at);
+  }
+
+  /**
+   * Adds the last answer's size to `size`, for staging it in another core
+   * (copyAnswer): its pairs, runs, and the u32 words of the member blocks
+   * its runs name.
+   */
+  answerSize(size: AnswerSize): void {
+    const words = this.wordView();
+    const at = this.answer;
+    const runs = words[at + 1]!;
+    const records = words[at + 3]! >>> 2;
+    size.pairs += words[at + 2]!;
+    size.runs += runs;
+    for (let r = 0; r < runs; r++) {
+      const rec = records + RUN_WORDS * r;
+      size.words += setWords(words, words[rec + 2]!, words[rec + 3]!) + setWords(words, words[rec + 4]!, words[rec + 5]!);
+    }
+  }
+
+  /**
+   * Copies the last answer into a stage in another core (AnswerStage): its
+   * pairs from position `to.pairs` (of `pairsTotal`), its run records from
+   * `to.runs`, the member blocks they name from word `to.words`, the records
+   * pointing at them there; advances `to` past them.
+   */
+  copyAnswer(stage: AnswerCopy, to: AnswerSize, pairsTotal: number): void {
+    const words = this.wordView();
+    const at = this.answer;
+    const runs = words[at + 1]!;
+    const pairs = words[at + 2]!;
+    const records = words[at + 3]! >>> 2;
+    const slots = words[at + 4]! >>> 2;
+    const depths = words[at + 5]! >>> 2;
+    stage.pairs.set(words.subarray(slots, slots + pairs), to.pairs);
+    stage.pairs.set(words.subarray(depths, depths + pairs), pairsTotal + to.pairs);
+    let w = to.words;
+    for (let r = 0; r < runs; r++) {
+      const rec = records + RUN_WORDS * r;
+      const out = RUN_WORDS * (to.runs + r);
+      stage.runs.set(words.subarray(rec, rec + RUN_WORDS), out);
+      // Each set of two or more (A at word 2, B at word 4): its block copied, the record pointing at the copy.
+      for (let field = 2; field <= 4; field += 2) {
+        const size = setWords(words, words[rec + field]!, words[rec + field + 1]!);
+        if (size === 0) continue;
+        const block = words[rec + field + 1]! >>> 2;
+        stage.runs.set(words.subarray(block, block + size), w);
+        stage.runs[out + field + 1] = stage.runsAddress + 4 * w;
+        w += size;
+      }
+    }
+    to.pairs += pairs;
+    to.runs += runs;
+    to.words = w;
+  }
+
+  /** The last answer's pairs, one per worker, as views (the core writes its runs as pairs first). */
+  answerPairs(epoch: number, count: number): MatchPairs {
+    if (this.core.epoch('matches') !== epoch) throw staleAnswer();
+    this.k.indexExpand();
+    return { slots: this.core.u32(this.k.indexOutSlots() >>> 0, count), depths: this.core.u32(this.k.indexOutDepths() >>> 0, count) };
+  }
+
+  // The whole memory as u32 words: the view made under the memory's generation.
+  private wordView(): Uint32Array {
+    const generation = this.core.generation;
+    if (this.wordsGeneration !== generation) {
+      this.words = this.core.u32(0, this.core.memoryBytes >>> 2);
+      this.wordsGeneration = generation;
+    }
+    return this.words;
   }
 
   insertRouted(worker: WorkerKey, local: ArrayLike<bigint>, nowMs: number): void {
@@ -479,12 +550,78 @@ export class PrefixIndex implements PrefixIndexApi {
   private result(count: number): MatchResult {
     count >>>= 0;
     if (count === 0) return EMPTY_MATCH;
-    return {
-      count,
-      slots: this.core.u32(this.k.indexOutSlots() >>> 0, count),
-      depths: this.core.u32(this.k.indexOutDepths() >>> 0, count),
-    };
+    return new CompactAnswer(count, this, this.core.epoch('matches'));
   }
+}
+
+/** Counts of a compact answer (or positions in a stage of one): pairs, run records, u32 words of member blocks. */
+export interface AnswerSize {
+  pairs: number;
+  runs: number;
+  words: number;
+}
+
+/** Where an answer is staged in another core (AnswerStage.reserve's views). */
+export interface AnswerCopy {
+  pairs: Uint32Array;
+  runs: Uint32Array;
+  runsAddress: number;
+}
+
+/** u32 words of a run record (assembly/prefix-match.ts). */
+export const RUN_WORDS = 8;
+const BITMAP = 0x80000000;
+
+/** The u32 words of the member block of a set (count, word) in memory `words`: none for a set of at most one. */
+function setWords(words: Uint32Array, count: number, word: number): number {
+  if (count <= 1) return 0;
+  const header = words[word >>> 2]!;
+  return 1 + ((header & BITMAP) !== 0 ? header & ~BITMAP : count);
+}
+
+/** A match result's pairs: one slot and depth per worker. */
+export interface MatchPairs {
+  slots: Uint32Array;
+  depths: Uint32Array;
+}
+
+/** An index whose last answer is kept compact, as of an epoch of its writes. */
+interface AnswerSource {
+  /** The answer's pairs, one per worker; throws when the answer changed since `epoch`. */
+  answerPairs(epoch: number, count: number): MatchPairs;
+}
+
+/**
+ * A compact answer (assembly/prefix-match.ts; one core's, or several
+ * shards') as a MatchResult: its count at once, its pairs derived when first
+ * read, which must come before the next call that changes the answer.
+ */
+export class CompactAnswer implements MatchResult {
+  private pairs: MatchPairs | null = null;
+
+  constructor(
+    readonly count: number,
+    private readonly index: AnswerSource,
+    private readonly epoch: number,
+  ) {}
+
+  get slots(): Uint32Array {
+    return this.expanded().slots;
+  }
+
+  get depths(): Uint32Array {
+    return this.expanded().depths;
+  }
+
+  private expanded(): MatchPairs {
+    this.pairs ??= this.index.answerPairs(this.epoch, this.count);
+    return this.pairs;
+  }
+}
+
+/** A match result read after its index changed the answer it describes. */
+export function staleAnswer(): Error {
+  return new Error("a match result's pairs were read after a later call on its index replaced the answer (read them first, or copy them)");
 }
 
 /** The IndexFailure a failure handler throws. */

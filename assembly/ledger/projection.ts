@@ -200,15 +200,24 @@ export function ledgerProject(
   projectionCredits(creditsPtr);
   projectionStart(promptTokens, blockSize, seqCount);
   projectHeld(seqPtr, seqCount);
+  projectOverlaps(slotsPtr, depthsPtr, overlapCount, 0);
+}
+
+/**
+ * OVERLAP of the projection started: `count` matches at slotsPtr with their
+ * depths at depthsPtr, or all at depth `fixed` when it is nonzero (a run of
+ * an index answer, assembly/match-runs.ts); the deepest entry per slot.
+ */
+export function projectOverlaps(slotsPtr: usize, depthsPtr: usize, count: u32, fixed: u32): void {
   // Locals, not the module's globals, inside the loop: the stores of one
   // iteration do not then make the next reload them.
   const records = touchCol;
   const list = touched;
   let listed = touchedCount;
   const n = rowCount();
-  for (let i: u32 = 0; i < overlapCount; i++) {
+  for (let i: u32 = 0; i < count; i++) {
     const slot = load<u32>(slotsPtr + (<usize>i << 2));
-    const depth = load<u32>(depthsPtr + (<usize>i << 2));
+    const depth = fixed != 0 ? fixed : load<u32>(depthsPtr + (<usize>i << 2));
     if (slot >= n || depth == 0) continue;
     const t = records + (<usize>slot << 3);
     const record = load<u64>(t);

@@ -5,7 +5,7 @@
 import { BlockHasher } from '../../bindings/block-hasher.js';
 import { Core } from '../../bindings/core.js';
 import { Decider } from '../../bindings/decider.js';
-import type { DecisionKernel } from '../../bindings/decision-contract.js';
+import type { AnswerStage, DecisionKernel } from '../../bindings/decision-contract.js';
 import { LoadTable } from '../../bindings/load-table.js';
 import type { PrefixIndexApi } from '../../bindings/prefix-index-api.js';
 import { ShardedPrefixIndex } from '../../bindings/prefix-index-sharded.js';
@@ -68,7 +68,10 @@ export function createKernels(options: KernelOptions): Kernels {
   const selector = new Selector({ ledger, seed });
   // An index over several cores is searched from here, its matches staged in
   // the decision's core; one in the decision's core is searched in the core.
-  const matcher = index.shards.length > 1 ? { find: (local: BigUint64Array) => index.findMatches(local), epoch: () => index.matchesEpoch() } : undefined;
+  const matcher =
+    index.shards.length > 1
+      ? { find: (local: BigUint64Array) => index.findMatches(local), epoch: () => index.matchesEpoch(), stage: (local: BigUint64Array, into: AnswerStage) => index.stageAnswer(local, into) }
+      : undefined;
   const tierIndex = () => new ShardedPrefixIndex({ core: new Core(), ...indexOptions, memoryBoundBytes: options.indexMemoryBytes, shards: options.indexShards });
   return { core, hasher, index, ledger, selector, decider: new Decider({ hasher, ledger, selector, blockSize, matcher }), tierIndex, wire: index };
 }

@@ -37,7 +37,8 @@ window.runCore = async () => {
   out.stored = [store(0, [11n, 12n], [100n, 200n]), store(1, [21n], [100n])];
   const q = ex.indexInput(3);
   new BigUint64Array(ex.memory.buffer, q, 3).set([100n, 200n, 300n]);
-  const n = ex.indexFind(q, 3, 0);
+  ex.indexFind(q, 3, 0);
+  const n = ex.indexExpand();
   const slots = new Uint32Array(ex.memory.buffer, ex.indexOutSlots(), n);
   const depths = new Uint32Array(ex.memory.buffer, ex.indexOutDepths(), n);
   out.matches = Array.from(slots, (s, i) => [s, depths[i]]).sort((a, b) => a[0] - b[0]);
