@@ -346,7 +346,7 @@ export class PromptEncoder {
     const slots = this.segmentSlots(text, pending, true);
     return pending.plan((ids) => {
       for (let i = 0; i < pending.texts.length; i++) this.cache.set(pending.texts[i]!, ids[i]!);
-      return joinIds(slots.map((s) => idsOf(s, ids)));
+      return joinSlots(slots, ids);
     });
   }
 
