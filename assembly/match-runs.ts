@@ -1,6 +1,6 @@
 import { grownCapacity, regrow } from './grow';
-import { COPY_SLACK, NO_SLOT, setDiffCopy, setHas, setNext } from './prefix-members';
-import { RUN_BYTES } from './prefix-match';
+import { COPY_SLACK, NO_SLOT, setHas, setNext } from './prefix-members';
+import { RUN_BYTES, runCopy } from './prefix-match';
 import { projectOverlaps } from './ledger/projection';
 import { rowCount } from './ledger/rows';
 
@@ -43,8 +43,7 @@ export function runSlots(run: usize): usize {
     scratch = regrow(scratch, scratchCapacity, cap, 4);
     scratchCapacity = cap;
   }
-  const map = load<u32>(run, 24);
-  setDiffCopy(countA, load<u32>(run, 12), load<u32>(run, 16), load<u32>(run, 20), scratch, map >> 16, map & 0xffff);
+  runCopy(run, scratch);
   return scratch;
 }
 
@@ -53,8 +52,10 @@ export function runNext(run: usize, from: u32): u32 {
   const countA = load<u32>(run, 8);
   const wordA = load<u32>(run, 12);
   const countB = load<u32>(run, 16);
+  const wordB = load<u32>(run, 20);
+  // An empty set B holds nothing (setHas of count 0).
   let slot = setNext(countA, wordA, from);
-  while (slot != NO_SLOT && countB != 0 && setHas(countB, load<u32>(run, 20), slot)) slot = setNext(countA, wordA, slot + 1);
+  while (slot != NO_SLOT && setHas(countB, wordB, slot)) slot = setNext(countA, wordA, slot + 1);
   return slot;
 }
 
@@ -72,8 +73,7 @@ export function runHolds(run: usize, w: u32): bool {
   const offset = map & 0xffff;
   if (w < offset || (w - offset) % stride != 0) return false;
   const slot = (w - offset) / stride;
-  const countB = load<u32>(run, 16);
-  return setHas(load<u32>(run, 8), load<u32>(run, 12), slot) && !(countB != 0 && setHas(countB, load<u32>(run, 20), slot));
+  return setHas(load<u32>(run, 8), load<u32>(run, 12), slot) && !setHas(load<u32>(run, 16), load<u32>(run, 20), slot);
 }
 
 /** Adds the runs' workers to the projection ledgerProject started, as it adds pairs (ledger/projection.ts). */

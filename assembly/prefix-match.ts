@@ -136,18 +136,25 @@ function emitRun(ap: usize, bp: usize, depth: u32): void {
 }
 
 /**
+ * Writes the run's workers at `out` as model slots (its map), up to
+ * COPY_SLACK entries past them; returns how many.
+ */
+export function runCopy(run: usize, out: usize): u32 {
+  const map = load<u32>(run, 24);
+  return setDiffCopy(load<u32>(run, 8), load<u32>(run, 12), load<u32>(run, 16), load<u32>(run, 20), out, map >> 16, map & 0xffff);
+}
+
+/**
  * Writes the runs' workers as pairs after the walk's pairs (once per
  * answer); returns the pairs, one per worker.
  */
 export function matchExpand(): u32 {
   if (expanded) return out;
   expanded = true;
-  const stride = slotStride();
-  const offset = slotOffset();
   for (let i: u32 = 0; i < runs; i++) {
     const r = outRunsPtr() + <usize>i * RUN_BYTES;
     const start = out;
-    out += setDiffCopy(load<u32>(r, 8), load<u32>(r, 12), load<u32>(r, 16), load<u32>(r, 20), outSlotsPtr() + (<usize>out << 2), stride, offset);
+    out += runCopy(r, outSlotsPtr() + (<usize>out << 2));
     fillDepths(start, out, load<u32>(r));
   }
   recordAnswer();
