@@ -179,6 +179,13 @@ export function decideUseRuns(runs: u32): void {
   setU32(180, <u32>hostRuns);
 }
 
+/** Whether matched worker w (of n rows) is one decideBestDepth counts: its group and the allow-list (searched, or as a mask) allow it. */
+@inline
+function allowedMatch(w: u32, n: u32, list: i32, searched: bool, mask: usize): bool {
+  if (w >= n || !groupAllowed(groupOf(w))) return false;
+  return searched ? listed(w, <u32>list) : !(list > 16 && load<u8>(mask + w) == 0);
+}
+
 /**
  * The deepest cached prefix among the index's matches on workers the staged
  * allow-list (listCount) and group table (groupCount) allow; writes bestDepth.
@@ -198,9 +205,7 @@ export function decideBestDepth(): u32 {
   for (let i: u32 = 0; i < count; i++) {
     const w = load<u32>(slots + (<usize>i << 2));
     const depth = load<u32>(depths + (<usize>i << 2));
-    if (depth <= best || w >= n || !groupAllowed(groupOf(w))) continue;
-    if (searched ? !listed(w, <u32>list) : list > 16 && load<u8>(mask + w) == 0) continue;
-    best = depth;
+    if (depth > best && allowedMatch(w, n, list, searched, mask)) best = depth;
   }
   // Runs no deeper than the best so far are passed over unread.
   const runs = <usize>u32At(180);
@@ -210,9 +215,7 @@ export function decideBestDepth(): u32 {
     if (depth <= best) continue;
     // Stepped through in place: this call allocates nothing.
     for (let s = runNext(run, 0); s != NO_SLOT; s = runNext(run, s + 1)) {
-      const w = runModelSlot(run, s);
-      if (w >= n || !groupAllowed(groupOf(w))) continue;
-      if (searched ? !listed(w, <u32>list) : list > 16 && load<u8>(mask + w) == 0) continue;
+      if (!allowedMatch(runModelSlot(run, s), n, list, searched, mask)) continue;
       best = depth;
       break;
     }
